@@ -1,0 +1,36 @@
+//! \file acceptance/concepts.hpp
+//! \brief What an acceptance rule is. Every rule plugs into the same `verify` entry point and
+//! the same outputs; its `family` tells the verifier which scalar test and which correction it needs.
+#pragma once
+
+#include <concepts>
+
+namespace specdec {
+
+//! How a rule decides and what it emits when it rejects.
+enum class rule_family {
+  rejection,         //!< accept x with a probability from p(x), q(x); on rejection sample norm(max(0, p - a))
+  greedy,            //!< accept x iff x == argmax p; on rejection emit argmax p
+  sample_and_match,  //!< the target samples y ~ p; accept x iff x == y; on rejection emit y
+};
+
+//! A rejection-family rule: a test on the two scalars p(x), q(x) and a uniform u, and the mass
+//! a(v) = q(v) * P(accept v) that the test already emits for token v, from which the residual
+//! norm(max(0, p - a)) follows.
+template <class R>
+concept RejectionRule = requires(const R& r, double p, double q, double u) {
+  { r.accepts(p, q, u) } -> std::same_as<bool>;
+  { r.accepted_mass(p, q) } -> std::convertible_to<double>;
+};
+
+//! Any rule `specdec::verify` accepts.
+template <class R>
+concept AcceptanceRule = requires {
+  { R::family } -> std::convertible_to<rule_family>;
+} && (R::family != rule_family::rejection || RejectionRule<R>);
+
+//! Whether the rule reads the draft distribution q (greedy and sample-and-match do not).
+template <AcceptanceRule R>
+inline constexpr bool reads_draft_distribution = R::family == rule_family::rejection;
+
+}  // namespace specdec

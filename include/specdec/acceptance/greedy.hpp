@@ -1,0 +1,18 @@
+//! \file acceptance/greedy.hpp
+//! \brief Greedy verification: accept the draft token x iff x == argmax p (lowest id on ties);
+//! at the first mismatch emit argmax p; after gamma matches the bonus is argmax of the last row.
+//! **Guarantee:** the output equals greedy (temperature 0) decoding of the target, token for token.
+//! Does not read q and draws no random numbers.
+#pragma once
+
+#include "specdec/acceptance/concepts.hpp"
+
+namespace specdec {
+
+struct greedy_rule {
+  static constexpr rule_family family = rule_family::greedy;
+};
+
+inline constexpr greedy_rule greedy{};
+
+}  // namespace specdec

@@ -1,0 +1,20 @@
+//! \file acceptance/sample_and_match.hpp
+//! \brief Sample-and-match (llama.cpp's server, vLLM V2 "strict", TRT-LLM without draft logits):
+//! at each drafted position the target samples y ~ p; accept x iff x == y; at the first mismatch
+//! emit y; after gamma matches emit the target's sample from the last row as the bonus.
+//! **Guarantee:** every emitted token is a sample from p given its prefix, so the output is exactly
+//! the target distribution, whatever the drafter did; it needs no q, but accepts x only with
+//! probability p(x) (lower than the strict rule's min(1, p(x)/q(x)) whenever q is informative).
+#pragma once
+
+#include "specdec/acceptance/concepts.hpp"
+
+namespace specdec {
+
+struct sample_and_match_rule {
+  static constexpr rule_family family = rule_family::sample_and_match;
+};
+
+inline constexpr sample_and_match_rule sample_and_match{};
+
+}  // namespace specdec

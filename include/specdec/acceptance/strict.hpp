@@ -1,0 +1,30 @@
+//! \file acceptance/strict.hpp
+//! \brief Standard speculative sampling (Leviathan et al. 2023, Alg. 1; Chen et al. 2023; seed 004).
+//!
+//! Accept the draft token x iff u * q(x) < p(x), u ~ U[0, 1): probability min(1, p(x) / q(x)),
+//! without a division. On rejection sample norm(max(0, p - q)); after gamma acceptances sample the
+//! bonus token from p.
+//! **Guarantee:** every emitted token is distributed exactly as p given its prefix, so the output
+//! sequence has exactly the target's distribution (Leviathan et al. Thm 3.5; tested at the sequence
+//! level by tests/acceptance/distribution.cpp with a negative control).
+//! q(x) = 0 for a token the draft produced means q is not the distribution it was sampled from;
+//! the verifier rejects it and flags `verify_status::draft_prob_zero` (vLLM rejects too).
+#pragma once
+
+#include <algorithm>
+
+#include "specdec/acceptance/concepts.hpp"
+
+namespace specdec {
+
+//! The lossless rule: accept iff u * q(x) < p(x).
+struct strict_rule {
+  static constexpr rule_family family = rule_family::rejection;
+  constexpr bool accepts(double p, double q, double u) const noexcept { return u * q < p; }
+  //! q(v) min(1, p(v)/q(v)) = min(p(v), q(v)): the residual is norm(max(0, p - q)).
+  constexpr double accepted_mass(double p, double q) const noexcept { return std::min(p, q); }
+};
+
+inline constexpr strict_rule strict{};
+
+}  // namespace specdec

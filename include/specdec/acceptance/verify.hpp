@@ -1,0 +1,75 @@
+//! \file acceptance/verify.hpp
+//! \brief `specdec::verify`: chain verification of a ragged batch, for every rule and every backend.
+//!
+//! \code
+//!   specdec::verify(specdec::exec::seq, specdec::strict, batch, streams, outputs);
+//! \endcode
+//! Request b's output row holds its accepted drafts, one correction or bonus token, then -1.
+//! Randomness comes from `streams[b]` alone (seed, request id, step), so a request's tokens do not
+//! depend on the rest of its batch. Bad data is flagged per request (`verify_status`), never turned
+//! into a token outside [0, V); bad shapes and parameters throw `specdec::error`.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/status.hpp"
+#include "specdec/backend/seq/verify.hpp"
+#include "specdec/core/batch.hpp"
+#include "specdec/exec/dispatch.hpp"
+#include "specdec/random/stream.hpp"
+
+namespace specdec {
+
+//! Verifies a batch of drafted chains against target probabilities.
+//! \param rule    strict, lenient_rule{l}, greedy, sample_and_match, ...
+//! \param batch   drafted tokens, draft rows q (the warped rows the drafts were sampled from) and
+//!                target rows p, as probabilities
+//! \param streams one per request
+//! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream.
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
+void verify(const Policy&, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+            const chain_outputs& out, const verify_options& options = {}) {
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
+  // The simd and cuda kernels arrive with their own issues; until then every enabled backend runs seq.
+  backend::seq::verify(rule, batch, streams, out, options);
+}
+
+//! Verifies from logits: each row that is read is warped with its request's parameters first
+//! (temperature, top-k, top-p, min-p). `draft_params` empty means the draft used the target's
+//! parameters; either way q is the warped row the draft token was sampled from.
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
+void verify_from_logits(const Policy&, const Rule& rule, const chain_batch<T>& logits_batch,
+                        std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
+                        std::span<const random::request_stream> streams, const chain_outputs& out,
+                        const verify_options& options = {}) {
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
+  backend::seq::verify_from_logits(rule, logits_batch, target_params, draft_params, streams, out, options);
+}
+
+//! The result of verifying one chain.
+struct chain_result {
+  std::vector<token_id> tokens;  //!< accepted drafts then the correction or bonus token (no padding)
+  std::int32_t num_accepted = 0;
+  verify_status status = verify_status::ok;
+};
+
+//! Verifies one request's chain: `draft_probs` is [n][V], `target_probs` is [n + 1][V].
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
+chain_result verify_chain(const Policy& policy, const Rule& rule, std::span<const token_id> drafts,
+                          std::span<const T> draft_probs, std::span<const T> target_probs, std::size_t vocab_size,
+                          const random::request_stream& stream, const verify_options& options = {}) {
+  const std::int32_t n = static_cast<std::int32_t>(drafts.size());
+  chain_batch<T> batch{ragged_layout::packed(std::span<const std::int32_t>(&n, 1)), vocab_size, drafts, draft_probs, target_probs};
+  std::vector<token_id> tokens(drafts.size() + 1);
+  chain_result r;
+  verify(policy, rule, batch, std::span<const random::request_stream>(&stream, 1),
+         chain_outputs{tokens, std::span<std::int32_t>(&r.num_accepted, 1), std::span<verify_status>(&r.status, 1)}, options);
+  for (const token_id t : tokens)
+    if (t != no_token) r.tokens.push_back(t);
+  return r;
+}
+
+}  // namespace specdec

@@ -1,0 +1,219 @@
+//! \file backend/seq/verify.hpp
+//! \brief The sequential chain verifier: the reference oracle of every backend.
+//!
+//! Per request: walk the drafted positions, test each with the rule, stop at the first rejection
+//! and emit one correction (residual, argmax or target sample); after n_b acceptances emit the bonus.
+//! Only the rows that are needed are read: two scalars per drafted position and, at the stopping
+//! position, one target row (and one draft row for rejection rules).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/status.hpp"
+#include "specdec/core/batch.hpp"
+#include "specdec/distributions/softmax.hpp"
+#include "specdec/distributions/warp.hpp"
+#include "specdec/random/stream.hpp"
+#include "specdec/sampling/residual.hpp"
+
+namespace specdec::backend::seq {
+
+//! A row handed to the verifier, and whether it was usable.
+template <class T>
+struct row_ref {
+  std::span<const T> values;
+  bool usable = true;
+};
+
+//! Rows read directly from a probability batch.
+template <class T>
+struct probability_rows {
+  const chain_batch<T>& batch;
+  std::size_t b;
+  row_ref<T> target(std::size_t i) { return {batch.target_row(b, i), true}; }
+  row_ref<T> draft(std::size_t i) { return {batch.draft_row(b, i), true}; }
+};
+
+//! Rows warped from logits on demand (only the rows that are read), into per-request scratch.
+template <class T>
+struct warped_logit_rows {
+  const chain_batch<T>& batch;
+  std::size_t b;
+  warp_params target_params, draft_params;
+  std::vector<T> target_scratch, draft_scratch;
+  row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch); }
+  row_ref<T> draft(std::size_t i) { return warp(batch.draft_row(b, i), draft_params, draft_scratch); }
+
+ private:
+  static row_ref<T> warp(std::span<const T> logits, const warp_params& w, std::vector<T>& scratch) {
+    scratch.resize(logits.size());
+    const row_status s = warp_logits(logits, std::span<T>(scratch), w);
+    return {std::span<const T>(scratch), s == row_status::ok};
+  }
+};
+
+namespace detail {
+inline bool usable_scalar(double v) noexcept { return v >= 0.0 && std::isfinite(v); }
+
+template <class T>
+bool normalised(std::span<const T> row, double tolerance) {
+  double s = 0.0;
+  for (const T x : row) s += static_cast<double>(x);
+  return std::abs(s - 1.0) <= tolerance;
+}
+
+template <class T>
+bool row_has_nan_or_inf(std::span<const T> row) {
+  for (const T x : row)
+    if (!std::isfinite(static_cast<double>(x))) return true;
+  return false;
+}
+
+template <class Rule>
+auto rule_mass(const Rule& rule) {
+  return [&rule](double p, double q) { return rule.accepted_mass(p, q); };
+}
+
+//! Verifies one request's chain of `n` drafts. Writes tokens[0..] and returns the accepted count.
+template <AcceptanceRule Rule, class T, class Rows>
+std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> drafts, std::size_t vocab_size,
+                        const random::request_stream& stream, std::span<token_id> tokens, verify_status& status,
+                        const verify_options& options) {
+  using random::purpose;
+  const std::size_t n = drafts.size();
+  for (token_id& t : tokens) t = no_token;
+  const auto check = [&](const row_ref<T>& r) {
+    if (!r.usable) status |= verify_status::invalid_row;
+    if (options.check_normalisation && r.usable && !normalised(r.values, options.normalisation_tolerance))
+      status |= verify_status::not_normalised;
+    return is_valid(status);
+  };
+  const auto emit_sample = [&](const sample_result& s, std::size_t at) {
+    if (s.status != row_status::ok || !in_vocabulary(s.token, vocab_size)) {
+      status |= verify_status::invalid_row;
+      return;
+    }
+    tokens[at] = s.token;
+  };
+
+  for (std::size_t i = 0; i <= n; ++i) {
+    const bool bonus = i == n;
+    const token_id x = bonus ? no_token : drafts[i];
+    if (!bonus && !in_vocabulary(x, vocab_size)) {
+      status |= verify_status::bad_draft_token;
+      return static_cast<std::int32_t>(i);
+    }
+    const row_ref<T> p = rows.target(i);
+    if (!check(p)) return static_cast<std::int32_t>(i);
+    const auto pos = static_cast<std::uint32_t>(i);
+
+    if constexpr (Rule::family == rule_family::rejection) {
+      if (bonus) {
+        emit_sample(sample_residual(p.values, std::span<const T>{}, rule_mass(rule), stream.open(pos, purpose::resample).uniform()).sample, i);
+        return static_cast<std::int32_t>(i);
+      }
+      const row_ref<T> q = rows.draft(i);
+      if (!check(q)) return static_cast<std::int32_t>(i);
+      const double px = static_cast<double>(p.values[static_cast<std::size_t>(x)]);
+      const double qx = static_cast<double>(q.values[static_cast<std::size_t>(x)]);
+      if (!usable_scalar(px) || !usable_scalar(qx)) {
+        status |= verify_status::invalid_row;
+        return static_cast<std::int32_t>(i);
+      }
+      bool accepted = false;
+      if (qx == 0.0)
+        status |= verify_status::draft_prob_zero;
+      else
+        accepted = rule.accepts(px, qx, stream.open(pos, purpose::accept).uniform());
+      if (accepted) {
+        tokens[i] = x;
+        continue;
+      }
+      const residual_result r = sample_residual(p.values, q.values, rule_mass(rule), stream.open(pos, purpose::resample).uniform());
+      if (r.used_fallback) status |= verify_status::residual_fallback;
+      emit_sample(r.sample, i);
+      return static_cast<std::int32_t>(i);
+    } else if constexpr (Rule::family == rule_family::greedy) {
+      if (row_has_nan_or_inf(p.values)) {
+        status |= verify_status::invalid_row;
+        return static_cast<std::int32_t>(i);
+      }
+      const auto best = static_cast<token_id>(argmax(p.values));
+      if (!bonus && best == x) {
+        tokens[i] = x;
+        continue;
+      }
+      tokens[i] = best;
+      return static_cast<std::int32_t>(i);
+    } else {  // sample_and_match
+      const sample_result y = sample_categorical(p.values, stream.open(pos, purpose::target_sample).uniform());
+      if (!bonus && y.status == row_status::ok && y.token == x) {
+        tokens[i] = x;
+        continue;
+      }
+      emit_sample(y, i);
+      return static_cast<std::int32_t>(i);
+    }
+  }
+  return static_cast<std::int32_t>(n);  // unreachable: the loop returns at the bonus
+}
+
+template <class T>
+void check_shapes(const chain_batch<T>& batch, bool reads_q, std::span<const random::request_stream> streams,
+                  const chain_outputs& out) {
+  const std::size_t B = batch.layout.batch_size(), V = batch.vocab_size;
+  SPECDEC_EXPECTS(V > 0, "vocab_size must be > 0");
+  SPECDEC_EXPECTS(batch.draft_tokens.size() == batch.layout.num_draft_rows(), "draft_tokens has the wrong length for the layout");
+  SPECDEC_EXPECTS(batch.target_rows.size() == batch.layout.num_target_rows() * V, "target rows: size is not num_target_rows * vocab_size (V mismatch?)");
+  if (reads_q || !batch.draft_rows.empty())
+    SPECDEC_EXPECTS(batch.draft_rows.size() == batch.layout.num_draft_rows() * V, "draft rows: size is not num_draft_rows * vocab_size (V mismatch?)");
+  SPECDEC_EXPECTS(streams.size() == B, "one request_stream per request is required");
+  SPECDEC_EXPECTS(out.tokens.size() == B * (batch.layout.max_drafts() + 1), "output tokens must be B * (max_drafts + 1)");
+  SPECDEC_EXPECTS(out.num_accepted.size() == B && out.status.size() == B, "num_accepted and status need one entry per request");
+}
+}  // namespace detail
+
+//! Sequential chain verification from probabilities.
+template <AcceptanceRule Rule, class T>
+void verify(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+            const chain_outputs& out, const verify_options& options) {
+  detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
+  const std::size_t stride = batch.layout.max_drafts() + 1;
+  for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
+    probability_rows<T> rows{batch, b};
+    const std::size_t n = batch.layout.num_drafts(b);
+    const auto drafts = batch.draft_tokens.subspan(batch.layout.draft_row(b, 0), n);
+    out.status[b] = verify_status::ok;
+    out.num_accepted[b] = detail::verify_one<Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
+                                                      out.tokens.subspan(b * stride, stride), out.status[b], options);
+  }
+}
+
+//! Sequential chain verification from logits, warping each row that is read with the request's parameters.
+template <AcceptanceRule Rule, class T>
+void verify_from_logits(const Rule& rule, const chain_batch<T>& batch, std::span<const warp_params> target_params,
+                        std::span<const warp_params> draft_params, std::span<const random::request_stream> streams,
+                        const chain_outputs& out, const verify_options& options) {
+  detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
+  const std::size_t B = batch.layout.batch_size();
+  SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
+  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
+  for (const auto& w : target_params) validate(w);
+  for (const auto& w : draft_params) validate(w);
+  const std::size_t stride = batch.layout.max_drafts() + 1;
+  for (std::size_t b = 0; b < B; ++b) {
+    warped_logit_rows<T> rows{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], {}, {}};
+    const std::size_t n = batch.layout.num_drafts(b);
+    const auto drafts = batch.draft_tokens.subspan(batch.layout.draft_row(b, 0), n);
+    out.status[b] = verify_status::ok;
+    out.num_accepted[b] = detail::verify_one<Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
+                                                      out.tokens.subspan(b * stride, stride), out.status[b], options);
+  }
+}
+
+}  // namespace specdec::backend::seq

@@ -1,0 +1,37 @@
+//! \file config.hpp
+//! \brief Configuration macros: host/device annotations, inlining, backend switches.
+#pragma once
+
+#include "specdec/version.hpp"
+
+//! Marks scalar maths usable from both host and CUDA device code.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define SPECDEC_HOST_DEVICE __host__ __device__
+#else
+#define SPECDEC_HOST_DEVICE
+#endif
+
+//! 1 inside a CUDA translation unit (nvcc), where the cuda backend's kernels can be compiled.
+#if defined(__CUDACC__)
+#define SPECDEC_CUDA_TRANSLATION_UNIT 1
+#else
+#define SPECDEC_CUDA_TRANSLATION_UNIT 0
+#endif
+
+//! Backends are switched on by the CMake targets `specdec::simd` and `specdec::cuda`,
+//! which define these macros; a user may also define them by hand.
+#ifndef SPECDEC_ENABLE_SIMD
+#define SPECDEC_ENABLE_SIMD 0
+#endif
+#ifndef SPECDEC_ENABLE_CUDA
+#define SPECDEC_ENABLE_CUDA 0
+#endif
+
+//! What `SPECDEC_EXPECTS` does when a precondition fails:
+//! 0 = throw specdec::error (default), 1 = assert, 2 = nothing.
+#define SPECDEC_CONTRACTS_THROW 0
+#define SPECDEC_CONTRACTS_ASSERT 1
+#define SPECDEC_CONTRACTS_OFF 2
+#ifndef SPECDEC_CONTRACTS
+#define SPECDEC_CONTRACTS SPECDEC_CONTRACTS_THROW
+#endif

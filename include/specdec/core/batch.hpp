@@ -1,0 +1,90 @@
+//! \file core/batch.hpp
+//! \brief Ragged batches: request b has n_b drafted tokens; rows of V probabilities in row-major buffers.
+//!
+//! Two layouts (DESIGN.md §6):
+//! - packed: draft rows are concatenated ([sum n_b][V]); request b's target rows follow the same order
+//!   with one extra row each ([sum (n_b + 1)][V]);
+//! - padded: [B][max_n][V] for the draft and [B][max_n + 1][V] for the target; rows past n_b are unused.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "specdec/contracts.hpp"
+#include "specdec/core/token.hpp"
+
+namespace specdec {
+
+//! Where request b's i-th draft row and target row live.
+class ragged_layout {
+ public:
+  ragged_layout() = default;
+
+  //! Concatenated rows. \throws specdec::error if any n_b < 0.
+  static ragged_layout packed(std::span<const std::int32_t> num_drafts) {
+    ragged_layout l(num_drafts);
+    l.offsets_.resize(num_drafts.size() + 1, 0);
+    for (std::size_t b = 0; b < num_drafts.size(); ++b) l.offsets_[b + 1] = l.offsets_[b] + num_drafts[b];
+    l.max_drafts_ = num_drafts.empty() ? 0 : static_cast<std::size_t>(*std::max_element(num_drafts.begin(), num_drafts.end()));
+    return l;
+  }
+  //! [B][max_drafts] rows. \throws specdec::error if any n_b < 0 or n_b > max_drafts.
+  static ragged_layout padded(std::span<const std::int32_t> num_drafts, std::size_t max_drafts) {
+    ragged_layout l(num_drafts);
+    for (const auto n : num_drafts)
+      SPECDEC_EXPECTS(static_cast<std::size_t>(n) <= max_drafts, "a request has more drafts than the padded width");
+    l.max_drafts_ = max_drafts;
+    return l;
+  }
+
+  std::size_t batch_size() const noexcept { return num_drafts_.size(); }
+  std::size_t num_drafts(std::size_t b) const noexcept { return static_cast<std::size_t>(num_drafts_[b]); }
+  //! The widest request (packed) or the padded width: output rows hold max_drafts() + 1 tokens.
+  std::size_t max_drafts() const noexcept { return max_drafts_; }
+  bool is_packed() const noexcept { return !offsets_.empty(); }
+
+  std::size_t draft_row(std::size_t b, std::size_t i) const noexcept {
+    return is_packed() ? static_cast<std::size_t>(offsets_[b]) + i : b * max_drafts_ + i;
+  }
+  std::size_t target_row(std::size_t b, std::size_t i) const noexcept {
+    return is_packed() ? static_cast<std::size_t>(offsets_[b]) + b + i : b * (max_drafts_ + 1) + i;
+  }
+  std::size_t num_draft_rows() const noexcept {
+    return is_packed() ? static_cast<std::size_t>(offsets_.back()) : batch_size() * max_drafts_;
+  }
+  std::size_t num_target_rows() const noexcept {
+    return is_packed() ? num_draft_rows() + batch_size() : batch_size() * (max_drafts_ + 1);
+  }
+
+ private:
+  explicit ragged_layout(std::span<const std::int32_t> num_drafts) : num_drafts_(num_drafts.begin(), num_drafts.end()) {
+    for (const auto n : num_drafts) SPECDEC_EXPECTS(n >= 0, "a request has a negative number of drafts");
+  }
+  std::vector<std::int32_t> num_drafts_;
+  std::vector<std::int64_t> offsets_;  // packed only: B + 1 prefix sums
+  std::size_t max_drafts_ = 0;
+};
+
+//! Inputs of a chain verification: the drafted tokens and the rows of the draft (q) and target (p).
+//! `T` is float or double. Rows are probabilities (`verify`) or logits (`verify_from_logits`).
+template <class T>
+struct chain_batch {
+  ragged_layout layout;
+  std::size_t vocab_size = 0;
+  std::span<const token_id> draft_tokens;  //!< one per draft row
+  std::span<const T> draft_rows;           //!< [num_draft_rows][V]; may be empty for rules that never read q
+  std::span<const T> target_rows;          //!< [num_target_rows][V]
+
+  std::span<const T> draft_row(std::size_t b, std::size_t i) const {
+    return draft_rows.subspan(layout.draft_row(b, i) * vocab_size, vocab_size);
+  }
+  std::span<const T> target_row(std::size_t b, std::size_t i) const {
+    return target_rows.subspan(layout.target_row(b, i) * vocab_size, vocab_size);
+  }
+  token_id draft_token(std::size_t b, std::size_t i) const { return draft_tokens[layout.draft_row(b, i)]; }
+};
+
+}  // namespace specdec

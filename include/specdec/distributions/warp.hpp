@@ -1,0 +1,183 @@
+//! \file distributions/warp.hpp
+//! \brief Sampling warpers: temperature, top-k, top-p (nucleus), min-p; exact, ties documented.
+//!
+//! Order of application (the order of HF transformers; vLLM applies top-k then top-p too):
+//! temperature, then top-k, then top-p on the top-k survivors, then min-p; one renormalisation at the end.
+//! - temperature T: softmax(logits / T). T = 0 means greedy: a one-hot row on the argmax (lowest id on ties).
+//! - top-k: keep every token whose probability is >= the k-th largest. Ties at the boundary are
+//!   all kept, so more than k tokens survive when the k-th value is tied (FlashInfer's mask has the
+//!   same convention). k = 0 switches it off.
+//! - top-p: sort the surviving probabilities in descending order and find the smallest m whose
+//!   cumulative mass reaches top_p times the surviving mass; keep every token with probability >=
+//!   the m-th largest (again all ties at the boundary). top_p = 1 switches it off.
+//! - min-p: keep tokens with p >= min_p * max p. min_p = 0 switches it off.
+//! The draft's q in a verification must be the warped row the draft token was sampled from
+//! (peers.md §2.3): warp both sides with these functions.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "specdec/contracts.hpp"
+#include "specdec/distributions/row_status.hpp"
+#include "specdec/distributions/softmax.hpp"
+
+namespace specdec {
+
+//! Per-request sampling parameters.
+struct warp_params {
+  double temperature = 1.0;  //!< >= 0; 0 = greedy
+  int top_k = 0;             //!< >= 0; 0 = off
+  double top_p = 1.0;        //!< in (0, 1]; 1 = off
+  double min_p = 0.0;        //!< in [0, 1]; 0 = off
+
+  //! True when the parameters leave a distribution unchanged (T = 1 and every filter off).
+  constexpr bool is_identity() const noexcept {
+    return temperature == 1.0 && top_k == 0 && top_p == 1.0 && min_p == 0.0;
+  }
+};
+
+//! Checks `w`'s domain.
+//! \throws specdec::error when temperature < 0 or not finite, top_k < 0, top_p outside (0, 1] or
+//! NaN, or min_p outside [0, 1] or NaN.
+inline void validate(const warp_params& w) {
+  SPECDEC_EXPECTS(w.temperature >= 0.0 && std::isfinite(w.temperature), "temperature must be finite and >= 0");
+  SPECDEC_EXPECTS(w.top_k >= 0, "top_k must be >= 0 (0 disables it)");
+  SPECDEC_EXPECTS(w.top_p > 0.0 && w.top_p <= 1.0, "top_p must be in (0, 1]");
+  SPECDEC_EXPECTS(w.min_p >= 0.0 && w.min_p <= 1.0, "min_p must be in [0, 1]");
+}
+
+//! Zeroes every entry below the k-th largest (ties at the boundary kept). Does not renormalise.
+template <class T>
+void keep_top_k(std::span<T> probs, int k) {
+  SPECDEC_EXPECTS(k >= 0, "k must be >= 0");
+  if (k == 0 || static_cast<std::size_t>(k) >= probs.size()) return;
+  std::vector<T> values(probs.begin(), probs.end());
+  std::nth_element(values.begin(), values.begin() + (k - 1), values.end(), std::greater<T>());
+  const T kth = values[static_cast<std::size_t>(k - 1)];
+  for (T& p : probs)
+    if (p < kth) p = T(0);
+}
+
+//! Keeps the smallest high-probability set whose mass reaches top_p of the row's mass (ties at the
+//! boundary kept). Does not renormalise.
+template <class T>
+void keep_top_p(std::span<T> probs, double top_p) {
+  SPECDEC_EXPECTS(top_p > 0.0 && top_p <= 1.0, "top_p must be in (0, 1]");
+  if (top_p >= 1.0) return;
+  std::vector<T> values;
+  values.reserve(probs.size());
+  double mass = 0.0;
+  for (const T p : probs)
+    if (p > T(0)) {
+      values.push_back(p);
+      mass += static_cast<double>(p);
+    }
+  std::sort(values.begin(), values.end(), std::greater<T>());
+  const double goal = top_p * mass;
+  double cumulative = 0.0;
+  T threshold = values.empty() ? T(0) : values.back();
+  for (const T v : values) {
+    cumulative += static_cast<double>(v);
+    if (cumulative >= goal) {
+      threshold = v;
+      break;
+    }
+  }
+  for (T& p : probs)
+    if (p < threshold) p = T(0);
+}
+
+//! Zeroes entries below min_p times the row maximum. Does not renormalise.
+template <class T>
+void keep_min_p(std::span<T> probs, double min_p) {
+  SPECDEC_EXPECTS(min_p >= 0.0 && min_p <= 1.0, "min_p must be in [0, 1]");
+  if (min_p <= 0.0 || probs.empty()) return;
+  const double cut = min_p * static_cast<double>(*std::max_element(probs.begin(), probs.end()));
+  for (T& p : probs)
+    if (static_cast<double>(p) < cut) p = T(0);
+}
+
+namespace detail {
+template <class T>
+row_status normalise_in_place(std::span<T> probs) {
+  double sum = 0.0;
+  for (const T p : probs) sum += static_cast<double>(p);
+  if (!(sum > 0.0) || !std::isfinite(sum)) return row_status::no_mass;
+  const double inv = 1.0 / sum;
+  for (T& p : probs) p = static_cast<T>(static_cast<double>(p) * inv);
+  return row_status::ok;
+}
+template <class T>
+void one_hot(std::span<T> probs, std::ptrdiff_t at) {
+  for (T& p : probs) p = T(0);
+  probs[static_cast<std::size_t>(at)] = T(1);
+}
+template <class T>
+row_status apply_filters(std::span<T> probs, const warp_params& w) {
+  keep_top_k(probs, w.top_k);
+  keep_top_p(probs, w.top_p);
+  keep_min_p(probs, w.min_p);
+  return normalise_in_place(probs);
+}
+}  // namespace detail
+
+//! probs = warp(softmax(logits / T)). On an unusable row (NaN, +inf, all -inf) `probs` is zero-filled
+//! and the status says why.
+//! \pre probs.size() == logits.size(); \throws specdec::error on invalid `w`.
+template <class T, class U>
+row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
+  validate(w);
+  SPECDEC_EXPECTS(probs.size() == logits.size(), "probs and logits differ in length");
+  if (w.temperature == 0.0) {
+    double m = 0.0;
+    const row_status s = detail::logit_row_max(logits, m);
+    if (s != row_status::ok) {
+      for (U& p : probs) p = U(0);
+      return s;
+    }
+    detail::one_hot(probs, argmax(logits));
+    return row_status::ok;
+  }
+  const row_status s = softmax(logits, probs, w.temperature);
+  if (s != row_status::ok) return s;
+  return detail::apply_filters(probs, w);
+}
+
+//! Warps a probability row in place: temperature as p^(1/T) renormalised, then the filters.
+//! Rows with NaN, inf or negative entries, or no mass, are zero-filled and reported.
+//! \throws specdec::error on invalid `w`.
+template <class T>
+row_status warp_probs(std::span<T> probs, const warp_params& w) {
+  validate(w);
+  double sum = 0.0;
+  for (const T p : probs) {
+    const double v = static_cast<double>(p);
+    if (!(v >= 0.0) || !std::isfinite(v)) {
+      for (T& q : probs) q = T(0);
+      return row_status::not_finite;
+    }
+    sum += v;
+  }
+  if (!(sum > 0.0)) return row_status::no_mass;
+  if (w.temperature == 0.0) {
+    detail::one_hot(probs, argmax(std::span<const T>(probs)));
+    return row_status::ok;
+  }
+  if (w.temperature != 1.0) {
+    // p^(1/T) = exp(log p / T); subtract the max log first so small T does not underflow everything.
+    const double inv_t = 1.0 / w.temperature;
+    double max_log = -INFINITY;
+    for (const T p : probs)
+      if (p > T(0)) max_log = std::max(max_log, std::log(static_cast<double>(p)));
+    for (T& p : probs)
+      p = p > T(0) ? static_cast<T>(std::exp((std::log(static_cast<double>(p)) - max_log) * inv_t)) : T(0);
+  }
+  return detail::apply_filters(probs, w);
+}
+
+}  // namespace specdec

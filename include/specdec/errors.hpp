@@ -1,0 +1,29 @@
+//! \file errors.hpp
+//! \brief The exception types specdec throws on the host. Device code never throws (DESIGN.md section 8).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace specdec {
+
+//! A violated precondition: a bad argument, a shape mismatch, a parameter out of its domain.
+class error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+//! Numerical trouble the caller asked to be told about: a row without usable mass, an optimiser
+//! that did not converge, an empty bin (raised by the throwing error policy).
+class numerical_error : public std::domain_error {
+ public:
+  using std::domain_error::domain_error;
+};
+
+//! A failed CUDA runtime call, turned into an exception on the host side.
+class cuda_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace specdec

@@ -1,0 +1,68 @@
+//! \file exec/policy.hpp
+//! \brief Execution policies: `exec::seq`, `exec::simd`, `exec::cuda`, as types and objects.
+//!
+//! A public algorithm takes a policy as its first argument (`specdec::verify(specdec::exec::seq, ...)`),
+//! as Thrust, oneDPL and std::execution do; the policy's type picks the backend at compile time.
+//! A backend that is not enabled ends in a `static_assert` naming the algorithm and the CMake target
+//! to link. The policy types exist whether or not their backend is enabled, so code that names them
+//! compiles everywhere.
+#pragma once
+
+#include <concepts>
+#include <type_traits>
+
+#include "specdec/config.hpp"
+
+struct CUstream_st;  // what cudaStream_t points to; declared so the core needs no CUDA header
+
+namespace specdec::exec {
+
+//! The backends.
+enum class backend { seq, simd, cuda };
+
+//! Scalar, simple, the reference oracle every other backend is tested against.
+struct sequenced_policy {
+  static constexpr backend backend_kind = backend::seq;
+};
+
+//! Stands for xsimd's best architecture for the build flags (`xsimd::default_arch`); the simd
+//! backend resolves it. Any xsimd architecture type may be named instead.
+struct default_arch {};
+
+//! xsimd kernels for architecture `Arch`; kernels without a SIMD version fall back to seq
+//! (each backend header lists which).
+template <class Arch = default_arch>
+struct simd_policy {
+  static constexpr backend backend_kind = backend::simd;
+  using arch_type = Arch;
+};
+
+//! CUDA kernels on a stream (the default stream unless `.on(stream)` names one).
+struct cuda_policy {
+  static constexpr backend backend_kind = backend::cuda;
+  CUstream_st* stream = nullptr;
+  //! The same policy on another stream.
+  constexpr cuda_policy on(CUstream_st* s) const noexcept { return cuda_policy{s}; }
+};
+
+inline constexpr sequenced_policy seq{};
+inline constexpr simd_policy<> simd{};
+inline constexpr cuda_policy cuda{};
+
+//! A type is an execution policy when it names its backend.
+template <class P>
+concept ExecutionPolicy = requires {
+  { std::remove_cvref_t<P>::backend_kind } -> std::convertible_to<backend>;
+};
+
+//! The backend a policy type selects.
+template <ExecutionPolicy P>
+inline constexpr backend backend_of = std::remove_cvref_t<P>::backend_kind;
+
+//! Whether a backend is compiled in (seq always; simd with `specdec::simd`; cuda with `specdec::cuda`
+//! in a CUDA translation unit).
+template <backend B>
+inline constexpr bool backend_enabled = B == backend::seq || (B == backend::simd && SPECDEC_ENABLE_SIMD) ||
+                                        (B == backend::cuda && SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT);
+
+}  // namespace specdec::exec
