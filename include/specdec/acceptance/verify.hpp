@@ -10,7 +10,9 @@
 //! into a token outside [0, V); bad shapes and parameters throw `specdec::error`.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
+#include <ranges>
 #include <span>
 #include <vector>
 
@@ -70,6 +72,22 @@ chain_result verify_chain(const Policy& policy, const Rule& rule, std::span<cons
   for (const token_id t : tokens)
     if (t != no_token) r.tokens.push_back(t);
   return r;
+}
+
+//! `verify_chain` on any contiguous containers (std::vector, std::array, spans): drafts of token ids,
+//! draft rows [n][V] and target rows [n + 1][V] of the same element type.
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, std::ranges::contiguous_range Drafts,
+          std::ranges::contiguous_range DraftRows, std::ranges::contiguous_range TargetRows>
+  requires std::same_as<std::ranges::range_value_t<Drafts>, token_id> &&
+           std::same_as<std::ranges::range_value_t<DraftRows>, std::ranges::range_value_t<TargetRows>>
+chain_result verify_chain(const Policy& policy, const Rule& rule, const Drafts& drafts, const DraftRows& draft_probs,
+                          const TargetRows& target_probs, std::size_t vocab_size, const random::request_stream& stream,
+                          const verify_options& options = {}) {
+  using T = std::ranges::range_value_t<TargetRows>;
+  return verify_chain(policy, rule, std::span<const token_id>(std::ranges::data(drafts), std::ranges::size(drafts)),
+                      std::span<const T>(std::ranges::data(draft_probs), std::ranges::size(draft_probs)),
+                      std::span<const T>(std::ranges::data(target_probs), std::ranges::size(target_probs)), vocab_size,
+                      stream, options);
 }
 
 }  // namespace specdec
