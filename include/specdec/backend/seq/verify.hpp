@@ -67,10 +67,23 @@ bool normalised(std::span<const T> row, double tolerance) {
   return std::abs(s - 1.0) <= tolerance;
 }
 
+//! A probability row greedy cannot take the argmax of: a NaN, infinite or negative entry, or no
+//! positive entry (no mass). Same outcomes as the sampling rules' `row_status` checks.
 template <class T>
-bool row_has_nan_or_inf(std::span<const T> row) {
+bool row_unusable(std::span<const T> row) {
+  bool mass = false;
+  for (const T x : row) {
+    const double v = static_cast<double>(x);
+    if (!usable_scalar(v)) return true;
+    mass = mass || v > 0.0;
+  }
+  return !mass;
+}
+
+template <class T>
+bool row_has_mass(std::span<const T> row) {
   for (const T x : row)
-    if (!std::isfinite(static_cast<double>(x))) return true;
+    if (static_cast<double>(x) > 0.0) return true;
   return false;
 }
 
@@ -126,9 +139,14 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
         return static_cast<std::int32_t>(i);
       }
       bool accepted = false;
-      if (qx == 0.0)
+      if (qx == 0.0) {
         status |= verify_status::draft_prob_zero;
-      else
+        // Only now can q have no mass at all; such a row is unusable (status.hpp), not a residual of p.
+        if (!row_has_mass(q.values)) {
+          status |= verify_status::invalid_row;
+          return static_cast<std::int32_t>(i);
+        }
+      } else
         accepted = rule.accepts(px, qx, stream.open(pos, purpose::accept).uniform());
       if (accepted) {
         tokens[i] = x;
@@ -139,7 +157,7 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
       emit_sample(r.sample, i);
       return static_cast<std::int32_t>(i);
     } else if constexpr (Rule::family == rule_family::greedy) {
-      if (row_has_nan_or_inf(p.values)) {
+      if (row_unusable(p.values)) {
         status |= verify_status::invalid_row;
         return static_cast<std::int32_t>(i);
       }

@@ -1,0 +1,37 @@
+# The packaging files carry the same version as include/specdec/version.hpp.
+#   cmake -DSPECDEC_SOURCE_DIR=<repo> -DSPECDEC_VERSION=<x.y.z> -P specdecCheckPackagingVersion.cmake
+# vcpkg.json must hold the version literally; the Conan recipe reads it from the header (checked).
+cmake_minimum_required(VERSION 3.23)
+set(_errors "")
+
+set(_vcpkg_json "${SPECDEC_SOURCE_DIR}/packaging/vcpkg/specdec/vcpkg.json")
+if(EXISTS "${_vcpkg_json}")
+  file(READ "${_vcpkg_json}" _json)
+  string(JSON _v ERROR_VARIABLE _err GET "${_json}" version)
+  if(_err)
+    string(JSON _v ERROR_VARIABLE _err GET "${_json}" version-semver)
+  endif()
+  if(_err)
+    list(APPEND _errors "${_vcpkg_json}: no \"version\" field (${_err})")
+  elseif(NOT _v STREQUAL SPECDEC_VERSION)
+    list(APPEND _errors "${_vcpkg_json}: version ${_v}, but version.hpp says ${SPECDEC_VERSION}")
+  endif()
+else()
+  list(APPEND _errors "missing ${_vcpkg_json}")
+endif()
+
+set(_conanfile "${SPECDEC_SOURCE_DIR}/packaging/conan/conanfile.py")
+if(EXISTS "${_conanfile}")
+  file(STRINGS "${_conanfile}" _hits REGEX "SPECDEC_VERSION_")
+  if(NOT _hits)
+    list(APPEND _errors "${_conanfile}: does not read the version from version.hpp")
+  endif()
+else()
+  list(APPEND _errors "missing ${_conanfile}")
+endif()
+
+if(_errors)
+  list(JOIN _errors "\n  " _msg)
+  message(FATAL_ERROR "packaging version check failed:\n  ${_msg}")
+endif()
+message(STATUS "packaging version check: ${SPECDEC_VERSION} everywhere")

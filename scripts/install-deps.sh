@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs what specdec's build, tests, benchmarks and examples need on Debian 12 (or Ubuntu):
+# cmake, g++, ninja (or make), Eigen, xsimd, Boost.Math, Catch2 v2 and Google Benchmark.
+# Only the missing packages are installed (apt-get, through sudo when not root).
+# Used by scripts/test.sh and scripts/demo.sh. Set SPECDEC_SKIP_DEPS=1 to skip this step.
+set -euo pipefail
+
+if [[ "${SPECDEC_SKIP_DEPS:-0}" == "1" ]]; then
+  echo "install-deps: SPECDEC_SKIP_DEPS=1, not checking packages"
+  exit 0
+fi
+
+# package name -> why it is needed
+packages=(
+  cmake            # build system (>= 3.23)
+  g++              # C++20 compiler
+  libeigen3-dev    # specdec::learn
+  libxsimd-dev     # specdec::simd
+  libboost-math-dev  # specdec::stats (header-only use)
+  catch2           # tests (Catch2 v2)
+  libbenchmark-dev # bench/
+)
+# A build tool: ninja if present, else make; install ninja when neither is there.
+if ! command -v ninja >/dev/null 2>&1 && ! command -v make >/dev/null 2>&1; then
+  packages+=(ninja-build)
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-deps: not a Debian-like system (no dpkg/apt-get); make sure these are installed:"
+  printf '  %s\n' "${packages[@]}"
+  exit 0
+fi
+
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  if installed "$p"; then
+    continue
+  fi
+  # Tools installed some other way (e.g. a newer cmake from pip or Kitware) are fine too.
+  case "$p" in
+    cmake) command -v cmake >/dev/null 2>&1 && continue ;;
+    g++) command -v g++ >/dev/null 2>&1 && continue ;;
+  esac
+  missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo_cmd=(sudo)
+  else
+    echo "install-deps: not root and no sudo; install these first: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
