@@ -196,20 +196,28 @@ void check_shapes(const chain_batch<T>& batch, bool reads_q, std::span<const ran
 }
 }  // namespace detail
 
+namespace detail {
+//! Runs `verify_one` for every request with the rows that `make_rows(b)` provides.
+template <AcceptanceRule Rule, class T, class MakeRows>
+void verify_each(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+                 const chain_outputs& out, const verify_options& options, MakeRows&& make_rows) {
+  const std::size_t stride = batch.layout.max_drafts() + 1;
+  for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
+    auto rows = make_rows(b);
+    const auto drafts = batch.draft_tokens.subspan(batch.layout.draft_row(b, 0), batch.layout.num_drafts(b));
+    out.status[b] = verify_status::ok;
+    out.num_accepted[b] = verify_one<Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
+                                              out.tokens.subspan(b * stride, stride), out.status[b], options);
+  }
+}
+}  // namespace detail
+
 //! Sequential chain verification from probabilities.
 template <AcceptanceRule Rule, class T>
 void verify(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
             const chain_outputs& out, const verify_options& options) {
   detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
-  const std::size_t stride = batch.layout.max_drafts() + 1;
-  for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
-    probability_rows<T> rows{batch, b};
-    const std::size_t n = batch.layout.num_drafts(b);
-    const auto drafts = batch.draft_tokens.subspan(batch.layout.draft_row(b, 0), n);
-    out.status[b] = verify_status::ok;
-    out.num_accepted[b] = detail::verify_one<Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
-                                                      out.tokens.subspan(b * stride, stride), out.status[b], options);
-  }
+  detail::verify_each(rule, batch, streams, out, options, [&](std::size_t b) { return probability_rows<T>{batch, b}; });
 }
 
 //! Sequential chain verification from logits, warping each row that is read with the request's parameters.
@@ -223,15 +231,9 @@ void verify_from_logits(const Rule& rule, const chain_batch<T>& batch, std::span
   SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
   for (const auto& w : target_params) validate(w);
   for (const auto& w : draft_params) validate(w);
-  const std::size_t stride = batch.layout.max_drafts() + 1;
-  for (std::size_t b = 0; b < B; ++b) {
-    warped_logit_rows<T> rows{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], {}, {}};
-    const std::size_t n = batch.layout.num_drafts(b);
-    const auto drafts = batch.draft_tokens.subspan(batch.layout.draft_row(b, 0), n);
-    out.status[b] = verify_status::ok;
-    out.num_accepted[b] = detail::verify_one<Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
-                                                      out.tokens.subspan(b * stride, stride), out.status[b], options);
-  }
+  detail::verify_each(rule, batch, streams, out, options, [&](std::size_t b) {
+    return warped_logit_rows<T>{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], {}, {}};
+  });
 }
 
 }  // namespace specdec::backend::seq
