@@ -22,3 +22,4 @@
 #include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/distribution.hpp"
 #include "specdec/acceptance/verify.hpp"
+#include "specdec/theory/theory.hpp"

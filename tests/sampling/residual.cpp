@@ -76,7 +76,7 @@ TEST_CASE("the strict residual is norm(max(0, p - q)) (chi-squared)", "[sampling
     row a(V);
     for (std::size_t v = 0; v < V; ++v) a[v] = std::min(p[v], q[v]);
     const row expected = normalised_positive_part(p, a);
-    const std::uint64_t seed = 0x7E51D0 + V, n = V > 1000 ? 300'000 : 1'000'000;
+    const std::uint64_t seed = 0x7E51D0 + V, n = V > 1000 ? 200'000 : 1'000'000;
     const auto d = draw(V, n, seed, [&](double u) { return specdec::sample_residual(std::span<const double>(p), std::span<const double>(q), u); });
     REQUIRE(d.bad == 0);
     CHECK(d.fallbacks == 0);

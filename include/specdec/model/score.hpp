@@ -64,7 +64,7 @@ void score(const M& m, std::span<const token_id> context, std::span<const token_
   const std::size_t vocab = static_cast<std::size_t>(m.vocab_size());
   SPECDEC_EXPECTS(rows.size() == (continuation.size() + 1) * vocab,
                   "rows must hold (continuation.size() + 1) * vocab_size() logits");
-  for (token_id t : continuation)
+  for ([[maybe_unused]] token_id t : continuation)
     SPECDEC_EXPECTS(in_vocabulary(t, vocab), "a continuation token is outside the vocabulary");
   if constexpr (ParallelScoringModel<M>) {
     m.score(context, continuation, rows);

@@ -69,7 +69,7 @@ class markov_model {
       level *= vocab_;
     }
     for (std::size_t r = 0; r < rows; ++r) {
-      double sum = 0.0;
+      [[maybe_unused]] double sum = 0.0;
       for (std::size_t t = 0; t < vocab_; ++t) {
         const double p = table_[r * vocab_ + t];
         SPECDEC_EXPECTS(std::isfinite(p) && p >= 0.0, "a table entry is negative or not finite");

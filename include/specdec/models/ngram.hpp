@@ -233,7 +233,7 @@ class ngram_model {
 
   void train(std::span<const std::vector<token_id>> documents) {
     const std::size_t n = order_, h = n - 1;
-    const std::size_t v = vocab_.size();
+    [[maybe_unused]] const std::size_t v = vocab_.size();
     // History nodes form a trie that grows to the left: the child of node x (history g) by token t is the
     // history t g. parent_/level_ describe it; child_ maps (parent, token) to the child.
     std::vector<std::uint32_t> parent{0};
