@@ -17,7 +17,7 @@ enum class verify_status : std::uint8_t {
   residual_fallback = 1 << 0,  //!< warning: the residual had no mass; the correction was sampled from p
   draft_prob_zero = 1 << 1,    //!< warning: q(x) = 0 for a drafted x (q is not what x was sampled from); rejected
   invalid_row = 1 << 2,        //!< error: a row read held NaN, inf, negative entries or no mass
-  bad_draft_token = 1 << 3,    //!< error: a drafted id outside [0, V)
+  bad_draft_token = 1 << 3,    //!< error: a drafted id outside [0, V); the request emits nothing
   not_normalised = 1 << 4,     //!< error: a row's sum is off by more than the tolerance (only when checked)
 };
 

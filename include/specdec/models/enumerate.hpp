@@ -5,6 +5,7 @@
 //! distribution (DESIGN.md section 10); on a small vocabulary that distribution is enumerable.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -47,8 +48,8 @@ std::vector<weighted_sequence> enumerate_sequences(const M& model, std::span<con
     std::vector<weighted_sequence> next;
     next.reserve(level.size() * vocab);
     for (const weighted_sequence& prefix : level) {
-      full.resize(context.size());
-      full.insert(full.end(), prefix.tokens.begin(), prefix.tokens.end());
+      full.resize(context.size() + prefix.tokens.size());
+      std::copy(prefix.tokens.begin(), prefix.tokens.end(), full.begin() + static_cast<std::ptrdiff_t>(context.size()));
       specdec::next_probs(model, std::span<const token_id>(full), std::span<double>(probs));
       for (std::size_t t = 0; t < vocab; ++t) {
         weighted_sequence s{prefix.tokens, prefix.probability * probs[t]};

@@ -114,13 +114,16 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
     tokens[at] = s.token;
   };
 
+  // Ids are checked up front (n comparisons): a chain holding an id outside [0, V) is the caller's
+  // bug, so the whole request is refused, whatever an earlier rejection would have done.
+  for (const token_id x : drafts)
+    if (!in_vocabulary(x, vocab_size)) {
+      status |= verify_status::bad_draft_token;
+      return 0;
+    }
   for (std::size_t i = 0; i <= n; ++i) {
     const bool bonus = i == n;
     const token_id x = bonus ? no_token : drafts[i];
-    if (!bonus && !in_vocabulary(x, vocab_size)) {
-      status |= verify_status::bad_draft_token;
-      return static_cast<std::int32_t>(i);
-    }
     const row_ref<T> p = rows.target(i);
     if (!check(p)) return static_cast<std::int32_t>(i);
     const auto pos = static_cast<std::uint32_t>(i);
