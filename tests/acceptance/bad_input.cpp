@@ -91,14 +91,7 @@ bool accepts_good_drafts_surely(const Rule& rule) {
 
 owned_batch<double> single(const request_data<double>& r) { return build_batch(std::vector{r}, V, true); }
 
-template <class Fn>
-void for_each_rule(Fn&& fn) {
-  fn(specdec::strict, "strict");
-  fn(specdec::lenient_rule{0.5}, "lenient 0.5");
-  fn(specdec::lenient_rule{3.0}, "lenient 3");
-  fn(specdec::greedy, "greedy");
-  fn(specdec::sample_and_match, "sample-and-match");
-}
+using specdec_test::for_each_rule;
 
 }  // namespace
 

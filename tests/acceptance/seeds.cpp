@@ -59,14 +59,7 @@ std::vector<request_output> verify_all(const Rule& rule, const std::vector<reque
   return out;
 }
 
-template <class Fn>
-void for_each_rule(Fn&& fn) {
-  fn(specdec::strict, "strict");
-  fn(specdec::lenient_rule{0.5}, "lenient 0.5");
-  fn(specdec::lenient_rule{2.0}, "lenient 2");
-  fn(specdec::greedy, "greedy");
-  fn(specdec::sample_and_match, "sample-and-match");
-}
+using specdec_test::for_each_rule;
 
 }  // namespace
 

@@ -12,7 +12,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "specdec/acceptance/greedy.hpp"
+#include "specdec/acceptance/lenient.hpp"
+#include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/status.hpp"
+#include "specdec/acceptance/strict.hpp"
 #include "specdec/core/batch.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/random/stream.hpp"
@@ -147,6 +151,16 @@ std::vector<T> random_probability_row(specdec::random::philox_stream& s, std::si
   std::vector<T> row(vocab);
   for (std::size_t v = 0; v < vocab; ++v) row[v] = static_cast<T>(w[v] / z);
   return row;
+}
+
+//! Calls fn(rule, name) for one instance of every acceptance rule (lenient on both sides of 1).
+template <class Fn>
+void for_each_rule(Fn&& fn) {
+  fn(specdec::strict, "strict");
+  fn(specdec::lenient_rule{0.5}, "lenient 0.5");
+  fn(specdec::lenient_rule{2.0}, "lenient 2");
+  fn(specdec::greedy, "greedy");
+  fn(specdec::sample_and_match, "sample-and-match");
 }
 
 }  // namespace specdec_test
