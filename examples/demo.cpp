@@ -53,6 +53,13 @@ struct row {
   std::string sample;
 };
 
+// The tokenizer decodes </s> as a line break; keep each sample on one table line.
+std::string one_line(std::string text) {
+  std::string out;
+  for (const char c : text) out += c == '\n' ? std::string(" </s> ") : std::string(1, c);
+  return out;
+}
+
 void add(row& r, const specdec::decode_result& d, const specdec::cost_model& cost) {
   auto& t = r.total;
   t.iterations += d.stats.iterations;
@@ -113,7 +120,7 @@ int main(int argc, char** argv) try {
     const specdec::decode_result* results[] = {&target_only, &strict, &len, &greedy};
     for (std::size_t m = 0; m < rows.size(); ++m) {
       add(rows[m], *results[m], options.cost);
-      if (i == 0) rows[m].sample = prompts[i] + " | " + vocab.decode(results[m]->tokens);
+      if (i == 0) rows[m].sample = prompts[i] + " | " + one_line(vocab.decode(results[m]->tokens));
     }
   }
 
