@@ -61,15 +61,7 @@ std::string one_line(std::string text) {
 }
 
 void add(row& r, const specdec::decode_result& d, const specdec::cost_model& cost) {
-  auto& t = r.total;
-  t.iterations += d.stats.iterations;
-  t.target_calls += d.stats.target_calls;
-  t.draft_calls += d.stats.draft_calls;
-  t.drafted += d.stats.drafted;
-  t.accepted += d.stats.accepted;
-  t.emitted += d.stats.emitted;
-  t.simulated_time += d.stats.simulated_time;
-  t.wall_seconds += d.stats.wall_seconds;
+  r.total.merge(d.stats);
   r.target_only_time += static_cast<double>(d.stats.emitted) * cost.target_time(1);
 }
 

@@ -33,6 +33,27 @@ struct decode_stats {
     return i < drafted_at.size() && drafted_at[i] ? double(accepted_at[i]) / double(drafted_at[i]) : 0.0;
   }
 
+  //! Adds another run's counters to these (per-position vectors are summed entry by entry).
+  void merge(const decode_stats& o) {
+    iterations += o.iterations;
+    target_calls += o.target_calls;
+    target_positions += o.target_positions;
+    draft_calls += o.draft_calls;
+    drafted += o.drafted;
+    accepted += o.accepted;
+    emitted += o.emitted;
+    simulated_time += o.simulated_time;
+    wall_seconds += o.wall_seconds;
+    if (drafted_at.size() < o.drafted_at.size()) {
+      drafted_at.resize(o.drafted_at.size(), 0);
+      accepted_at.resize(o.drafted_at.size(), 0);
+    }
+    for (std::size_t i = 0; i < o.drafted_at.size(); ++i) {
+      drafted_at[i] += o.drafted_at[i];
+      accepted_at[i] += o.accepted_at[i];
+    }
+  }
+
   //! Records one round that drafted `gamma` tokens and accepted the first `n_accepted`.
   void record_round(std::size_t gamma, std::size_t n_accepted) {
     if (drafted_at.size() < gamma) {
