@@ -68,6 +68,20 @@ inline void warp_rows(std::span<const float> logits, std::span<float> probs, std
     if (warp_logits(logits.subspan(i * V, V), probs.subspan(i * V, V), w) != row_status::ok)
       throw numerical_error("specdec::decode: the target returned a row without usable mass");
 }
+
+//! One verification call of the target: scores context + drafts (drafts.size() + 1 rows of V logits),
+//! warps every row into `p_rows` with the request's parameters, and counts the call and its positions.
+template <Model Target>
+void score_drafts(const Target& target, std::span<const token_id> context, std::span<const token_id> drafts,
+                  const warp_params& params, std::vector<float>& logits, std::vector<float>& p_rows, decode_stats& stats) {
+  const std::size_t V = target.vocab_size(), rows = drafts.size() + 1;
+  logits.resize(rows * V);
+  p_rows.resize(rows * V);
+  score(target, context, drafts, std::span<float>(logits));
+  warp_rows(logits, p_rows, V, params);
+  ++stats.target_calls;
+  stats.target_positions += rows;
+}
 }  // namespace detail
 
 //! Speculative decoding of one request.
@@ -92,12 +106,8 @@ decode_result decode(const Policy& policy, const Target& target, D& drafter, con
     r.stats.draft_calls += drafter.draft(context, gamma, stream, block);
     SPECDEC_EXPECTS(block.tokens.size() == gamma && block.q_rows.size() == gamma * V, "the drafter's block does not match gamma and V");
 
-    logits.resize((gamma + 1) * V);
-    p_rows.resize((gamma + 1) * V);
-    score(target, std::span<const token_id>(context), std::span<const token_id>(block.tokens), std::span<float>(logits));
-    detail::warp_rows(logits, p_rows, V, options.target_params);
-    ++r.stats.target_calls;
-    r.stats.target_positions += gamma + 1;
+    detail::score_drafts(target, std::span<const token_id>(context), std::span<const token_id>(block.tokens),
+                         options.target_params, logits, p_rows, r.stats);
     r.stats.simulated_time += static_cast<double>(gamma) * options.cost.t_draft + options.cost.target_time(gamma + 1);
 
     const chain_result c = verify_chain(policy, rule, std::span<const token_id>(block.tokens), std::span<const float>(block.q_rows),

@@ -118,12 +118,8 @@ mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter
     if (gamma > 0) drafter.draft(context, gamma, stream, block);
     r.stats.draft_calls += block.model_calls;
 
-    logits.resize((gamma + 1) * V);
-    p_rows.resize((gamma + 1) * V);
-    score(target, std::span<const token_id>(context), std::span<const token_id>(block.tokens), std::span<float>(logits));
-    detail::warp_rows(logits, p_rows, V, options.target_params);
-    ++r.stats.target_calls;
-    r.stats.target_positions += gamma + 1;
+    detail::score_drafts(target, std::span<const token_id>(context), std::span<const token_id>(block.tokens),
+                         options.target_params, logits, p_rows, r.stats);
     const std::size_t charged = draft_cost == mtad_draft_cost::per_step ? gamma : block.model_calls;
     r.stats.simulated_time += static_cast<double>(charged) * options.cost.t_draft + options.cost.target_time(gamma + 1);
 
