@@ -12,9 +12,20 @@
 #include <vector>
 
 #include <specdec/decode/decode.hpp>
+#include <specdec/decode/mtad.hpp>
+#include <specdec/decode/sv.hpp>
+#include <specdec/estimate/acceptance_estimator.hpp>
 #include <specdec/models/corpus.hpp>
 #include <specdec/models/ngram.hpp>
 #include <specdec/specdec.hpp>
+#if __has_include(<Eigen/Dense>)  // SPRINTER's learned verifier needs specdec::learn (Eigen)
+#include <specdec/decode/sprinter.hpp>
+#include <specdec/learn/generate.hpp>
+#include <specdec/learn/train.hpp>
+#define SPECDEC_DEMO_SPRINTER 1
+#else
+#define SPECDEC_DEMO_SPRINTER 0
+#endif
 
 namespace {
 
@@ -91,9 +102,52 @@ int main(int argc, char** argv) try {
 
   const std::vector<std::string> prompts{"this license", "you may", "the software is provided", "permission is hereby granted to"};
   std::vector<row> rows{{"target-only", {}, 0, {}}, {"strict SD", {}, 0, {}}, {"lenient SD", {}, 0, {}},
-                        {"greedy SD", {}, 0, {}}};
+                        {"greedy SD", {}, 0, {}}, {"SV exact", {}, 0, {}}, {"SV paper", {}, 0, {}},
+                        {"MTAD t=0.1", {}, 0, {}}, {"MTAD t=0.9", {}, 0, {}}};
   const specdec::warp_params sampled{}, greedy_params{.temperature = 0.0};
+
+  // Speculative Verification (seed 001): a 3-gram companion on the same text and vocabulary, and
+  // P(accept | S, A) profiled with SD on other prompts (SV section 7.4), adaptive 10x10 bins.
+  const specdec::ngram_model companion(3, vocab, texts);
+  std::vector<std::vector<specdec::token_id>> profile_prompts;
+  for (const char* p : {"the licensor", "each contributor", "this program is free software", "you must give", "the source code"}) {
+    std::vector<specdec::token_id> ids{specdec::vocabulary::bos};
+    const auto encoded = vocab.encode(p);
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
+    profile_prompts.push_back(std::move(ids));
+  }
+  specdec::decode_options profile_options = options;
+  profile_options.seed = args.seed + 1;
+  const specdec::sv_profile_options profile{.gamma = args.gamma, .tokens_per_prompt = 200};
+  const auto sv_samples = specdec::profile_sv_indicators(specdec::exec::seq, models.target, models.draft, sampled, companion,
+                                                         profile_prompts, profile_options, profile);
+  const auto estimator =
+      specdec::estimate::acceptance_estimator::fit(sv_samples, specdec::estimate::binning::adaptive(sv_samples, 10, 10));
+  specdec::sv_options sv{.gamma_max = args.gamma, .t_companion = options.cost.t_draft};
+  const specdec::sv_step_latency sv_latency{options.cost, sv.gamma_max, sv.t_companion};
   const specdec::lenient_rule lenient(args.lenience);
+
+#if SPECDEC_DEMO_SPRINTER
+  // SPRINTER (seed 000): a linear verifier (one layer + sigmoid, Adam on BCE, early stopping) on the
+  // draft row's documented features, trained on corpus prefixes of the four categories of section 3.2
+  // with labels 1[q(x) <= 1.2 p(x)]; tau = 0.5, runs capped at 20 tokens, a verifier call costs 0.002.
+  std::vector<std::vector<specdec::token_id>> documents;
+  for (const auto& text : texts)
+    for (const auto paragraph : specdec::split_paragraphs(text))
+      if (auto doc = vocab.encode(paragraph); !doc.empty()) documents.push_back(std::move(doc));
+  specdec::draft_row_features features;
+  specdec::learn::generation_options generation;
+  generation.examples = args.tokens <= 12 ? 2000 : 12000;  // fewer under --smoke
+  generation.seed = args.seed;
+  const specdec::learn::linear_verifier verifier =
+      specdec::learn::train_linear_verifier(
+          specdec::learn::generate_verifier_data(models.target, models.draft, features, documents, generation),
+          specdec::learn::train_options{.seed = args.seed})
+          .verifier;
+  const specdec::gating_params gating{.tau = 0.5, .max_run = 20};
+  const specdec::sprinter_options sprinter_costs{.t_verifier = 0.002};
+  rows.push_back({"SPRINTER", {}, 0, {}});
+#endif
 
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     std::vector<specdec::token_id> prompt{specdec::vocabulary::bos};
@@ -106,10 +160,26 @@ int main(int argc, char** argv) try {
     const auto target_only = specdec::decode_target_only(models.target, prompt, options);
     const auto strict = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
     const auto len = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, lenient, prompt, options);
+    sv.mode = specdec::sv_mode::exact;
+    const auto sv_exact = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator, sv_latency, prompt, options, sv);
+    sv.mode = specdec::sv_mode::paper;
+    const auto sv_paper = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator, sv_latency, prompt, options, sv);
+    // MTAD (seed 003): 8 sampled beams (top-20, top-p 0.9 on both sides), longest prefix whose joint
+    // ratio p/q passes tau, then one token from p. Lossy; the draft's W beams per step count as one call.
+    const specdec::mtad_options mtad_low{.gamma = args.gamma, .width = 8, .tau = 0.1};
+    const specdec::mtad_options mtad_high{.gamma = args.gamma, .width = 8, .tau = 0.9};
+    const auto mtad_01 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_low, prompt, options);
+    const auto mtad_09 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_high, prompt, options);
     options.target_params = greedy_params;
     const auto greedy = specdec::decode(specdec::exec::seq, models.target, models.draft, greedy_params, args.gamma, specdec::greedy, prompt, options);
 
-    const specdec::decode_result* results[] = {&target_only, &strict, &len, &greedy};
+    std::vector<const specdec::decode_result*> results{&target_only, &strict, &len, &greedy, &sv_exact, &sv_paper, &mtad_01, &mtad_09};
+#if SPECDEC_DEMO_SPRINTER
+    options.target_params = sampled;
+    const auto sprinter = specdec::decode_sprinter(models.target, models.draft, sampled, specdec::draft_row_features{},
+                                                   verifier, gating, prompt, options, sprinter_costs);
+    results.push_back(&sprinter);  // a sprinter_result is a decode_result (plus sprinter_stats)
+#endif
     for (std::size_t m = 0; m < rows.size(); ++m) {
       add(rows[m], *results[m], options.cost);
       if (i == 0) rows[m].sample = prompts[i] + " | " + one_line(vocab.decode(results[m]->tokens));
@@ -129,7 +199,16 @@ int main(int argc, char** argv) try {
   std::printf("\nOne continuation per method (first prompt; '|' marks where generation starts):\n");
   for (const row& r : rows) std::printf("  %-12s %s\n", r.method.c_str(), r.sample.c_str());
   std::printf("\nstrict SD and target-only sample the same distribution (lossless); lenient SD with l < 1 is lossy;\n"
-              "greedy SD reproduces the target's greedy decoding token for token.\n");
+              "greedy SD reproduces the target's greedy decoding token for token. SV drafts gamma tokens, asks a 3-gram\n"
+              "companion how likely each is to be accepted and verifies the goodput-optimal prefix: 'SV exact' is lossless,\n"
+              "'SV paper' (the paper's rule, which looks at the drafted token itself) is not; their acceptance_rate is\n"
+              "accepted / verified drafts. MTAD verifies beam drafts by their joint likelihood ratio against tau (lossy;\n"
+              "Thm 3.6 bounds its accepted length); its rows count the W beams of a draft step as one batched call.\n");
+#if SPECDEC_DEMO_SPRINTER
+  std::printf("SPRINTER (lambda 1.2, tau 0.5, runs capped at 20) keeps verifier-accepted tokens without a target check and\n"
+              "has the target check only the last one: lossy, each token is (1 - eta_fp) p + eta_fp q (Theorem 3.1); its\n"
+              "acceptance_rate is Theorem A.4's beta. specdec_sprinter_eval prints the ROC, threshold choice and quality.\n");
+#endif
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "specdec_demo: %s\n", e.what());

@@ -31,8 +31,12 @@ cmake -S "$ROOT" -B "$BUILD_DIR" "${generator_args[@]}" \
   -DSPECDEC_ENABLE_CUDA=OFF \
   "${extra_args[@]}" >&2
 
-section "build specdec_demo"
-cmake --build "$BUILD_DIR" --target specdec_demo -j "$JOBS" >&2
+section "build specdec_demo and specdec-sim"
+cmake --build "$BUILD_DIR" --target specdec_demo specdec-sim -j "$JOBS" >&2
 
 section "run"
-exec "$BUILD_DIR/examples/specdec_demo" "$@"
+"$BUILD_DIR/examples/specdec_demo" "$@"
+
+section "specdec-sim sprinter (SPRINTER Figures 5 and 6: theory curves with Monte-Carlo points)"
+"$BUILD_DIR/tools/specdec-sim" sprinter --quiet --csv "$PWD/specdec-sim-sprinter.csv" --plot "$PWD/specdec-sim-sprinter.png"
+echo "demo: wrote $PWD/specdec-sim-sprinter.png (and the CSV beside it)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what specdec's build, tests, benchmarks and examples need on Debian 12 (or Ubuntu):
-# cmake, g++, ninja (or make), Eigen, xsimd, Boost.Math, Catch2 v2 and Google Benchmark.
+# cmake, g++, ninja (or make), Eigen, xsimd, Boost.Math, Catch2 v2, Google Benchmark and gnuplot.
 # Only the missing packages are installed (apt-get, through sudo when not root).
 # Used by scripts/test.sh and scripts/demo.sh. Set SPECDEC_SKIP_DEPS=1 to skip this step.
 set -euo pipefail
@@ -19,6 +19,7 @@ packages=(
   libboost-math-dev  # specdec::stats (header-only use)
   catch2           # tests (Catch2 v2)
   libbenchmark-dev # bench/
+  gnuplot-nox      # specdec-sim --plot (tools/)
 )
 # A build tool: ninja if present, else make; install ninja when neither is there.
 if ! command -v ninja >/dev/null 2>&1 && ! command -v make >/dev/null 2>&1; then

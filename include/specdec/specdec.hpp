@@ -1,5 +1,6 @@
 //! \file specdec.hpp
-//! \brief The umbrella header of the core: everything that needs only a C++20 compiler.
+//! \brief The umbrella header of the core: everything that needs only a C++20 compiler
+//! (not learn/, stats/ or the backends, which need their own dependencies).
 #pragma once
 
 #include "specdec/version.hpp"
@@ -23,3 +24,22 @@
 #include "specdec/acceptance/distribution.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/theory/theory.hpp"
+#include "specdec/model/concepts.hpp"
+#include "specdec/model/adapters.hpp"
+#include "specdec/model/archetypes.hpp"
+#include "specdec/model/score.hpp"
+#include "specdec/draft/chain.hpp"
+#include "specdec/draft/beam.hpp"
+#include "specdec/draft/verifier.hpp"
+#include "specdec/draft/verifier_gated.hpp"
+#include "specdec/length/fixed.hpp"
+#include "specdec/acceptance/mtad.hpp"
+#include "specdec/decode/decode.hpp"
+#include "specdec/decode/mtad.hpp"
+#include "specdec/decode/sprinter.hpp"
+#include "specdec/decode/sv.hpp"
+#include "specdec/estimate/indicators.hpp"
+#include "specdec/estimate/acceptance_estimator.hpp"
+#include "specdec/estimate/information_gain.hpp"
+#include "specdec/optimize/optimize.hpp"
+#include "specdec/simulate/simulate.hpp"

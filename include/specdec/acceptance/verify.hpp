@@ -23,6 +23,10 @@
 #include "specdec/exec/dispatch.hpp"
 #include "specdec/random/stream.hpp"
 
+#if SPECDEC_ENABLE_SIMD
+#include "specdec/backend/simd/verify.hpp"  // xsimd is included only when the simd backend is enabled
+#endif
+
 namespace specdec {
 
 //! Verifies a batch of drafted chains against target probabilities.
@@ -35,7 +39,11 @@ template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
 void verify(const Policy&, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
             const chain_outputs& out, const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
-  // The simd and cuda kernels arrive with their own issues; until then every enabled backend runs seq.
+#if SPECDEC_ENABLE_SIMD
+  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
+    return backend::simd::verify<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
+#endif
+  // The cuda kernels arrive with their own issue; until then the cuda policy runs seq.
   backend::seq::verify(rule, batch, streams, out, options);
 }
 
@@ -48,6 +56,11 @@ void verify_from_logits(const Policy&, const Rule& rule, const chain_batch<T>& l
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
+#if SPECDEC_ENABLE_SIMD
+  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
+    return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, logits_batch, target_params, draft_params,
+                                                                        streams, out, options);
+#endif
   backend::seq::verify_from_logits(rule, logits_batch, target_params, draft_params, streams, out, options);
 }
 

@@ -25,6 +25,18 @@ struct residual_result {
   bool used_fallback = false;  //!< the residual had no mass and p itself was sampled
 };
 
+namespace detail {
+//! The residual weight max(0, p - accepted_mass(p, q)) of one entry; NaN when p or q is NaN, infinite
+//! or negative, so that the row is reported `not_finite` (max(0, .) would hide it). Shared by every
+//! CPU backend, so that their weights are the same doubles.
+template <class AcceptedMass>
+double residual_weight(double pv, double qv, const AcceptedMass& accepted_mass) {
+  if (!(pv >= 0.0) || !(qv >= 0.0) || !std::isfinite(pv) || !std::isfinite(qv))
+    return std::numeric_limits<double>::quiet_NaN();
+  return std::max(0.0, pv - accepted_mass(pv, qv));
+}
+}  // namespace detail
+
 //! Samples from norm(max(0, p_v - accepted_mass(p_v, q_v))) with the uniform u; q may be empty,
 //! meaning q = 0 (the bonus token: a sample from p). Falls back to p when the residual has no mass.
 //! \pre q is empty or q.size() == p.size()
@@ -34,12 +46,7 @@ residual_result sample_residual(std::span<const T> p, std::span<const T> q, Acce
   const auto target_weight = [&](std::size_t v) { return static_cast<double>(p[v]); };
   if (q.empty()) return {sample_by_weights(p.size(), target_weight, u), false};
   const auto residual_weight = [&](std::size_t v) {
-    const double pv = static_cast<double>(p[v]);
-    const double qv = static_cast<double>(q[v]);
-    // A NaN, infinite or negative entry on either side poisons the row (max(0, .) would hide it).
-    if (!(pv >= 0.0) || !(qv >= 0.0) || !std::isfinite(pv) || !std::isfinite(qv))
-      return std::numeric_limits<double>::quiet_NaN();
-    return std::max(0.0, pv - accepted_mass(pv, qv));
+    return detail::residual_weight(static_cast<double>(p[v]), static_cast<double>(q[v]), accepted_mass);
   };
   residual_result r{sample_by_weights(p.size(), residual_weight, u), false};
   if (r.sample.status == row_status::no_mass) {

@@ -1,0 +1,123 @@
+//! \file backend/simd/categorical.hpp
+//! \brief SIMD two-level inverse-CDF sampling: the same tokens as `specdec::sample_categorical`
+//! (bit-identical, for every architecture).
+//!
+//! The full pass of the determinism contract (sampling/categorical.hpp, rules 1-3) runs in
+//! registers: the 32 lane sums of a tile are 32 / n double accumulators of n lanes (n = 2 SSE/NEON,
+//! 4 AVX, 8 AVX-512), updated in index order, so each lane adds exactly the entries and in exactly
+//! the order of the scalar code. The tile's remainder (fewer than 32 entries, only in the last tile),
+//! the lane tree (rule 3) and the location of u * Z (rules 4-6, one tile re-read in index order)
+//! are the scalar code itself (`specdec::detail::reduce_lanes`, `specdec::detail::locate_in_tiles`).
+//! Weights are computed in double from float or double rows, with the same operations as seq.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "specdec/backend/simd/arch.hpp"
+#include "specdec/sampling/categorical.hpp"
+
+namespace specdec::backend::simd {
+
+namespace detail {
+
+//! The double accumulators of the 32 lanes: `lane_accumulators<Arch>[r]` holds lanes [r n, r n + n).
+template <class Arch>
+using lane_accumulators = std::array<dbatch<Arch>, sampling_lanes / dbatch<Arch>::size>;
+
+//! A vector step adds the weights of the 32 entries [base, base + 32) to the lane accumulators and
+//! records whether their inputs were usable; `scalar(v)` is the weight of one entry (NaN when its
+//! inputs are unusable), bit-identical to the vector weights.
+template <class S, class Arch>
+concept WeightStep = requires(S& s, std::size_t base, lane_accumulators<Arch>& acc) {
+  s(base, acc);
+  { s.usable() } -> std::same_as<bool>;
+  { s.scalar(base) } -> std::same_as<double>;
+};
+
+//! One tile's mass (rules 2-3): vector steps over whole rounds of 32, the scalar weight for the rest.
+template <class Arch, WeightStep<Arch> Step>
+double tile_mass(std::size_t begin, std::size_t end, Step& step, bool& usable) {
+  using D = dbatch<Arch>;
+  lane_accumulators<Arch> acc;
+  acc.fill(D(0.0));
+  std::size_t base = begin;
+  Step local = step;  // a local copy keeps the step's state (usability) in registers
+  for (; base + sampling_lanes <= end; base += sampling_lanes) local(base, acc);
+  step = local;
+  std::array<double, sampling_lanes> lanes;
+  for (std::size_t r = 0; r < acc.size(); ++r) acc[r].store_unaligned(lanes.data() + r * D::size);
+  for (std::size_t j = 0; base + j < end; ++j) {
+    const double w = step.scalar(base + j);
+    usable = usable & specdec::detail::usable_weight(w);
+    lanes[j] += w;
+  }
+  return specdec::detail::reduce_lanes(lanes);
+}
+
+//! The two-level inverse CDF of sampling/categorical.hpp with a vector step.
+template <class Arch, WeightStep<Arch> Step>
+sample_result sample_with_step(std::size_t size, Step& step, double u) {
+  specdec::detail::tile_masses masses(specdec::detail::tile_count(size));
+  bool usable = true;
+  for (std::size_t t = 0; t < masses.size(); ++t) {
+    const std::size_t begin = t * sampling_tile;
+    masses.data()[t] = tile_mass<Arch>(begin, std::min(size, begin + sampling_tile), step, usable);
+  }
+  usable = usable && step.usable();
+  const auto weight = [&step](std::size_t v) { return step.scalar(v); };
+  return specdec::detail::locate_in_tiles(size, masses.view(), usable, specdec::detail::dense_tiles<decltype(weight) const>{weight}, u);
+}
+
+//! Loads `count` = 32 / n batches of doubles from row x at `base`, widening floats in registers, and
+//! passes each with its accumulator index to `f(r, values)`; records the usability of the raw
+//! entries (>= 0 and finite) in `ok`.
+template <class Arch, class T, class F>
+void for_each_double_batch(const T* x, std::size_t base, usable_tracker<Arch, T>& ok, F&& f) {
+  constexpr std::size_t R = sampling_lanes / dbatch<Arch>::size;
+  if constexpr (std::is_same_v<T, float>) {
+    for (std::size_t k = 0; k < R / 2; ++k) {
+      const auto v = fbatch<Arch>::load_unaligned(x + base + k * fbatch<Arch>::size);
+      ok.add(v);
+      f(2 * k, widen_lo<Arch>(v));
+      f(2 * k + 1, widen_hi<Arch>(v));
+    }
+  } else {
+    static_assert(std::is_same_v<T, double>, "rows are float or double");
+    for (std::size_t k = 0; k < R; ++k) {
+      const auto v = dbatch<Arch>::load_unaligned(x + base + k * dbatch<Arch>::size);
+      ok.add(v);
+      f(k, v);
+    }
+  }
+}
+
+//! The step of a weight row (a probability row, or the target row of a bonus token): w_v = double(x_v).
+template <class Arch, class T>
+struct row_step {
+  const T* x;
+  usable_tracker<Arch, T> ok{};
+
+  void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
+    for_each_double_batch<Arch>(x, base, ok, [&acc](std::size_t r, const dbatch<Arch>& w) { acc[r] += w; });
+  }
+  bool usable() const { return ok.all(); }
+  double scalar(std::size_t v) const { return static_cast<double>(x[v]); }
+};
+
+}  // namespace detail
+
+//! `specdec::sample_categorical` on the simd backend: the same token, status and mass for every row
+//! and every u (the determinism contract of sampling/categorical.hpp).
+//! \tparam Arch an xsimd architecture enabled by the compiler flags (`exec::simd_arch_t<Policy>`)
+template <class Arch, class T>
+sample_result sample_categorical(std::span<const T> weights, double u) {
+  detail::row_step<Arch, T> step{weights.data()};
+  return detail::sample_with_step<Arch>(weights.size(), step, u);
+}
+
+}  // namespace specdec::backend::simd

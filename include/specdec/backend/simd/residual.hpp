@@ -1,0 +1,116 @@
+//! \file backend/simd/residual.hpp
+//! \brief The residual sampler norm(max(0, p - a)) and the bonus sampler on the simd backend: one
+//! pass over the row pair, the same tokens as `specdec::sample_residual` (bit-identical).
+//!
+//! The accepted mass a(p, q) of a rule must be evaluated on registers; `vector_residual<Rule>` says
+//! how for the rules that ship with a closed form (strict: max(0, p - q); lenient: max(0, p -
+//! min(q, p / l))), with the same double operations as the scalar rule, so the weights are the same
+//! doubles. **Fallback:** a rejection rule without a `vector_residual` specialisation is sampled by
+//! the seq code (`specdec::sample_residual`), with the same result and seq's speed.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <limits>
+#include <span>
+
+#include <xsimd/xsimd.hpp>
+
+#include "specdec/acceptance/lenient.hpp"
+#include "specdec/acceptance/strict.hpp"
+#include "specdec/backend/simd/arch.hpp"
+#include "specdec/backend/simd/categorical.hpp"
+#include "specdec/contracts.hpp"
+#include "specdec/sampling/residual.hpp"
+
+namespace specdec::backend::simd {
+
+//! How a rule's residual weight max(0, p - a(p, q)) is computed on double registers; specialise it
+//! for a rule to give that rule a one-pass SIMD residual. The primary template has none.
+template <class Rule>
+struct vector_residual;
+
+//! Strict rule: a = min(p, q), so max(0, p - a) = max(0, p - q) (equal doubles: p - q is what
+//! p - min(p, q) computes when p > q, and both are <= 0 otherwise).
+template <>
+struct vector_residual<strict_rule> {
+  template <class B>
+  static B weight(const strict_rule&, const B& p, const B& q) noexcept {
+    return positive_part<typename B::arch_type>(p - q);
+  }
+};
+
+//! Lenient rule: a = min(q, p / l), the same division as `lenient_rule::accepted_mass`.
+template <>
+struct vector_residual<lenient_rule> {
+  template <class B>
+  static B weight(const lenient_rule& rule, const B& p, const B& q) noexcept {
+    const B scaled = p / B(rule.lenience());
+    return positive_part<typename B::arch_type>(p - xsimd::min(q, scaled));
+  }
+};
+
+//! Whether `Rule` has a SIMD residual.
+template <class Rule>
+concept HasVectorResidual = requires(const Rule& r, const dbatch<xsimd::default_arch>& b) {
+  { vector_residual<Rule>::weight(r, b, b) } -> std::convertible_to<dbatch<xsimd::default_arch>>;
+};
+
+namespace detail {
+
+//! The step of a residual row pair: w_v = max(0, p_v - a(p_v, q_v)).
+template <class Arch, class T, class Rule>
+struct residual_step {
+  const T* p;
+  const T* q;
+  const Rule* rule;
+  usable_tracker<Arch, T> ok{};
+
+  void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
+    std::array<dbatch<Arch>, sampling_lanes / dbatch<Arch>::size> pd;
+    for_each_double_batch<Arch>(p, base, ok, [&pd](std::size_t r, const dbatch<Arch>& v) { pd[r] = v; });
+    for_each_double_batch<Arch>(q, base, ok, [&](std::size_t r, const dbatch<Arch>& qv) {
+      acc[r] += vector_residual<Rule>::weight(*rule, pd[r], qv);
+    });
+  }
+  bool usable() const { return ok.all(); }
+  double scalar(std::size_t v) const {
+    return specdec::detail::residual_weight(static_cast<double>(p[v]), static_cast<double>(q[v]),
+                                            [this](double pv, double qv) { return rule->accepted_mass(pv, qv); });
+  }
+};
+
+}  // namespace detail
+
+//! `specdec::sample_residual(p, q, accepted_mass, u)` for a rule: samples norm(max(0, p - a)) in one
+//! pass over the pair; q empty means the bonus token (a sample from p); no residual mass falls back to
+//! p (`used_fallback`). Same token, status and flags as seq.
+//! \pre q is empty or q.size() == p.size()  \throws specdec::error otherwise
+template <class Arch, class T, RejectionRule Rule>
+residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
+  SPECDEC_EXPECTS(q.empty() || q.size() == p.size(), "draft and target rows differ in length");
+  if (q.empty()) return {sample_categorical<Arch>(p, u), false};
+  residual_result r;
+  if constexpr (HasVectorResidual<Rule>) {
+    detail::residual_step<Arch, T, Rule> step{p.data(), q.data(), &rule};
+    r.sample = detail::sample_with_step<Arch>(p.size(), step, u);
+    // seq's scalar weight is NaN for an unusable entry, so its Z is NaN; the registers clamp instead.
+    if (!step.usable()) r.sample.mass = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    return specdec::sample_residual(p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+  }
+  if (r.sample.status == row_status::no_mass) {
+    r.sample = sample_categorical<Arch>(p, u);
+    r.used_fallback = true;
+  }
+  return r;
+}
+
+//! The strict residual norm(max(0, p - q)).
+template <class Arch, class T>
+residual_result sample_residual(std::span<const T> p, std::span<const T> q, double u) {
+  return sample_residual<Arch>(p, q, strict, u);
+}
+
+}  // namespace specdec::backend::simd

@@ -1,0 +1,224 @@
+//! \file backend/simd/softmax.hpp
+//! \brief Row maximum, log-sum-exp, softmax and log-softmax with temperature on the simd backend.
+//!
+//! Same definitions and the same status rules as distributions/softmax.hpp (NaN or +inf: not_finite;
+//! all -inf: no_mass; -inf logits get probability 0). Agreement with seq:
+//!  - the row maximum and the status are exact;
+//!  - float rows: t = (x - max) * float(1 / T) and exp(t) are computed in float (xsimd's exp, within
+//!    2 ulp of the correctly rounded value); the sum is a double sum. Each probability is within a
+//!    relative (|t| + 4) * 2^-23 of seq's (t is the entry's scaled logit gap to the maximum, so the
+//!    bound is a few ulp for the tokens that carry the mass; measured in tests/backend);
+//!  - double rows: the same operations as seq in double (division by T), xsimd's exp within 1 ulp of
+//!    glibc's; the order of the sum moves 1 / sum, so probabilities agree within (2 V + 8) 2^-53
+//!    relative;
+//!  - the normalisation multiplies by 1 / sum exactly as seq does (in double, then rounded).
+//! **Fallback:** other element types (logits and probabilities of different types) use seq.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "specdec/backend/simd/arch.hpp"
+#include "specdec/contracts.hpp"
+#include "specdec/distributions/row_status.hpp"
+#include "specdec/distributions/softmax.hpp"
+
+namespace specdec::backend::simd {
+
+//! The maximum of a row of logits and whether it is usable (exactly `specdec::detail::logit_row_max`).
+template <class Arch, class T>
+row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size, ways = 4;  // four independent running maxima: no dependency chain
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const std::size_t full = logits.size() / (ways * n) * (ways * n);
+  std::array<B, ways> best;
+  best.fill(B(-inf));
+  auto bad = xsimd::isnan(best[0]);  // all false
+  for (std::size_t v = 0; v < full; v += ways * n)
+    for (std::size_t w = 0; w < ways; ++w) {
+      const B x = B::load_unaligned(logits.data() + v + w * n);
+      bad = bad | xsimd::isnan(x) | (x == B(inf));  // (xsimd's AVX != is ordered: false for NaN)
+      best[w] = xsimd::select(x > best[w], x, best[w]);  // skips NaN, as seq does
+    }
+  double m = -std::numeric_limits<double>::infinity();
+  bool finite = !xsimd::any(bad);
+  alignas(64) std::array<T, n> lanes;
+  for (const B& b : best) {
+    b.store_aligned(lanes.data());
+    for (const T x : lanes) m = std::max(m, static_cast<double>(x));
+  }
+  for (std::size_t v = full; v < logits.size(); ++v) {
+    const double x = static_cast<double>(logits[v]);
+    if (std::isnan(x) || x == std::numeric_limits<double>::infinity()) finite = false;
+    if (x > m) m = x;
+  }
+  max_out = m;
+  if (!finite) return row_status::not_finite;
+  if (m == -std::numeric_limits<double>::infinity()) return row_status::no_mass;
+  return row_status::ok;
+}
+
+namespace detail {
+
+//! exp((x - max) / T) on batches of T (see the file comment for how float rows compute it).
+template <class Arch, class T>
+struct scaled_exp {
+  using B = xsimd::batch<T, Arch>;
+  B max, factor;
+  bool scale;
+  scaled_exp(double m, double temperature)
+      : max(static_cast<T>(m)),
+        factor(std::is_same_v<T, float> ? static_cast<T>(1.0 / temperature) : static_cast<T>(temperature)),
+        scale(temperature != 1.0) {}
+  B operator()(const B& x) const noexcept {
+    B t = x - max;
+    if (scale) {
+      if constexpr (std::is_same_v<T, float>)
+        t = t * factor;
+      else
+        t = t / factor;  // double rows divide, as seq does
+    }
+    return xsimd::exp(t);
+  }
+};
+
+//! Adds the batch e of T to double accumulators.
+template <class Arch, class T>
+void accumulate(const xsimd::batch<T, Arch>& e, dbatch<Arch>& acc0, dbatch<Arch>& acc1) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    acc0 += widen_lo<Arch>(e);
+    acc1 += widen_hi<Arch>(e);
+  } else {
+    acc0 += e;
+  }
+}
+
+//! Sum of two double accumulators' lanes.
+template <class Arch>
+double lanes_sum(const dbatch<Arch>& acc0, const dbatch<Arch>& acc1) noexcept {
+  return xsimd::hadd(acc0 + acc1);
+}
+
+//! Multiplies every entry by `inv` in double and rounds back to T (seq's normalisation step).
+template <class Arch, class T>
+void scale_row(std::span<T> row, double inv) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size;
+  const dbatch<Arch> f(inv);
+  const auto scaled = [&](const B& x) {
+    if constexpr (std::is_same_v<T, float>)
+      return narrow<Arch>(widen_lo<Arch>(x) * f, widen_hi<Arch>(x) * f);
+    else
+      return x * f;
+  };
+  const std::size_t full = row.size() / n * n;
+  for (std::size_t v = 0; v < full; v += n) scaled(B::load_unaligned(row.data() + v)).store_unaligned(row.data() + v);
+  for (std::size_t v = full; v < row.size(); ++v) row[v] = static_cast<T>(static_cast<double>(row[v]) * inv);
+}
+
+//! sum_v exp((x_v - m) / T), optionally storing each exp into `out` (same length as `logits`).
+template <class Arch, class T>
+double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size;
+  const scaled_exp<Arch, T> f(m, temperature);
+  dbatch<Arch> acc0(0.0), acc1(0.0);
+  const std::size_t full = logits.size() / n * n;
+  for (std::size_t v = 0; v < full; v += n) {
+    const B e = f(B::load_unaligned(logits.data() + v));
+    if (out) e.store_unaligned(out + v);
+    accumulate<Arch, T>(e, acc0, acc1);
+  }
+  if (full < logits.size()) {  // the remainder through the same vector code, padded with -inf
+    const std::size_t rest = logits.size() - full;
+    const B e = f(load_partial<B>(logits.data() + full, rest, -std::numeric_limits<T>::infinity()));
+    if (out) store_partial(out + full, e, rest);
+    accumulate<Arch, T>(e, acc0, acc1);
+  }
+  return lanes_sum<Arch>(acc0, acc1);
+}
+
+template <class T, class U>
+inline constexpr bool vector_softmax_types = std::is_same_v<T, U> && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+
+}  // namespace detail
+
+//! log(sum_v exp(logits_v / temperature)), stable; NaN for a row with NaN or +inf, -inf for a row
+//! of -inf only (as `specdec::log_sum_exp`).
+//! \pre temperature > 0 and finite  \throws specdec::error otherwise
+template <class Arch, class T>
+double log_sum_exp(std::span<const T> logits, double temperature = 1.0) {
+  if constexpr (!detail::vector_softmax_types<T, T>) {
+    return specdec::log_sum_exp(logits, temperature);
+  } else {
+    SPECDEC_EXPECTS(temperature > 0.0 && std::isfinite(temperature), "temperature must be finite and > 0");
+    double m = 0.0;
+    const row_status s = logit_row_max<Arch>(logits, m);
+    if (s == row_status::not_finite) return std::numeric_limits<double>::quiet_NaN();
+    if (s == row_status::no_mass) return -std::numeric_limits<double>::infinity();
+    return m / temperature + std::log(detail::sum_scaled_exp<Arch>(logits, m, temperature, static_cast<T*>(nullptr)));
+  }
+}
+
+//! probs = softmax(logits / temperature); on a row that is not usable, `probs` is zero-filled and the
+//! status says why (as `specdec::softmax`).
+//! \pre probs.size() == logits.size(), temperature > 0  \throws specdec::error otherwise
+template <class Arch, class T, class U>
+row_status softmax(std::span<const T> logits, std::span<U> probs, double temperature = 1.0) {
+  if constexpr (!detail::vector_softmax_types<T, U>) {
+    return specdec::softmax(logits, probs, temperature);
+  } else {
+    SPECDEC_EXPECTS(probs.size() == logits.size(), "probs and logits differ in length");
+    SPECDEC_EXPECTS(temperature > 0.0 && std::isfinite(temperature), "temperature must be finite and > 0");
+    double m = 0.0;
+    const row_status s = logit_row_max<Arch>(logits, m);
+    if (s != row_status::ok) {
+      std::fill(probs.begin(), probs.end(), U(0));
+      return s;
+    }
+    const double sum = detail::sum_scaled_exp<Arch>(logits, m, temperature, probs.data());
+    detail::scale_row<Arch>(probs, 1.0 / sum);  // sum >= 1: the maximum contributes exp(0)
+    return row_status::ok;
+  }
+}
+
+//! out = log_softmax(logits / temperature); -inf where the probability is 0 (as `specdec::log_softmax`):
+//! out_v = double(x_v) / T - lse in double, rounded to U.
+//! \pre out.size() == logits.size(), temperature > 0  \throws specdec::error otherwise
+template <class Arch, class T, class U>
+row_status log_softmax(std::span<const T> logits, std::span<U> out, double temperature = 1.0) {
+  if constexpr (!detail::vector_softmax_types<T, U>) {
+    return specdec::log_softmax(logits, out, temperature);
+  } else {
+    SPECDEC_EXPECTS(out.size() == logits.size(), "out and logits differ in length");
+    const double lse = log_sum_exp<Arch>(logits, temperature);
+    if (std::isnan(lse) || lse == -std::numeric_limits<double>::infinity()) {
+      std::fill(out.begin(), out.end(), std::numeric_limits<U>::quiet_NaN());
+      return std::isnan(lse) ? row_status::not_finite : row_status::no_mass;
+    }
+    using B = xsimd::batch<T, Arch>;
+    constexpr std::size_t n = B::size;
+    const dbatch<Arch> t(temperature), l(lse);
+    const std::size_t full = logits.size() / n * n;
+    for (std::size_t v = 0; v < full; v += n) {
+      const B x = B::load_unaligned(logits.data() + v);
+      if constexpr (std::is_same_v<T, float>)
+        narrow<Arch>(widen_lo<Arch>(x) / t - l, widen_hi<Arch>(x) / t - l).store_unaligned(out.data() + v);
+      else
+        (x / t - l).store_unaligned(out.data() + v);
+    }
+    for (std::size_t v = full; v < logits.size(); ++v)
+      out[v] = static_cast<U>(static_cast<double>(logits[v]) / temperature - lse);
+    return row_status::ok;
+  }
+}
+
+}  // namespace specdec::backend::simd

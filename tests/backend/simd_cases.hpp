@@ -1,0 +1,809 @@
+//! \file tests/backend/simd_cases.hpp
+//! \brief Test cases of the simd backend, shared by tests/backend/simd_<isa>.cpp: each of those files
+//! is compiled with the flags of one ISA, declares the type list `specdec_simd_archs` (a std::tuple
+//! of the xsimd architectures its flags enable) and includes this header. Every case compares a simd
+//! kernel with its seq oracle on the same inputs and uniforms.
+//!
+//! Rows: several V (1 up to 50000, including V that are not multiples of any vector width or of the
+//! 32 lanes, and V around the 2048-entry tile), float and double, with exact zeros, ties, tiny
+//! (subnormal) and huge entries, and rows that are not usable (NaN, inf, negative entries placed in
+//! the vector part and in the scalar tail).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "specdec/acceptance/verify.hpp"
+#include "specdec/backend/simd/categorical.hpp"
+#include "specdec/backend/simd/reduce.hpp"
+#include "specdec/backend/simd/residual.hpp"
+#include "specdec/backend/simd/verify.hpp"
+#include "specdec/exec/simd.hpp"
+#include "specdec/random/stream.hpp"
+#include "specdec/sampling/categorical.hpp"
+#include "specdec/sampling/residual.hpp"
+#include "support/batch_builder.hpp"
+
+namespace specdec_simd_test {
+
+using specdec::token_id;
+using specdec::random::philox_stream;
+using specdec::random::purpose;
+using specdec::random::stream_address;
+
+inline constexpr double u_max = 0x1.fffffffffffffp-1;  // the largest uniform
+inline const std::size_t sizes[] = {1, 3, 7, 31, 32, 33, 100, 2047, 2048, 2049, 4097, 6150};
+
+//! Skips (with a warning) on a CPU that cannot run `Arch`; true when the case may run.
+template <class Arch>
+bool runnable() {
+  if (specdec::exec::arch_runnable<Arch>()) return true;
+  WARN("skipped: this CPU cannot run xsimd architecture " << Arch::name());
+  return false;
+}
+
+//! Kinds of rows the cases draw.
+enum class row_kind { dense, sparse, ties, tiny, huge, one_hot };
+
+//! A non-negative row of length V of the given kind (not normalised unless it says so).
+template <class T>
+std::vector<T> make_row(philox_stream& s, std::size_t V, row_kind kind) {
+  std::vector<T> row(V);
+  for (auto& x : row) {
+    const double e = s.exponential();
+    switch (kind) {
+      case row_kind::dense: x = static_cast<T>(e / static_cast<double>(V)); break;
+      case row_kind::sparse: x = s.uniform() < 0.9 ? T(0) : static_cast<T>(e); break;
+      case row_kind::ties: x = static_cast<T>(std::floor(e * 2.0) / 4.0); break;
+      case row_kind::tiny: x = static_cast<T>(e * 1e-42); break;  // float subnormals
+      case row_kind::huge: x = static_cast<T>(e * 1e30); break;
+      case row_kind::one_hot: x = T(0); break;
+    }
+  }
+  if (kind == row_kind::one_hot || kind == row_kind::sparse) row[static_cast<std::size_t>(s.uniform() * static_cast<double>(V))] = T(1);
+  return row;
+}
+
+inline const row_kind all_kinds[] = {row_kind::dense, row_kind::sparse, row_kind::ties, row_kind::tiny, row_kind::huge, row_kind::one_hot};
+
+//! Uniforms that probe the ends of [0, 1) and random ones.
+inline std::vector<double> uniforms(philox_stream& s, int n) {
+  std::vector<double> u{0.0, u_max, 0.5};
+  for (int i = 0; i < n; ++i) u.push_back(s.uniform());
+  return u;
+}
+
+inline bool same(const specdec::sample_result& a, const specdec::sample_result& b) {
+  return a.token == b.token && a.status == b.status && (a.mass == b.mass || (std::isnan(a.mass) && std::isnan(b.mass)));
+}
+
+//! A rejection rule with no `vector_residual`: the simd residual must fall back to seq.
+struct halfway_rule {
+  static constexpr specdec::rule_family family = specdec::rule_family::rejection;
+  bool accepts(double p, double q, double u) const noexcept { return u * q < 0.5 * (p + std::min(p, q)); }
+  double accepted_mass(double p, double q) const noexcept { return 0.5 * (std::min(p, q) + std::min(q, 0.5 * (p + q))); }
+};
+
+//! Puts a bad value at a position of the row: in the vector part or in the scalar tail.
+template <class T>
+void spoil(std::vector<T>& row, std::size_t at, int what) {
+  const T bad[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(), T(-1e-30), -std::numeric_limits<T>::infinity()};
+  row[at % row.size()] = bad[what % 4];
+}
+
+}  // namespace specdec_simd_test
+
+// ---- sampling: categorical, residual, bonus ---------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("simd sample_categorical gives seq's token, status and mass", "[simd][sampling]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 1, 0, 0, purpose::user});
+  std::size_t checked = 0;
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : sizes)
+      for (const row_kind kind : all_kinds) {
+        const auto row = make_row<T>(s, V, kind);
+        for (const double u : uniforms(s, 6)) {
+          const auto a = specdec::sample_categorical(std::span<const T>(row), u);
+          const auto b = specdec::backend::simd::sample_categorical<Arch>(std::span<const T>(row), u);
+          CAPTURE(V, static_cast<int>(kind), u, a.token, b.token);
+          REQUIRE(same(a, b));
+          ++checked;
+        }
+      }
+  };
+  run(float{});
+  run(double{});
+  INFO(Arch::name() << ": " << checked << " draws identical");
+  CHECK(checked > 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("simd sample_categorical reports unusable rows like seq", "[simd][sampling]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 2, 0, 0, purpose::user});
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : sizes)
+      for (int what = 0; what < 4; ++what)
+        for (const std::size_t at : {std::size_t{0}, V / 2, V - 1}) {
+          auto row = make_row<T>(s, V, row_kind::dense);
+          spoil(row, at, what);
+          const auto a = specdec::sample_categorical(std::span<const T>(row), 0.3);
+          const auto b = specdec::backend::simd::sample_categorical<Arch>(std::span<const T>(row), 0.3);
+          CAPTURE(V, what, at);
+          REQUIRE(a.status == specdec::row_status::not_finite);
+          REQUIRE(same(a, b));
+        }
+    const std::vector<T> zeros(100, T(0)), negative_zeros(70, T(-0.0));
+    for (const auto& row : {zeros, negative_zeros, std::vector<T>{}}) {
+      const auto b = specdec::backend::simd::sample_categorical<Arch>(std::span<const T>(row), 0.3);
+      CHECK(b.status == specdec::row_status::no_mass);
+      CHECK(b.token == specdec::no_token);
+    }
+  };
+  run(float{});
+  run(double{});
+}
+
+TEMPLATE_LIST_TEST_CASE("simd sample_residual and the bonus give seq's tokens for every rule", "[simd][sampling]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 3, 0, 0, purpose::user});
+  std::size_t checked = 0, fallbacks = 0;
+  const auto run = [&](auto tag, const auto& rule) {
+    using T = decltype(tag);
+    for (const std::size_t V : sizes)
+      for (const row_kind kind : all_kinds) {
+        const auto p = make_row<T>(s, V, kind);
+        // q: another row of the same kind, or p itself (no residual mass: the fallback), or p with
+        // a little mass moved (a nearly empty residual).
+        const int variant = static_cast<int>(s.uniform() * 3.0);
+        auto q = variant == 0 ? make_row<T>(s, V, kind) : p;
+        if (variant == 2) q[0] = static_cast<T>(static_cast<double>(q[0]) * 0.5);
+        const auto mass = [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); };
+        for (const double u : uniforms(s, 4)) {
+          const auto a = specdec::sample_residual(std::span<const T>(p), std::span<const T>(q), mass, u);
+          const auto b = specdec::backend::simd::sample_residual<Arch>(std::span<const T>(p), std::span<const T>(q), rule, u);
+          CAPTURE(V, static_cast<int>(kind), variant, u);
+          REQUIRE(same(a.sample, b.sample));
+          REQUIRE(a.used_fallback == b.used_fallback);
+          fallbacks += b.used_fallback;
+          const auto c = specdec::sample_residual(std::span<const T>(p), std::span<const T>{}, mass, u);
+          const auto d = specdec::backend::simd::sample_residual<Arch>(std::span<const T>(p), std::span<const T>{}, rule, u);
+          REQUIRE(same(c.sample, d.sample));
+          checked += 2;
+        }
+      }
+  };
+  for (const auto tag : {0.0f}) {
+    run(tag, specdec::strict);
+    run(tag, specdec::lenient_rule{0.5});
+    run(tag, specdec::lenient_rule{2.0});
+    run(tag, halfway_rule{});  // no vector_residual: falls back to seq
+  }
+  run(double{}, specdec::strict);
+  run(double{}, specdec::lenient_rule{0.7});
+  INFO(Arch::name() << ": " << checked << " residual/bonus draws identical, " << fallbacks << " zero-mass fallbacks");
+  CHECK(fallbacks > 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("simd sample_residual reports unusable pairs like seq", "[simd][sampling]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 4, 0, 0, purpose::user});
+  for (const std::size_t V : sizes)
+    for (int what = 0; what < 4; ++what)
+      for (const bool in_q : {false, true}) {
+        auto p = make_row<float>(s, V, row_kind::dense), q = make_row<float>(s, V, row_kind::dense);
+        const std::size_t at = static_cast<std::size_t>(s.uniform() * static_cast<double>(V));
+        spoil(in_q ? q : p, at, what);
+        const auto a = specdec::sample_residual(std::span<const float>(p), std::span<const float>(q), 0.6);
+        const auto b = specdec::backend::simd::sample_residual<Arch>(std::span<const float>(p), std::span<const float>(q), 0.6);
+        CAPTURE(V, what, in_q, at);
+        REQUIRE(a.sample.status == specdec::row_status::not_finite);
+        REQUIRE(same(a.sample, b.sample));
+      }
+  const std::vector<float> p(10, 0.1f), q(11, 0.1f);
+  CHECK_THROWS_AS(specdec::backend::simd::sample_residual<Arch>(std::span<const float>(p), std::span<const float>(q), 0.5), specdec::error);
+}
+
+// ---- whole-row reductions ---------------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("simd argmax, row checks and sums agree with seq", "[simd][reduce]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 5, 0, 0, purpose::user});
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+    for (const std::size_t V : sizes)
+      for (const row_kind kind : all_kinds) {
+        auto row = make_row<T>(s, V, kind);
+        const int variant = static_cast<int>(s.uniform() * 5.0);
+        if (variant == 1) row[static_cast<std::size_t>(s.uniform() * static_cast<double>(V))] = nan;
+        if (variant == 2) std::fill(row.begin(), row.end(), -inf);
+        if (variant == 3) std::fill(row.begin(), row.end(), nan);
+        if (variant == 4) row[V - 1] = -inf;
+        const std::span<const T> r(row);
+        CAPTURE(V, static_cast<int>(kind), variant);
+        REQUIRE(specdec::backend::simd::argmax<Arch>(r) == specdec::argmax(r));
+        const auto summary = specdec::backend::simd::summarise<Arch>(r);
+        bool all_usable = true;
+        for (const T x : row) all_usable = all_usable && specdec::detail::usable_weight(static_cast<double>(x));
+        REQUIRE(summary.usable == all_usable);
+        REQUIRE((!summary.usable || !summary.has_mass) == specdec::backend::seq::detail::row_unusable(r));
+        REQUIRE(specdec::backend::simd::has_mass<Arch>(r) == specdec::backend::seq::detail::row_has_mass(r));
+        if (variant == 0) {
+          double seq_sum = 0.0;
+          for (const T x : row) seq_sum += static_cast<double>(x);
+          REQUIRE(std::abs(specdec::backend::simd::sum<Arch>(r) - seq_sum) <= 1e-13 * seq_sum);
+        }
+      }
+    CHECK(specdec::backend::simd::argmax<Arch>(std::span<const T>{}) == -1);
+  };
+  run(float{});
+  run(double{});
+}
+
+// ---- chain verification -------------------------------------------------------------------------------
+
+namespace specdec_simd_test {
+
+//! A random batch: ragged n_b in [0, max_n], rows of `kind`, drafts sampled from q; with probability
+//! `spoil_rate` a request gets an unusable row, a q(x) = 0 draft or an out-of-range draft id.
+template <class T>
+std::vector<specdec_test::request_data<T>> make_requests(philox_stream& s, std::size_t B, std::size_t max_n, std::size_t V,
+                                                         double spoil_rate, std::uint32_t step) {
+  std::vector<specdec_test::request_data<T>> reqs(B);
+  for (std::size_t b = 0; b < B; ++b) {
+    auto& r = reqs[b];
+    r.stream = specdec::random::request_stream{0xC0FFEE, static_cast<std::uint32_t>(b), step};
+    const auto n = static_cast<std::size_t>(s.uniform() * static_cast<double>(max_n + 1));
+    const row_kind kind = all_kinds[static_cast<std::size_t>(s.uniform() * 6.0) % 6];
+    for (std::size_t i = 0; i < n; ++i) {
+      auto q = specdec_test::random_probability_row<T>(s, V, kind == row_kind::sparse ? 0.8 : 0.1);
+      // The target: sometimes q itself (accepts with certainty), sometimes a fresh row.
+      auto p = s.uniform() < 0.2 ? q : specdec_test::random_probability_row<T>(s, V, 0.1);
+      r.drafts.push_back(specdec::sample_categorical(std::span<const T>(q), s.uniform()).token);
+      r.draft_rows.push_back(std::move(q));
+      r.target_rows.push_back(std::move(p));
+    }
+    r.target_rows.push_back(specdec_test::random_probability_row<T>(s, V, 0.1));
+    if (s.uniform() < spoil_rate) {
+      const int what = static_cast<int>(s.uniform() * 4.0);
+      const std::size_t i = static_cast<std::size_t>(s.uniform() * static_cast<double>(n + 1));
+      if (what == 0) spoil(r.target_rows[i], static_cast<std::size_t>(s.uniform() * static_cast<double>(V)), 0);
+      if (what == 1 && i < n) r.draft_rows[i][static_cast<std::size_t>(r.drafts[i])] = T(0);
+      if (what == 2 && i < n) r.drafts[i] = static_cast<token_id>(V + 3);
+      if (what == 3 && i < n) std::fill(r.draft_rows[i].begin(), r.draft_rows[i].end(), T(0));
+    }
+  }
+  return reqs;
+}
+
+}  // namespace specdec_simd_test
+
+TEMPLATE_LIST_TEST_CASE("simd verify gives seq's tokens, counts and flags for every rule", "[simd][verify]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 6, 0, 0, purpose::user});
+  std::size_t requests = 0, flagged = 0, rejected = 0;
+  const auto run = [&](auto tag, std::size_t V, bool packed, bool check_norm) {
+    using T = decltype(tag);
+    const std::size_t max_n = 4;
+    const auto reqs = make_requests<T>(s, 12, max_n, V, 0.3, static_cast<std::uint32_t>(requests));
+    const auto batch = specdec_test::build_batch(reqs, V, packed, max_n);
+    const specdec::verify_options options{check_norm, 1e-3};
+    specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+      specdec_test::owned_outputs a(batch), b(batch);
+      specdec::backend::seq::verify(rule, batch.view(), batch.stream_span(), a.view(), options);
+      specdec::backend::simd::verify<Arch>(rule, batch.view(), batch.stream_span(), b.view(), options);
+      CAPTURE(name, V, packed, check_norm);
+      REQUIRE(a.tokens == b.tokens);
+      REQUIRE(a.num_accepted == b.num_accepted);
+      REQUIRE(a.status == b.status);
+      for (std::size_t r = 0; r < reqs.size(); ++r) {
+        flagged += a.status[r] != specdec::verify_status::ok;
+        rejected += static_cast<std::size_t>(a.num_accepted[r]) < reqs[r].drafts.size();
+      }
+      requests += reqs.size();
+    });
+  };
+  for (const std::size_t V : {std::size_t{5}, std::size_t{37}, std::size_t{1000}, std::size_t{2049}})
+    for (const bool packed : {true, false}) {
+      run(float{}, V, packed, false);
+      run(double{}, V, packed, V == 37);
+    }
+  INFO(Arch::name() << ": " << requests << " requests identical (" << rejected << " with a rejection, " << flagged << " flagged)");
+  CHECK(flagged > 0);
+  CHECK(rejected > 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("specdec::verify with a simd policy runs the simd backend and matches exec::seq", "[simd][verify]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 7, 0, 0, purpose::user});
+  const std::size_t V = 3001;
+  const auto reqs = make_requests<float>(s, 8, 6, V, 0.0, 0);
+  const auto batch = specdec_test::build_batch(reqs, V, true);
+  specdec_test::owned_outputs a(batch), b(batch);
+  specdec::verify(specdec::exec::seq, specdec::strict, batch.view(), batch.stream_span(), a.view());
+  specdec::verify(specdec::exec::simd_policy<Arch>{}, specdec::strict, batch.view(), batch.stream_span(), b.view());
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.num_accepted == b.num_accepted);
+  // verify_chain goes through the same entry point.
+  const auto& r = reqs[0];
+  std::vector<float> q, p;
+  for (const auto& row : r.draft_rows) q.insert(q.end(), row.begin(), row.end());
+  for (const auto& row : r.target_rows) p.insert(p.end(), row.begin(), row.end());
+  const auto c = specdec::verify_chain(specdec::exec::seq, specdec::strict, r.drafts, q, p, V, r.stream);
+  const auto d = specdec::verify_chain(specdec::exec::simd_policy<Arch>{}, specdec::strict, r.drafts, q, p, V, r.stream);
+  CHECK(c.tokens == d.tokens);
+  CHECK(c.num_accepted == d.num_accepted);
+}
+
+// ---- softmax, log-sum-exp, log-softmax ------------------------------------------------------------
+
+#include "specdec/backend/simd/divergence.hpp"
+#include "specdec/backend/simd/indicators.hpp"
+#include "specdec/backend/simd/sample_logits.hpp"
+#include "specdec/backend/simd/softmax.hpp"
+#include "specdec/backend/simd/top_w.hpp"
+#include "specdec/backend/simd/warp.hpp"
+#include "specdec/distributions/divergence.hpp"
+#include "specdec/distributions/softmax.hpp"
+#include "specdec/distributions/warp.hpp"
+#include "specdec/sampling/top_w.hpp"
+
+namespace specdec_simd_test {
+
+//! Logits of several shapes: normal (sd 3), wide (sd 30), tiny (1e-30 scale), ties (integers), with
+//! -inf entries; `variant` 4-6 make rows that are not usable (all -inf, a NaN, a +inf).
+template <class T>
+std::vector<T> make_logits(philox_stream& s, std::size_t V, int variant) {
+  std::vector<T> l(V);
+  for (auto& x : l) {
+    const double g = std::sqrt(-2.0 * std::log(1.0 - s.uniform())) * std::cos(6.283185307179586 * s.uniform());
+    switch (variant % 4) {
+      case 0: x = static_cast<T>(3.0 * g); break;
+      case 1: x = static_cast<T>(30.0 * g); break;
+      case 2: x = static_cast<T>(1e-30 * g); break;
+      default: x = static_cast<T>(std::floor(2.0 * g)); break;
+    }
+  }
+  const auto at = [&] { return static_cast<std::size_t>(s.uniform() * static_cast<double>(V)); };
+  if (V > 4 && variant < 4) l[at()] = -std::numeric_limits<T>::infinity();
+  if (variant == 4) std::fill(l.begin(), l.end(), -std::numeric_limits<T>::infinity());
+  if (variant == 5) l[at()] = std::numeric_limits<T>::quiet_NaN();
+  if (variant == 6) l[at()] = std::numeric_limits<T>::infinity();
+  return l;
+}
+
+inline const std::size_t logit_sizes[] = {1, 7, 33, 100, 2049, 6150, 40000};
+
+}  // namespace specdec_simd_test
+
+TEMPLATE_LIST_TEST_CASE("simd softmax and log-sum-exp agree with seq within the stated bound", "[simd][softmax]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 10, 0, 0, purpose::user});
+  double worst_float = 0.0, worst_double = 0.0, worst_lse = 0.0;
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : logit_sizes)
+      for (int variant = 0; variant < 7; ++variant)
+        for (const double temperature : {1.0, 0.7, 2.5, 0.05}) {
+          const auto l = make_logits<T>(s, V, variant);
+          std::vector<T> a(V), b(V), la(V), lb(V);
+          const std::span<const T> row(l);
+          const auto sa = specdec::softmax(row, std::span<T>(a), temperature);
+          const auto sb = specdec::backend::simd::softmax<Arch>(row, std::span<T>(b), temperature);
+          CAPTURE(V, variant, temperature);
+          REQUIRE(sa == sb);
+          double ma = 0.0, mb = 0.0;
+          REQUIRE(specdec::detail::logit_row_max(row, ma) == specdec::backend::simd::logit_row_max<Arch>(row, mb));
+          REQUIRE((ma == mb || (std::isnan(ma) && std::isnan(mb))));
+          const double x = specdec::log_sum_exp(row, temperature), y = specdec::backend::simd::log_sum_exp<Arch>(row, temperature);
+          REQUIRE((std::isnan(x) == std::isnan(y)));
+          if (std::isfinite(x)) {
+            worst_lse = std::max(worst_lse, std::abs(x - y) / std::max(1.0, std::abs(x)));
+            REQUIRE(std::abs(x - y) <= 1e-5 * std::max(1.0, std::abs(x)));
+          } else {
+            REQUIRE((x == y || std::isnan(x)));
+          }
+          REQUIRE(specdec::log_softmax(row, std::span<T>(la), temperature) == specdec::backend::simd::log_softmax<Arch>(row, std::span<T>(lb), temperature));
+          if (sa != specdec::row_status::ok) {
+            REQUIRE(std::all_of(b.begin(), b.end(), [](T p) { return p == T(0); }));
+            continue;
+          }
+          for (std::size_t v = 0; v < V; ++v) {
+            if (l[v] == -std::numeric_limits<T>::infinity()) REQUIRE(b[v] == T(0));  // exactly 0, as in seq
+            if (!(a[v] > T(1e-30))) continue;  // below, float underflow may differ
+            const double t = std::abs((static_cast<double>(l[v]) - ma) / temperature);
+            const double rel = std::abs(static_cast<double>(a[v]) - static_cast<double>(b[v])) / static_cast<double>(a[v]);
+            if constexpr (std::is_same_v<T, float>) {
+              worst_float = std::max(worst_float, rel / ((t + 4.0) * 0x1p-23));
+              REQUIRE(rel <= (t + 4.0) * 0x1p-23);
+            } else {  // exp within 1 ulp; the sum's order moves 1 / sum by at most 2 (V - 1) roundings
+              const double bound = (2.0 * static_cast<double>(V) + 8.0) * 0x1p-53;
+              worst_double = std::max(worst_double, rel / bound);
+              REQUIRE(rel <= bound);
+            }
+            if (std::isfinite(la[v])) REQUIRE(std::abs(static_cast<double>(la[v]) - static_cast<double>(lb[v])) <= 1e-5 * std::max(1.0, std::abs(static_cast<double>(la[v]))));
+          }
+        }
+  };
+  run(float{});
+  run(double{});
+  INFO(Arch::name() << ": float probabilities within " << worst_float << " of the bound (|t| + 4) 2^-23; double within "
+                    << worst_double << " of the bound (2 V + 8) 2^-53; log-sum-exp within " << worst_lse);
+  CHECK(worst_float <= 1.0);
+}
+
+// ---- warping: top-k, top-p, min-p -----------------------------------------------------------------
+
+namespace specdec_simd_test {
+inline const specdec::warp_params warp_cases[] = {
+    {1.0, 50, 0.9, 0.0}, {0.7, 0, 0.9, 0.0}, {1.0, 0, 0.5, 0.05}, {2.0, 10, 1.0, 0.0}, {1.0, 0, 0.99, 0.0},
+    {1.0, 1, 1.0, 0.0},  {1.0, 3, 0.3, 0.5}, {0.0, 0, 1.0, 0.0},  {1.0, 0, 1.0, 0.2}, {1.3, 100, 0.95, 0.02}};
+}
+
+TEMPLATE_LIST_TEST_CASE("simd filters on probability rows give seq's rows", "[simd][warp]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 11, 0, 0, purpose::user});
+  std::size_t rows = 0;
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : sizes)
+      for (const row_kind kind : all_kinds) {
+        const auto base = make_row<T>(s, V, kind);
+        for (const int k : {0, 1, 5, 50, 3000}) {
+          auto a = base, b = base;
+          specdec::keep_top_k(std::span<T>(a), k);
+          specdec::backend::simd::keep_top_k<Arch>(std::span<T>(b), k);
+          CAPTURE(V, static_cast<int>(kind), k);
+          REQUIRE(a == b);
+        }
+        for (const double p : {1.0, 0.99, 0.9, 0.5, 0.1, 1e-9}) {
+          auto a = base, b = base;
+          specdec::keep_top_p(std::span<T>(a), p);
+          specdec::backend::simd::keep_top_p<Arch>(std::span<T>(b), p);
+          CAPTURE(V, static_cast<int>(kind), p);
+          REQUIRE(a == b);
+        }
+        for (const double m : {0.0, 0.01, 0.3, 1.0}) {
+          auto a = base, b = base;
+          specdec::keep_min_p(std::span<T>(a), m);
+          specdec::backend::simd::keep_min_p<Arch>(std::span<T>(b), m);
+          CAPTURE(V, static_cast<int>(kind), m);
+          REQUIRE(a == b);
+        }
+        for (const auto& w : warp_cases) {
+          auto a = base, b = base;
+          CAPTURE(V, static_cast<int>(kind), w.temperature, w.top_k, w.top_p, w.min_p);
+          REQUIRE(specdec::warp_probs(std::span<T>(a), w) == specdec::backend::simd::warp_probs<Arch>(std::span<T>(b), w));
+          for (std::size_t v = 0; v < V; ++v) {
+            REQUIRE((a[v] > T(0)) == (b[v] > T(0)));  // the same mask
+            REQUIRE(std::abs(static_cast<double>(a[v]) - static_cast<double>(b[v])) <= 3e-7 * static_cast<double>(a[v]));
+          }
+          ++rows;
+        }
+      }
+  };
+  run(float{});
+  run(double{});
+  // Unusable rows: the same status and a zero-filled row.
+  for (int what = 0; what < 4; ++what) {
+    auto a = make_row<float>(s, 100, row_kind::dense), b = a;
+    spoil(a, 17, what);
+    b = a;
+    CHECK(specdec::warp_probs(std::span<float>(a), warp_cases[0]) == specdec::backend::simd::warp_probs<Arch>(std::span<float>(b), warp_cases[0]));
+    CHECK(a == b);
+  }
+  INFO(Arch::name() << ": " << rows << " warped probability rows with seq's masks");
+}
+
+TEMPLATE_LIST_TEST_CASE("simd top-p without a top-k on large rows (radix search) gives seq's mask", "[simd][warp]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 12, 0, 0, purpose::user});
+  for (const std::size_t V : {std::size_t{5000}, std::size_t{40000}})
+    for (int variant = 0; variant < 4; ++variant) {
+      const auto l = make_logits<float>(s, V, variant);
+      std::vector<float> base(V);
+      specdec::softmax(std::span<const float>(l), std::span<float>(base));
+      for (const double p : {0.999, 0.9, 0.5, 0.01}) {
+        auto a = base, b = base;
+        specdec::keep_top_p(std::span<float>(a), p);
+        specdec::backend::simd::keep_top_p<Arch>(std::span<float>(b), p);
+        CAPTURE(V, variant, p);
+        REQUIRE(a == b);
+      }
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("simd warp_logits: statuses exact, masks and probabilities close to seq's", "[simd][warp]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 13, 0, 0, purpose::user});
+  std::size_t rows = 0, rows_with_mask_difference = 0, entries = 0, entries_differing = 0;
+  for (const std::size_t V : logit_sizes)
+    for (int variant = 0; variant < 7; ++variant)
+      for (const auto& w : warp_cases) {
+        const auto l = make_logits<float>(s, V, variant);
+        std::vector<float> a(V), b(V);
+        const auto sa = specdec::warp_logits(std::span<const float>(l), std::span<float>(a), w);
+        const auto sb = specdec::backend::simd::warp_logits<Arch>(std::span<const float>(l), std::span<float>(b), w);
+        CAPTURE(V, variant, w.temperature, w.top_k, w.top_p, w.min_p);
+        REQUIRE(sa == sb);
+        std::size_t differing = 0;
+        for (std::size_t v = 0; v < V; ++v) differing += (a[v] > 0.0f) != (b[v] > 0.0f);
+        // Float rounding of the softmax can move a top-p boundary by an entry or a tie group.
+        REQUIRE(differing <= 2);
+        ++rows;
+        rows_with_mask_difference += differing > 0;
+        entries += V;
+        entries_differing += differing;
+      }
+  INFO(Arch::name() << ": " << rows << " rows, " << rows_with_mask_difference << " with a different mask (" << entries_differing << " of "
+                    << entries << " entries)");
+  CHECK(rows_with_mask_difference * 100 <= rows);  // agreement above 99 % of rows
+}
+
+TEMPLATE_LIST_TEST_CASE("simd sample_logits agrees with seq's warp + sample and never leaves its mask", "[simd][warp][sampling]",
+                        specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 14, 0, 0, purpose::user});
+  std::size_t draws = 0, agree = 0;
+  for (const std::size_t V : logit_sizes)
+    for (int variant = 0; variant < 7; ++variant)
+      for (const auto& w : warp_cases) {
+        const auto l = make_logits<float>(s, V, variant);
+        std::vector<float> probs(V);
+        const auto st = specdec::warp_logits(std::span<const float>(l), std::span<float>(probs), w);
+        // The exact top-k mask on logits, and the row maximum.
+        std::vector<float> sorted(l);
+        std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+        for (const double u : uniforms(s, 10)) {
+          const auto a = specdec::sample_categorical(std::span<const float>(probs), u);
+          const auto b = specdec::backend::simd::sample_logits<Arch>(std::span<const float>(l), w, u);
+          CAPTURE(V, variant, w.temperature, w.top_k, w.top_p, w.min_p, u);
+          REQUIRE(b.status == (st == specdec::row_status::ok ? a.status : st));
+          if (b.status != specdec::row_status::ok) continue;
+          REQUIRE(specdec::in_vocabulary(b.token, V));
+          const float x = l[static_cast<std::size_t>(b.token)];
+          const auto weight = [&](float y) { return static_cast<float>(std::exp((static_cast<double>(y) - sorted[0]) / w.temperature)); };
+          if (w.top_k > 0 && static_cast<std::size_t>(w.top_k) <= V && w.temperature > 0.0)  // top-k mask, ties by rounded weight
+            REQUIRE(weight(x) >= weight(sorted[static_cast<std::size_t>(w.top_k) - 1]));
+          if (w.temperature == 0.0) REQUIRE(b.token == specdec::argmax(std::span<const float>(l)));
+          if (w.min_p > 0.0 && w.temperature > 0.0) REQUIRE(std::exp((x - sorted[0]) / w.temperature) >= w.min_p * (1.0 - 1e-6));
+          ++draws;
+          agree += a.token == b.token;
+        }
+      }
+  INFO(Arch::name() << ": " << agree << " of " << draws << " tokens equal to seq's");
+  CHECK(agree * 1000 >= draws * 999);  // agreement above 99.9 %
+}
+
+TEMPLATE_LIST_TEST_CASE("sample_sparse gives the dense row's token", "[simd][sampling]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 15, 0, 0, purpose::user});
+  for (const std::size_t V : sizes)
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<double> dense(V, 0.0);
+      std::vector<token_id> tokens;
+      std::vector<double> weights;
+      for (std::size_t v = 0; v < V; ++v)
+        if (s.uniform() < 0.05 || v == V - 1) {
+          dense[v] = trial == 0 ? 0.0 : s.exponential();
+          tokens.push_back(static_cast<token_id>(v));
+          weights.push_back(dense[v]);
+        }
+      for (const double u : uniforms(s, 8)) {
+        const auto a = specdec::sample_categorical(std::span<const double>(dense), u);
+        const auto b = specdec::sample_sparse(V, tokens, weights, u);
+        const auto c = specdec::backend::simd::sample_categorical<Arch>(std::span<const double>(dense), u);
+        CAPTURE(V, trial, u);
+        REQUIRE(same(a, b));
+        REQUIRE(same(a, c));
+      }
+    }
+  const std::vector<token_id> bad{3, 2};
+  const std::vector<double> w{1.0, 1.0};
+  CHECK_THROWS_AS(specdec::sample_sparse(10, bad, w, 0.5), specdec::error);
+}
+
+// ---- divergences and SV's indicators --------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("simd divergences agree with seq within 1e-12 of the sum of |terms|", "[simd][divergence]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 16, 0, 0, purpose::user});
+  const auto close = [](double a, double b, double scale) { return (a == b) || std::abs(a - b) <= 1e-12 * scale + 1e-300; };
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : sizes)
+      for (const row_kind kind : all_kinds) {
+        auto p = make_row<T>(s, V, kind), q = make_row<T>(s, V, kind);
+        if (s.uniform() < 0.5)  // q covers p's support: finite cross-entropy and KL
+          for (std::size_t v = 0; v < V; ++v)
+            if (p[v] > T(0) && q[v] <= T(0)) q[v] = T(1e-3);
+        const std::span<const T> P(p), Q(q);
+        double mass = 0.0, plogp = 0.0;
+        for (std::size_t v = 0; v < V; ++v) {
+          mass += static_cast<double>(p[v]) + static_cast<double>(q[v]);
+          if (p[v] > T(0)) plogp += std::abs(static_cast<double>(p[v]) * std::log(static_cast<double>(p[v])));
+        }
+        CAPTURE(V, static_cast<int>(kind));
+        REQUIRE(close(specdec::overlap(P, Q), specdec::backend::simd::overlap<Arch>(P, Q), mass));
+        REQUIRE(close(specdec::total_variation(P, Q), specdec::backend::simd::total_variation<Arch>(P, Q), mass));
+        REQUIRE(close(specdec::entropy(P), specdec::backend::simd::entropy<Arch>(P), plogp));
+        const double ce = specdec::cross_entropy(P, Q), kl = specdec::kl_divergence(P, Q);
+        double scale = 0.0;
+        for (std::size_t v = 0; v < V; ++v)
+          if (p[v] > T(0) && q[v] > T(0))
+            scale += static_cast<double>(p[v]) * (std::abs(std::log(static_cast<double>(p[v]))) + std::abs(std::log(static_cast<double>(q[v]))));
+        REQUIRE(close(ce, specdec::backend::simd::cross_entropy<Arch>(P, Q), scale));
+        REQUIRE(close(kl, specdec::backend::simd::kl_divergence<Arch>(P, Q), scale));
+      }
+  };
+  run(float{});
+  run(double{});
+}
+
+TEMPLATE_LIST_TEST_CASE("simd SV indicators: S within 1e-12 of seq's, A identical, the same errors", "[simd][indicators]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 17, 0, 0, purpose::user});
+  for (const std::size_t V : {std::size_t{3}, std::size_t{33}, std::size_t{2049}, std::size_t{6150}}) {
+    const std::size_t n = 6;
+    std::vector<float> d, c;
+    std::vector<token_id> tokens;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto dr = specdec_test::random_probability_row<float>(s, V, 0.3), cr = specdec_test::random_probability_row<float>(s, V, 0.3);
+      tokens.push_back(specdec::sample_categorical(std::span<const float>(dr), s.uniform()).token);
+      d.insert(d.end(), dr.begin(), dr.end());
+      c.insert(c.end(), cr.begin(), cr.end());
+    }
+    std::vector<double> sa(n), aa(n), sb(n), ab(n);
+    specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(d), std::span<const float>(c), tokens, V, sa, aa);
+    specdec::backend::simd::compute_indicators<Arch>(std::span<const float>(d), std::span<const float>(c), tokens, V, sb, ab);
+    CAPTURE(V);
+    CHECK(aa == ab);
+    for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(sa[i] - sb[i]) <= 1e-12);
+    auto bad = d;
+    bad[V + 1] = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_AS(specdec::backend::simd::compute_indicators<Arch>(std::span<const float>(bad), std::span<const float>(c), tokens, V, sb, ab),
+                    specdec::error);
+    auto unnormalised = c;
+    for (std::size_t v = 0; v < V; ++v) unnormalised[v] *= 1.01f;
+    CHECK_THROWS_AS(specdec::backend::simd::similarity<Arch>(std::span<const float>(d).first(V), std::span<const float>(unnormalised).first(V)),
+                    specdec::error);
+  }
+}
+
+// ---- top-W selection (beam drafts) ----------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("simd top_w_indices gives seq's indices in seq's order", "[simd][select]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 18, 0, 0, purpose::user});
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : logit_sizes)
+      for (int variant = 0; variant < 7; ++variant) {
+        auto keys = make_logits<T>(s, V, variant);
+        if (variant == 5 || variant == 6) keys[V / 2] = -std::numeric_limits<T>::infinity();
+        for (const std::size_t w : {std::size_t{0}, std::size_t{1}, std::size_t{4}, std::size_t{64}, V, V + 3}) {
+          std::vector<std::size_t> a, b;
+          specdec::top_w_indices(std::span<const T>(keys), w, a);
+          specdec::backend::simd::top_w_indices<Arch>(std::span<const T>(keys), w, b);
+          CAPTURE(V, variant, w);
+          REQUIRE(a == b);
+        }
+      }
+  };
+  run(float{});
+  run(double{});
+}
+
+TEMPLATE_LIST_TEST_CASE("simd kth_largest is the k-th largest, even on ascending rows and heavy ties", "[simd][select]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  for (const std::size_t V : {std::size_t{10}, std::size_t{3000}, std::size_t{20000}}) {
+    std::vector<float> ascending(V), ties(V, 1.0f);
+    for (std::size_t v = 0; v < V; ++v) ascending[v] = static_cast<float>(v);
+    ties[V / 3] = 2.0f;
+    for (const std::size_t k : {std::size_t{1}, std::size_t{7}, V / 2, V}) {
+      CAPTURE(V, k);
+      CHECK(*specdec::backend::simd::kth_largest<Arch>(std::span<const float>(ascending), k) == static_cast<float>(V - k));
+      CHECK(*specdec::backend::simd::kth_largest<Arch>(std::span<const float>(ties), k) == (k == 1 ? 2.0f : 1.0f));
+    }
+    CHECK_FALSE(specdec::backend::simd::kth_largest<Arch>(std::span<const float>(ties), V + 1).has_value());
+  }
+}
+
+// ---- chain verification from logits -----------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("simd verify_from_logits agrees with seq (rows warped by the simd warper)", "[simd][verify][warp]",
+                        specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 19, 0, 0, purpose::user});
+  std::size_t requests = 0, same_requests = 0;
+  for (const std::size_t V : {std::size_t{37}, std::size_t{2049}})
+    for (int round = 0; round < 6; ++round) {
+      const std::size_t B = 10, max_n = 4;
+      std::vector<specdec_test::request_data<float>> reqs(B);
+      std::vector<specdec::warp_params> target_params, draft_params;
+      for (std::size_t b = 0; b < B; ++b) {
+        auto& r = reqs[b];
+        r.stream = specdec::random::request_stream{0xFEED, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(round)};
+        const auto& wt = warp_cases[static_cast<std::size_t>(s.uniform() * 10.0) % 10];
+        const auto& wd = warp_cases[static_cast<std::size_t>(s.uniform() * 10.0) % 10];
+        target_params.push_back(wt);
+        draft_params.push_back(wd);
+        const auto n = static_cast<std::size_t>(s.uniform() * static_cast<double>(max_n + 1));
+        for (std::size_t i = 0; i < n; ++i) {
+          auto q = make_logits<float>(s, V, static_cast<int>(s.uniform() * 4.0));
+          auto p = q;
+          for (auto& x : p) x += static_cast<float>(s.uniform() - 0.5);
+          std::vector<float> warped(V);
+          specdec::warp_logits(std::span<const float>(q), std::span<float>(warped), wd);
+          r.drafts.push_back(specdec::sample_categorical(std::span<const float>(warped), s.uniform()).token);
+          r.draft_rows.push_back(std::move(q));
+          r.target_rows.push_back(std::move(p));
+        }
+        r.target_rows.push_back(make_logits<float>(s, V, 0));
+      }
+      const auto batch = specdec_test::build_batch(reqs, V, true);
+      specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+        specdec_test::owned_outputs a(batch), b(batch);
+        specdec::verify_from_logits(specdec::exec::seq, rule, batch.view(), target_params, draft_params, batch.stream_span(), a.view());
+        specdec::verify_from_logits(specdec::exec::simd_policy<Arch>{}, rule, batch.view(), target_params, draft_params,
+                                    batch.stream_span(), b.view());
+        CAPTURE(name, V, round);
+        for (std::size_t r = 0; r < B; ++r) {
+          REQUIRE(b.status[r] == a.status[r]);
+          for (const token_id t : b.emitted(r)) REQUIRE(specdec::in_vocabulary(t, V));
+          same_requests += a.row(r) == b.row(r) && a.num_accepted[r] == b.num_accepted[r];
+          ++requests;
+        }
+      });
+    }
+  INFO(Arch::name() << ": " << same_requests << " of " << requests << " requests with seq's tokens");
+  CHECK(same_requests * 100 >= requests * 99);
+}
