@@ -65,13 +65,20 @@ bool backend_runs() {
   else
     return true;
 }
-//! Calls fn(backend) for seq, SSE4.2, AVX2, AVX-512 and, if asked, the naive baseline.
+//! Calls fn(backend) for seq, SSE4.2, AVX2, AVX-512 (those the compile flags enable: the benchmarks
+//! are built with -march=native) and, if asked, the naive baseline.
 template <class Fn>
 void for_each_backend(Fn&& fn, bool with_naive) {
   fn(seq_backend{});
+#if XSIMD_WITH_SSE4_2
   fn(simd_backend<xsimd::sse4_2>{});
+#endif
+#if XSIMD_WITH_AVX2
   fn(simd_backend<xsimd::avx2>{});
+#endif
+#if XSIMD_WITH_AVX512BW
   fn(simd_backend<xsimd::avx512bw>{});
+#endif
   if (with_naive) fn(naive_backend{});
 }
 

@@ -22,7 +22,7 @@
 //! | `warp_logits` (warp.hpp) | statuses identical; masks agree in > 99 % of rows (a top-p boundary can move by one entry) |
 //! | `verify_from_logits` (verify.hpp) | rows warped as above; > 99 % of requests identical |
 //! | `sample_logits` (sample_logits.hpp) | no seq function of that name: > 99.9 % of tokens equal to seq's warp_logits + sample_categorical |
-//! | `overlap`, `total_variation`, `entropy`, `cross_entropy`, `kl_divergence` (divergence.hpp) | within 1e-12 of the sum of abs(terms); mixed element types **fall back to seq** |
+//! | `overlap`, `total_variation`, `entropy`, `cross_entropy`, `kl_divergence` (divergence.hpp) | within 1e-12 of the sum of abs(terms); mixed element types, and the log-based ones on SSE/NEON, **fall back to seq** |
 //! | `similarity`, `compute_indicators` (indicators.hpp) | S within 1e-12, A identical, the same errors |
 //! | `kth_largest`, `top_w_indices` (select.hpp, top_w.hpp) | identical |
 //! Every other public algorithm runs seq under the simd policy.

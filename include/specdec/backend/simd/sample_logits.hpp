@@ -49,11 +49,11 @@ inline constexpr int sparse_top_k_limit = 4096;
 template <class Arch, class T>
 sample_result sample_logits(std::span<const T> logits, const warp_params& w, double u) {
   validate(w);
-  double m = 0.0;
-  const row_status s = logit_row_max<Arch>(logits, m);
-  if (s != row_status::ok) return {no_token, s, 0.0};
-  if (w.temperature == 0.0) return {static_cast<token_id>(argmax<Arch>(logits)), row_status::ok, 1.0};
-  if (w.top_k < 1 || w.top_k > sparse_top_k_limit || !detail::vector_row_type<T>) {
+  if (w.temperature == 0.0 || w.top_k < 1 || w.top_k > sparse_top_k_limit || !detail::vector_row_type<T>) {
+    double m = 0.0;
+    const row_status s = logit_row_max<Arch>(logits, m);
+    if (s != row_status::ok) return {no_token, s, 0.0};
+    if (w.temperature == 0.0) return {static_cast<token_id>(argmax<Arch>(logits)), row_status::ok, 1.0};
     std::vector<T> probs(logits.size());
     const row_status ws = warp_logits<Arch>(logits, std::span<T>(probs), w);
     if (ws != row_status::ok) return {no_token, ws, 0.0};
@@ -62,7 +62,12 @@ sample_result sample_logits(std::span<const T> logits, const warp_params& w, dou
   // Sparse path. seq's top-k keeps every token whose *rounded* weight ties with the k-th's, so the
   // candidates are the logits within rounding of the k-th largest, and among them those whose weight
   // e = T(exp((x - max) / temperature)) (seq's softmax before normalising) is >= the k-th's.
-  const std::optional<T> kth = kth_largest<Arch>(logits, static_cast<std::size_t>(w.top_k));
+  // One pass finds the k-th largest logit and whether the row holds a NaN; a +inf, the maximum and an
+  // all -inf row show among the candidates.
+  bool nan = false;
+  const std::optional<T> kth = kth_largest<Arch>(logits, static_cast<std::size_t>(w.top_k), &nan);
+  if (nan) return {no_token, row_status::not_finite, 0.0};
+  double m = -std::numeric_limits<double>::infinity();
   const auto weight_of = [&](T x) { return static_cast<T>(std::exp((static_cast<double>(x) - m) / w.temperature)); };
   std::vector<token_id> tokens;
   std::vector<double> weights;
@@ -71,6 +76,8 @@ sample_result sample_logits(std::span<const T> logits, const warp_params& w, dou
     T from = static_cast<T>(static_cast<double>(*kth) - slack);
     if (static_cast<double>(from) > static_cast<double>(*kth) - slack) from = std::nextafter(from, -std::numeric_limits<T>::infinity());
     indices_at_least<Arch>(logits, from, tokens);
+    for (const token_id t : tokens) m = std::max(m, static_cast<double>(logits[static_cast<std::size_t>(t)]));
+    if (m == std::numeric_limits<double>::infinity()) return {no_token, row_status::not_finite, 0.0};
     const T kth_weight = weight_of(*kth);
     std::size_t kept = 0;
     for (const token_id t : tokens) {
@@ -82,6 +89,9 @@ sample_result sample_logits(std::span<const T> logits, const warp_params& w, dou
     tokens.resize(kept);
   } else {  // fewer than k tokens above -inf: all of them
     indices_at_least<Arch>(logits, std::nextafter(-std::numeric_limits<T>::infinity(), T(0)), tokens);
+    if (tokens.empty()) return {no_token, row_status::no_mass, 0.0};  // every logit is -inf
+    for (const token_id t : tokens) m = std::max(m, static_cast<double>(logits[static_cast<std::size_t>(t)]));
+    if (m == std::numeric_limits<double>::infinity()) return {no_token, row_status::not_finite, 0.0};
     for (const token_id t : tokens) weights.push_back(static_cast<double>(weight_of(logits[static_cast<std::size_t>(t)])));
   }
   double cut = 0.0;

@@ -68,25 +68,21 @@ row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
 
 namespace detail {
 
-//! exp((x - max) / T) on batches of T (see the file comment for how float rows compute it).
+//! exp((x - max) / T) on batches of T (see the file comment for how float rows compute it). The
+//! scaling is unconditional (x * 1 and x / 1 are exact): with a branch on `T != 1` inside the loop,
+//! GCC 12 -O3 for AVX-512 turned it into a division masked by the boolean (lane 0 only), a miscompile.
 template <class Arch, class T>
 struct scaled_exp {
   using B = xsimd::batch<T, Arch>;
   B max, factor;
-  bool scale;
   scaled_exp(double m, double temperature)
       : max(static_cast<T>(m)),
-        factor(std::is_same_v<T, float> ? static_cast<T>(1.0 / temperature) : static_cast<T>(temperature)),
-        scale(temperature != 1.0) {}
+        factor(std::is_same_v<T, float> ? static_cast<T>(1.0 / temperature) : static_cast<T>(temperature)) {}
   B operator()(const B& x) const noexcept {
-    B t = x - max;
-    if (scale) {
-      if constexpr (std::is_same_v<T, float>)
-        t = t * factor;
-      else
-        t = t / factor;  // double rows divide, as seq does
-    }
-    return xsimd::exp(t);
+    if constexpr (std::is_same_v<T, float>)
+      return xsimd::exp((x - max) * factor);
+    else
+      return xsimd::exp((x - max) / factor);  // double rows divide, as seq does
   }
 };
 
@@ -124,8 +120,9 @@ void scale_row(std::span<T> row, double inv) noexcept {
   for (std::size_t v = full; v < row.size(); ++v) row[v] = static_cast<T>(static_cast<double>(row[v]) * inv);
 }
 
-//! sum_v exp((x_v - m) / T), optionally storing each exp into `out` (same length as `logits`).
-template <class Arch, class T>
+//! sum_v exp((x_v - m) / T), storing each exp into `out` (same length as `logits`) when `Store`.
+//! (A compile-time switch, not `if (out)`: see `scaled_exp` about GCC 12 and loop-invariant branches.)
+template <class Arch, bool Store, class T>
 double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out) noexcept {
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size;
@@ -134,13 +131,13 @@ double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T
   const std::size_t full = logits.size() / n * n;
   for (std::size_t v = 0; v < full; v += n) {
     const B e = f(B::load_unaligned(logits.data() + v));
-    if (out) e.store_unaligned(out + v);
+    if constexpr (Store) e.store_unaligned(out + v);
     accumulate<Arch, T>(e, acc0, acc1);
   }
   if (full < logits.size()) {  // the remainder through the same vector code, padded with -inf
     const std::size_t rest = logits.size() - full;
     const B e = f(load_partial<B>(logits.data() + full, rest, -std::numeric_limits<T>::infinity()));
-    if (out) store_partial(out + full, e, rest);
+    if constexpr (Store) store_partial(out + full, e, rest);
     accumulate<Arch, T>(e, acc0, acc1);
   }
   return lanes_sum<Arch>(acc0, acc1);
@@ -164,7 +161,7 @@ double log_sum_exp(std::span<const T> logits, double temperature = 1.0) {
     const row_status s = logit_row_max<Arch>(logits, m);
     if (s == row_status::not_finite) return std::numeric_limits<double>::quiet_NaN();
     if (s == row_status::no_mass) return -std::numeric_limits<double>::infinity();
-    return m / temperature + std::log(detail::sum_scaled_exp<Arch>(logits, m, temperature, static_cast<T*>(nullptr)));
+    return m / temperature + std::log(detail::sum_scaled_exp<Arch, false>(logits, m, temperature, static_cast<T*>(nullptr)));
   }
 }
 
@@ -184,7 +181,7 @@ row_status softmax(std::span<const T> logits, std::span<U> probs, double tempera
       std::fill(probs.begin(), probs.end(), U(0));
       return s;
     }
-    const double sum = detail::sum_scaled_exp<Arch>(logits, m, temperature, probs.data());
+    const double sum = detail::sum_scaled_exp<Arch, true>(logits, m, temperature, probs.data());
     detail::scale_row<Arch>(probs, 1.0 / sum);  // sum >= 1: the maximum contributes exp(0)
     return row_status::ok;
   }

@@ -14,7 +14,7 @@
 //!   (after a top-k the surviving positives fit a single bucket level). The survivors equal seq's
 //!   unless the cumulative mass at the boundary is within rounding (~1e-15 relative) of the goal
 //!   (the sums add in another order). A pivot search (three thresholds per pass, 8-10 passes at
-//!   V = 128256) took 460 us against ~100 us for this search (bench/README.md).
+//!   V = 128256) took 460 us against ~185 us for this search (bench/README.md).
 //! - min-p: exact (comparison with the smallest float >= min_p * max).
 //! - renormalisation: a lane-order double sum, then p * (1 / sum) in double rounded to T, as seq: the
 //!   probabilities equal seq's up to the last bit of the sum (at most 1 ulp apart, rarely).
