@@ -248,8 +248,8 @@ TEMPLATE_LIST_TEST_CASE("simd argmax, row checks and sums agree with seq", "[sim
         bool all_usable = true;
         for (const T x : row) all_usable = all_usable && specdec::detail::usable_weight(static_cast<double>(x));
         REQUIRE(summary.usable == all_usable);
-        REQUIRE((!summary.usable || !summary.has_mass) == specdec::backend::seq::detail::row_unusable(r));
-        REQUIRE(specdec::backend::simd::has_mass<Arch>(r) == specdec::backend::seq::detail::row_has_mass(r));
+        REQUIRE((!summary.usable || !summary.has_mass) == !specdec::backend::seq::seq_kernels::greedy_usable(r));
+        REQUIRE(specdec::backend::simd::has_mass<Arch>(r) == specdec::backend::seq::seq_kernels::has_mass(r));
         if (variant == 0) {
           double seq_sum = 0.0;
           for (const T x : row) seq_sum += static_cast<double>(x);

@@ -39,8 +39,50 @@ struct probability_rows {
   row_ref<T> draft(std::size_t i) { return {batch.draft_row(b, i), true}; }
 };
 
+//! The whole-row steps of a verification, as seq performs them. A backend supplies a struct with the
+//! same static members (backend/simd/verify.hpp does) and reuses the one walk below: the
+//! accept/reject logic, stream addressing and status flags exist once.
+struct seq_kernels {
+  template <class T>
+  static double row_sum(std::span<const T> row) {
+    double s = 0.0;
+    for (const T x : row) s += static_cast<double>(x);
+    return s;
+  }
+  //! Some entry > 0.
+  template <class T>
+  static bool has_mass(std::span<const T> row) {
+    for (const T x : row)
+      if (static_cast<double>(x) > 0.0) return true;
+    return false;
+  }
+  //! A row greedy can take the argmax of: no NaN, infinite or negative entry, and some entry > 0.
+  template <class T>
+  static bool greedy_usable(std::span<const T> row) {
+    bool mass = false;
+    for (const T x : row) {
+      const double v = static_cast<double>(x);
+      if (!(v >= 0.0) || !std::isfinite(v)) return false;
+      mass = mass || v > 0.0;
+    }
+    return mass;
+  }
+  template <class T>
+  static std::ptrdiff_t argmax(std::span<const T> row) { return specdec::argmax(row); }
+  template <class T>
+  static sample_result sample_categorical(std::span<const T> row, double u) { return specdec::sample_categorical(row, u); }
+  template <class Rule, class T>
+  static residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
+    return specdec::sample_residual(p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+  }
+  template <class T, class U>
+  static row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
+    return specdec::warp_logits(logits, probs, w);
+  }
+};
+
 //! Rows warped from logits on demand (only the rows that are read), into per-request scratch.
-template <class T>
+template <class T, class Kernels = seq_kernels>
 struct warped_logit_rows {
   const chain_batch<T>& batch;
   std::size_t b;
@@ -52,7 +94,7 @@ struct warped_logit_rows {
  private:
   static row_ref<T> warp(std::span<const T> logits, const warp_params& w, std::vector<T>& scratch) {
     scratch.resize(logits.size());
-    const row_status s = warp_logits(logits, std::span<T>(scratch), w);
+    const row_status s = Kernels::warp_logits(logits, std::span<T>(scratch), w);
     return {std::span<const T>(scratch), s == row_status::ok};
   }
 };
@@ -60,40 +102,9 @@ struct warped_logit_rows {
 namespace detail {
 inline bool usable_scalar(double v) noexcept { return v >= 0.0 && std::isfinite(v); }
 
-template <class T>
-bool normalised(std::span<const T> row, double tolerance) {
-  double s = 0.0;
-  for (const T x : row) s += static_cast<double>(x);
-  return std::abs(s - 1.0) <= tolerance;
-}
-
-//! A probability row greedy cannot take the argmax of: a NaN, infinite or negative entry, or no
-//! positive entry (no mass). Same outcomes as the sampling rules' `row_status` checks.
-template <class T>
-bool row_unusable(std::span<const T> row) {
-  bool mass = false;
-  for (const T x : row) {
-    const double v = static_cast<double>(x);
-    if (!usable_scalar(v)) return true;
-    mass = mass || v > 0.0;
-  }
-  return !mass;
-}
-
-template <class T>
-bool row_has_mass(std::span<const T> row) {
-  for (const T x : row)
-    if (static_cast<double>(x) > 0.0) return true;
-  return false;
-}
-
-template <class Rule>
-auto rule_mass(const Rule& rule) {
-  return [&rule](double p, double q) { return rule.accepted_mass(p, q); };
-}
-
-//! Verifies one request's chain of `n` drafts. Writes tokens[0..] and returns the accepted count.
-template <AcceptanceRule Rule, class T, class Rows>
+//! Verifies one request's chain of `n` drafts with the row kernels `K`. Writes tokens[0..] and
+//! returns the accepted count.
+template <class K, AcceptanceRule Rule, class T, class Rows>
 std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> drafts, std::size_t vocab_size,
                         const random::request_stream& stream, std::span<token_id> tokens, verify_status& status,
                         const verify_options& options) {
@@ -102,7 +113,8 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
   for (token_id& t : tokens) t = no_token;
   const auto check = [&](const row_ref<T>& r) {
     if (!r.usable) status |= verify_status::invalid_row;
-    if (options.check_normalisation && r.usable && !normalised(r.values, options.normalisation_tolerance))
+    if (options.check_normalisation && r.usable &&
+        !(std::abs(K::row_sum(r.values) - 1.0) <= options.normalisation_tolerance))
       status |= verify_status::not_normalised;
     return is_valid(status);
   };
@@ -130,7 +142,8 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
 
     if constexpr (Rule::family == rule_family::rejection) {
       if (bonus) {
-        emit_sample(sample_residual(p.values, std::span<const T>{}, rule_mass(rule), stream.open(pos, purpose::resample).uniform()).sample, i);
+        // The bonus is the residual against q = 0: a sample from p (one code path, DESIGN.md §7).
+        emit_sample(K::sample_categorical(p.values, stream.open(pos, purpose::resample).uniform()), i);
         return static_cast<std::int32_t>(i);
       }
       const row_ref<T> q = rows.draft(i);
@@ -145,7 +158,7 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
       if (qx == 0.0) {
         status |= verify_status::draft_prob_zero;
         // Only now can q have no mass at all; such a row is unusable (status.hpp), not a residual of p.
-        if (!row_has_mass(q.values)) {
+        if (!K::has_mass(q.values)) {
           status |= verify_status::invalid_row;
           return static_cast<std::int32_t>(i);
         }
@@ -155,16 +168,16 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
         tokens[i] = x;
         continue;
       }
-      const residual_result r = sample_residual(p.values, q.values, rule_mass(rule), stream.open(pos, purpose::resample).uniform());
+      const residual_result r = K::sample_residual(p.values, q.values, rule, stream.open(pos, purpose::resample).uniform());
       if (r.used_fallback) status |= verify_status::residual_fallback;
       emit_sample(r.sample, i);
       return static_cast<std::int32_t>(i);
     } else if constexpr (Rule::family == rule_family::greedy) {
-      if (row_unusable(p.values)) {
+      if (!K::greedy_usable(p.values)) {
         status |= verify_status::invalid_row;
         return static_cast<std::int32_t>(i);
       }
-      const auto best = static_cast<token_id>(argmax(p.values));
+      const auto best = static_cast<token_id>(K::argmax(p.values));
       if (!bonus && best == x) {
         tokens[i] = x;
         continue;
@@ -172,7 +185,7 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
       tokens[i] = best;
       return static_cast<std::int32_t>(i);
     } else {  // sample_and_match
-      const sample_result y = sample_categorical(p.values, stream.open(pos, purpose::target_sample).uniform());
+      const sample_result y = K::sample_categorical(p.values, stream.open(pos, purpose::target_sample).uniform());
       if (!bonus && y.status == row_status::ok && y.token == x) {
         tokens[i] = x;
         continue;
@@ -197,11 +210,9 @@ void check_shapes(const chain_batch<T>& batch, bool reads_q, std::span<const ran
   SPECDEC_EXPECTS(out.tokens.size() == B * (batch.layout.max_drafts() + 1), "output tokens must be B * (max_drafts + 1)");
   SPECDEC_EXPECTS(out.num_accepted.size() == B && out.status.size() == B, "num_accepted and status need one entry per request");
 }
-}  // namespace detail
 
-namespace detail {
 //! Runs `verify_one` for every request with the rows that `make_rows(b)` provides.
-template <AcceptanceRule Rule, class T, class MakeRows>
+template <class K, AcceptanceRule Rule, class T, class MakeRows>
 void verify_each(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
                  const chain_outputs& out, const verify_options& options, MakeRows&& make_rows) {
   const std::size_t stride = batch.layout.max_drafts() + 1;
@@ -209,9 +220,33 @@ void verify_each(const Rule& rule, const chain_batch<T>& batch, std::span<const 
     auto rows = make_rows(b);
     const auto drafts = batch.draft_tokens.subspan(batch.layout.draft_row(b, 0), batch.layout.num_drafts(b));
     out.status[b] = verify_status::ok;
-    out.num_accepted[b] = verify_one<Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
-                                              out.tokens.subspan(b * stride, stride), out.status[b], options);
+    out.num_accepted[b] = verify_one<K, Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
+                                                 out.tokens.subspan(b * stride, stride), out.status[b], options);
   }
+}
+
+//! Chain verification from probabilities with the row kernels `K`.
+template <class K, AcceptanceRule Rule, class T>
+void verify_with(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+                 const chain_outputs& out, const verify_options& options) {
+  check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
+  verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) { return probability_rows<T>{batch, b}; });
+}
+
+//! Chain verification from logits with the row kernels `K`, warping each row that is read.
+template <class K, AcceptanceRule Rule, class T>
+void verify_from_logits_with(const Rule& rule, const chain_batch<T>& batch, std::span<const warp_params> target_params,
+                             std::span<const warp_params> draft_params, std::span<const random::request_stream> streams,
+                             const chain_outputs& out, const verify_options& options) {
+  check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
+  const std::size_t B = batch.layout.batch_size();
+  SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
+  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
+  for (const auto& w : target_params) validate(w);
+  for (const auto& w : draft_params) validate(w);
+  verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) {
+    return warped_logit_rows<T, K>{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], {}, {}};
+  });
 }
 }  // namespace detail
 
@@ -219,8 +254,7 @@ void verify_each(const Rule& rule, const chain_batch<T>& batch, std::span<const 
 template <AcceptanceRule Rule, class T>
 void verify(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
             const chain_outputs& out, const verify_options& options) {
-  detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
-  detail::verify_each(rule, batch, streams, out, options, [&](std::size_t b) { return probability_rows<T>{batch, b}; });
+  detail::verify_with<seq_kernels>(rule, batch, streams, out, options);
 }
 
 //! Sequential chain verification from logits, warping each row that is read with the request's parameters.
@@ -228,15 +262,7 @@ template <AcceptanceRule Rule, class T>
 void verify_from_logits(const Rule& rule, const chain_batch<T>& batch, std::span<const warp_params> target_params,
                         std::span<const warp_params> draft_params, std::span<const random::request_stream> streams,
                         const chain_outputs& out, const verify_options& options) {
-  detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
-  const std::size_t B = batch.layout.batch_size();
-  SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
-  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
-  for (const auto& w : target_params) validate(w);
-  for (const auto& w : draft_params) validate(w);
-  detail::verify_each(rule, batch, streams, out, options, [&](std::size_t b) {
-    return warped_logit_rows<T>{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], {}, {}};
-  });
+  detail::verify_from_logits_with<seq_kernels>(rule, batch, target_params, draft_params, streams, out, options);
 }
 
 }  // namespace specdec::backend::seq

@@ -1,7 +1,7 @@
 //! \file backend/simd/verify.hpp
 //! \brief Chain verification on the simd backend: the seq verifier's walk (backend/seq/verify.hpp)
 //! with every whole-row step done by a SIMD kernel. Same tokens, counts and status flags as seq for
-//! the same streams, for every rule.
+//! the same streams, for every rule: it is seq's walk itself, run with `verify_kernels<Arch>`.
 //!
 //! Per request: the drafted ids are checked, each drafted position costs two scalar reads and one
 //! Philox draw, and the stopping position reads its row pair once: `sample_residual` (rejection
@@ -34,131 +34,32 @@
 
 namespace specdec::backend::simd {
 
-//! Rows warped from logits on demand by the simd warper (only the rows that are read), into
-//! per-request scratch; the simd counterpart of `seq::warped_logit_rows`.
-template <class Arch, class T>
-struct warped_logit_rows {
-  const chain_batch<T>& batch;
-  std::size_t b;
-  warp_params target_params, draft_params;
-  std::vector<T> target_scratch, draft_scratch;
-  seq::row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch); }
-  seq::row_ref<T> draft(std::size_t i) { return warp(batch.draft_row(b, i), draft_params, draft_scratch); }
-
- private:
-  static seq::row_ref<T> warp(std::span<const T> logits, const warp_params& w, std::vector<T>& scratch) {
-    scratch.resize(logits.size());
-    const row_status s = warp_logits<Arch>(logits, std::span<T>(scratch), w);
-    return {std::span<const T>(scratch), s == row_status::ok};
+//! The whole-row steps of a verification as simd kernels of architecture `Arch`: the same static
+//! members as `seq::seq_kernels`, so seq's single walk (`seq::detail::verify_one`) runs them.
+template <class Arch>
+struct verify_kernels {
+  template <class T>
+  static double row_sum(std::span<const T> row) { return sum<Arch>(row); }
+  template <class T>
+  static bool has_mass(std::span<const T> row) { return simd::has_mass<Arch>(row); }
+  template <class T>
+  static bool greedy_usable(std::span<const T> row) {
+    const row_summary s = summarise<Arch>(row);
+    return s.usable && s.has_mass;
+  }
+  template <class T>
+  static std::ptrdiff_t argmax(std::span<const T> row) { return simd::argmax<Arch>(row); }
+  template <class T>
+  static sample_result sample_categorical(std::span<const T> row, double u) { return simd::sample_categorical<Arch>(row, u); }
+  template <class Rule, class T>
+  static residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
+    return simd::sample_residual<Arch>(p, q, rule, u);
+  }
+  template <class T, class U>
+  static row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
+    return simd::warp_logits<Arch>(logits, probs, w);
   }
 };
-
-namespace detail {
-
-//! seq's `verify_one` (backend/seq/verify.hpp) with the simd row kernels; keep the two in step.
-template <class Arch, AcceptanceRule Rule, class T, class Rows>
-std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> drafts, std::size_t vocab_size,
-                        const random::request_stream& stream, std::span<token_id> tokens, verify_status& status,
-                        const verify_options& options) {
-  using random::purpose;
-  const std::size_t n = drafts.size();
-  for (token_id& t : tokens) t = no_token;
-  const auto check = [&](const seq::row_ref<T>& r) {
-    if (!r.usable) status |= verify_status::invalid_row;
-    if (options.check_normalisation && r.usable &&
-        !(std::abs(sum<Arch>(r.values) - 1.0) <= options.normalisation_tolerance))
-      status |= verify_status::not_normalised;
-    return is_valid(status);
-  };
-  const auto emit_sample = [&](const sample_result& s, std::size_t at) {
-    if (s.status != row_status::ok || !in_vocabulary(s.token, vocab_size)) {
-      status |= verify_status::invalid_row;
-      return;
-    }
-    tokens[at] = s.token;
-  };
-  for (const token_id x : drafts)
-    if (!in_vocabulary(x, vocab_size)) {
-      status |= verify_status::bad_draft_token;
-      return 0;
-    }
-  for (std::size_t i = 0; i <= n; ++i) {
-    const bool bonus = i == n;
-    const token_id x = bonus ? no_token : drafts[i];
-    const seq::row_ref<T> p = rows.target(i);
-    if (!check(p)) return static_cast<std::int32_t>(i);
-    const auto pos = static_cast<std::uint32_t>(i);
-
-    if constexpr (Rule::family == rule_family::rejection) {
-      if (bonus) {
-        emit_sample(sample_categorical<Arch>(p.values, stream.open(pos, purpose::resample).uniform()), i);
-        return static_cast<std::int32_t>(i);
-      }
-      const seq::row_ref<T> q = rows.draft(i);
-      if (!check(q)) return static_cast<std::int32_t>(i);
-      const double px = static_cast<double>(p.values[static_cast<std::size_t>(x)]);
-      const double qx = static_cast<double>(q.values[static_cast<std::size_t>(x)]);
-      if (!seq::detail::usable_scalar(px) || !seq::detail::usable_scalar(qx)) {
-        status |= verify_status::invalid_row;
-        return static_cast<std::int32_t>(i);
-      }
-      bool accepted = false;
-      if (qx == 0.0) {
-        status |= verify_status::draft_prob_zero;
-        if (!has_mass<Arch>(q.values)) {
-          status |= verify_status::invalid_row;
-          return static_cast<std::int32_t>(i);
-        }
-      } else
-        accepted = rule.accepts(px, qx, stream.open(pos, purpose::accept).uniform());
-      if (accepted) {
-        tokens[i] = x;
-        continue;
-      }
-      const residual_result r = sample_residual<Arch>(p.values, q.values, rule, stream.open(pos, purpose::resample).uniform());
-      if (r.used_fallback) status |= verify_status::residual_fallback;
-      emit_sample(r.sample, i);
-      return static_cast<std::int32_t>(i);
-    } else if constexpr (Rule::family == rule_family::greedy) {
-      const row_summary s = summarise<Arch>(p.values);
-      if (!s.usable || !s.has_mass) {
-        status |= verify_status::invalid_row;
-        return static_cast<std::int32_t>(i);
-      }
-      const auto best = static_cast<token_id>(argmax<Arch>(p.values));
-      if (!bonus && best == x) {
-        tokens[i] = x;
-        continue;
-      }
-      tokens[i] = best;
-      return static_cast<std::int32_t>(i);
-    } else {  // sample_and_match
-      const sample_result y = sample_categorical<Arch>(p.values, stream.open(pos, purpose::target_sample).uniform());
-      if (!bonus && y.status == row_status::ok && y.token == x) {
-        tokens[i] = x;
-        continue;
-      }
-      emit_sample(y, i);
-      return static_cast<std::int32_t>(i);
-    }
-  }
-  return static_cast<std::int32_t>(n);  // unreachable: the loop returns at the bonus
-}
-
-template <class Arch, AcceptanceRule Rule, class T, class MakeRows>
-void verify_each(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
-                 const chain_outputs& out, const verify_options& options, MakeRows&& make_rows) {
-  const std::size_t stride = batch.layout.max_drafts() + 1;
-  for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
-    auto rows = make_rows(b);
-    const auto drafts = batch.draft_tokens.subspan(batch.layout.draft_row(b, 0), batch.layout.num_drafts(b));
-    out.status[b] = verify_status::ok;
-    out.num_accepted[b] = verify_one<Arch, Rule, T>(rule, rows, drafts, batch.vocab_size, streams[b],
-                                                    out.tokens.subspan(b * stride, stride), out.status[b], options);
-  }
-}
-
-}  // namespace detail
 
 //! Chain verification from probabilities with the simd kernels of architecture `Arch`
 //! (`specdec::verify(exec::simd_policy<Arch>{}, ...)` lands here). Same outputs as seq.
@@ -167,9 +68,7 @@ template <class Arch, AcceptanceRule Rule, class T>
 void verify(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
             const chain_outputs& out, const verify_options& options) {
   SPECDEC_REQUIRE_SIMD_ARCH(Arch, "specdec::verify");
-  seq::detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
-  detail::verify_each<Arch>(rule, batch, streams, out, options,
-                            [&](std::size_t b) { return seq::probability_rows<T>{batch, b}; });
+  seq::detail::verify_with<verify_kernels<Arch>>(rule, batch, streams, out, options);
 }
 
 //! Chain verification from logits with the simd kernels: each row that is read is warped by
@@ -180,15 +79,7 @@ void verify_from_logits(const Rule& rule, const chain_batch<T>& batch, std::span
                         std::span<const warp_params> draft_params, std::span<const random::request_stream> streams,
                         const chain_outputs& out, const verify_options& options) {
   SPECDEC_REQUIRE_SIMD_ARCH(Arch, "specdec::verify_from_logits");
-  seq::detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
-  const std::size_t B = batch.layout.batch_size();
-  SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
-  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
-  for (const auto& w : target_params) validate(w);
-  for (const auto& w : draft_params) validate(w);
-  detail::verify_each<Arch>(rule, batch, streams, out, options, [&](std::size_t b) {
-    return warped_logit_rows<Arch, T>{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], {}, {}};
-  });
+  seq::detail::verify_from_logits_with<verify_kernels<Arch>>(rule, batch, target_params, draft_params, streams, out, options);
 }
 
 }  // namespace specdec::backend::simd
