@@ -52,6 +52,18 @@ bool all_log_probabilities(std::span<const T> log_probs) noexcept {
   }
   return true;
 }
+template <class T>
+double checked_perplexity(std::span<const T> probs) {
+  SPECDEC_EXPECTS(!probs.empty(), "the token sequence must not be empty");
+  SPECDEC_EXPECTS(all_probabilities(probs), "every probability must be in [0, 1]");
+  return perplexity_impl(probs);
+}
+template <class T>
+double checked_perplexity_from_log_probs(std::span<const T> log_probs) {
+  SPECDEC_EXPECTS(!log_probs.empty(), "the token sequence must not be empty");
+  SPECDEC_EXPECTS(all_log_probabilities(log_probs), "every log-probability must be <= 0 (not NaN)");
+  return perplexity_from_log_probs_impl(log_probs);
+}
 inline bool valid_gamma_bar(double gamma_bar) noexcept {
   return theory::detail::is_finite(gamma_bar) && gamma_bar >= 1.0;
 }
@@ -62,38 +74,26 @@ inline bool valid_gamma_bar(double gamma_bar) noexcept {
 //! zero probability gives +infinity. Equals the inverse geometric mean of the probabilities.
 //! \pre probs not empty; every entry in [0, 1] (not NaN).
 //! \throws specdec::error otherwise.
-inline double perplexity(std::span<const double> probs) {
-  SPECDEC_EXPECTS(!probs.empty(), "the token sequence must not be empty");
-  SPECDEC_EXPECTS(detail::all_probabilities(probs), "every probability must be in [0, 1]");
-  return detail::perplexity_impl(probs);
-}
+inline double perplexity(std::span<const double> probs) { return detail::checked_perplexity(probs); }
 
 //! float probabilities: as the double overload (accumulated in double).
 //! \pre probs not empty; every entry in [0, 1] (not NaN).
 //! \throws specdec::error otherwise.
-inline double perplexity(std::span<const float> probs) {
-  SPECDEC_EXPECTS(!probs.empty(), "the token sequence must not be empty");
-  SPECDEC_EXPECTS(detail::all_probabilities(probs), "every probability must be in [0, 1]");
-  return detail::perplexity_impl(probs);
-}
+inline double perplexity(std::span<const float> probs) { return detail::checked_perplexity(probs); }
 
 //! PPL from the log-probabilities log p(x_t | x_{1:t-1}) (natural log) of the tokens (eq. (1)):
 //! exp(-mean). -infinity entries give +infinity.
 //! \pre log_probs not empty; every entry <= 0 (not NaN; -infinity allowed).
 //! \throws specdec::error otherwise.
 inline double perplexity_from_log_probs(std::span<const double> log_probs) {
-  SPECDEC_EXPECTS(!log_probs.empty(), "the token sequence must not be empty");
-  SPECDEC_EXPECTS(detail::all_log_probabilities(log_probs), "every log-probability must be <= 0 (not NaN)");
-  return detail::perplexity_from_log_probs_impl(log_probs);
+  return detail::checked_perplexity_from_log_probs(log_probs);
 }
 
 //! float log-probabilities: as the double overload (accumulated in double).
 //! \pre log_probs not empty; every entry <= 0 (not NaN; -infinity allowed).
 //! \throws specdec::error otherwise.
 inline double perplexity_from_log_probs(std::span<const float> log_probs) {
-  SPECDEC_EXPECTS(!log_probs.empty(), "the token sequence must not be empty");
-  SPECDEC_EXPECTS(detail::all_log_probabilities(log_probs), "every log-probability must be <= 0 (not NaN)");
-  return detail::perplexity_from_log_probs_impl(log_probs);
+  return detail::checked_perplexity_from_log_probs(log_probs);
 }
 
 //! The limit of MTJD's perplexity, exp(-E_gamma L_p(gamma, p_tilde) / gamma_bar) (Theorem 3.2,
