@@ -6,6 +6,8 @@
 //! without -ffast-math and the loop is bound by memory, not by the latency of one add chain.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -79,6 +81,20 @@ inline double probe_read_bandwidth(std::size_t bytes, int passes = 5) {
   (void)sink;
   std::sort(rates.begin(), rates.end());
   return rates[rates.size() / 2];
+}
+
+//! benchmark::Initialize with a default of --benchmark_min_time=0.2 unless the caller gave one.
+//! Returns false when unrecognised arguments were reported (main should then return 1).
+inline bool initialize_benchmarks(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  bool has_min_time = false;
+  for (int i = 1; i < argc; ++i) has_min_time = has_min_time || std::strncmp(argv[i], "--benchmark_min_time", 20) == 0;
+  static char default_min_time[] = "--benchmark_min_time=0.2";
+  if (!has_min_time) args.push_back(default_min_time);
+  int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
+  return !benchmark::ReportUnrecognizedArguments(n, args.data());
 }
 
 }  // namespace specdec_bench

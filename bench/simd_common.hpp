@@ -190,15 +190,7 @@ inline void print_table() {
 //! context, registers benchmarks), the run, then the table.
 template <class Setup>
 int run_main(int argc, char** argv, Setup&& setup) {
-  std::vector<char*> args(argv, argv + argc);
-  bool has_min_time = false;
-  for (int i = 1; i < argc; ++i) has_min_time = has_min_time || std::strncmp(argv[i], "--benchmark_min_time", 20) == 0;
-  static char default_min_time[] = "--benchmark_min_time=0.2";
-  if (!has_min_time) args.push_back(default_min_time);
-  int n = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  if (!initialize_benchmarks(argc, argv)) return 1;
   g_dram_bw = g_best_dram_bw = probe_read_bandwidth(512 * MB);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f", g_dram_bw / 1e9);

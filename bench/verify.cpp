@@ -438,16 +438,8 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Default to 0.2 s per benchmark (the whole run then takes about a minute) unless the caller says otherwise.
-  std::vector<char*> args(argv, argv + argc);
-  bool has_min_time = false;
-  for (int i = 1; i < argc; ++i) has_min_time = has_min_time || std::strncmp(argv[i], "--benchmark_min_time", 20) == 0;
-  static char default_min_time[] = "--benchmark_min_time=0.2";
-  if (!has_min_time) args.push_back(default_min_time);
-  int n = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  // Google Benchmark with a default of 0.2 s per benchmark (the whole run then takes about a minute).
+  if (!specdec_bench::initialize_benchmarks(argc, argv)) return 1;
 
   g_dram_bw = specdec_bench::probe_read_bandwidth(512 * MB);
   char buf[64];

@@ -10,26 +10,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$(realpath -m "${DEMO_BUILD_DIR:-$ROOT/build-demo}")"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 
-section() { printf '\n==== %s ====\n' "$*" >&2; }
+source "$ROOT/scripts/lib.sh"
 
 section "dependencies"
 "$ROOT/scripts/install-deps.sh" >&2
 
 section "configure ($BUILD_DIR)"
-extra_args=()
-if [[ -n "${SPECDEC_CMAKE_ARGS:-}" ]]; then
-  read -r -a extra_args <<< "$SPECDEC_CMAKE_ARGS"
-fi
-generator_args=()
-if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then
-  generator_args=(-G Ninja)
-fi
 # The demo runs on the CPU: no tests, benchmarks or CUDA, so configuring stays quick.
-cmake -S "$ROOT" -B "$BUILD_DIR" "${generator_args[@]}" \
-  -DCMAKE_BUILD_TYPE=Release \
-  -DSPECDEC_BUILD_TESTS=OFF -DSPECDEC_BUILD_BENCH=OFF -DSPECDEC_BUILD_EXAMPLES=ON \
-  -DSPECDEC_ENABLE_CUDA=OFF \
-  "${extra_args[@]}" >&2
+configure "$BUILD_DIR" -DSPECDEC_BUILD_TESTS=OFF -DSPECDEC_BUILD_BENCH=OFF -DSPECDEC_BUILD_EXAMPLES=ON \
+  -DSPECDEC_ENABLE_CUDA=OFF >&2
 
 section "build specdec_demo and specdec-sim"
 cmake --build "$BUILD_DIR" --target specdec_demo specdec-sim -j "$JOBS" >&2

@@ -12,7 +12,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$(realpath -m "${BUILD_DIR:-$ROOT/build}")"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 
-section() { printf '\n==== %s ====\n' "$*"; }
+source "$ROOT/scripts/lib.sh"
 
 section "dependencies"
 "$ROOT/scripts/install-deps.sh"
@@ -27,18 +27,7 @@ else
 fi
 
 section "configure ($BUILD_DIR)"
-extra_args=()
-if [[ -n "${SPECDEC_CMAKE_ARGS:-}" ]]; then
-  read -r -a extra_args <<< "$SPECDEC_CMAKE_ARGS"
-fi
-generator_args=()
-if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then
-  generator_args=(-G Ninja)
-fi
-cmake -S "$ROOT" -B "$BUILD_DIR" "${generator_args[@]}" \
-  -DCMAKE_BUILD_TYPE=Release \
-  -DSPECDEC_BUILD_TESTS=ON -DSPECDEC_BUILD_BENCH=ON -DSPECDEC_BUILD_EXAMPLES=ON \
-  "${extra_args[@]}"
+configure "$BUILD_DIR" -DSPECDEC_BUILD_TESTS=ON -DSPECDEC_BUILD_BENCH=ON -DSPECDEC_BUILD_EXAMPLES=ON
 
 section "build (-j$JOBS)"
 cmake --build "$BUILD_DIR" -j "$JOBS"
