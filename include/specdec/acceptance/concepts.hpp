@@ -5,6 +5,8 @@
 
 #include <concepts>
 
+#include "specdec/config.hpp"
+
 namespace specdec {
 
 //! How a rule decides and what it emits when it rejects.

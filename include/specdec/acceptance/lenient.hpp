@@ -37,8 +37,11 @@ class lenient_rule {
     SPECDEC_EXPECTS(std::isfinite(lenience) && lenience > 0.0, "lenience must be finite and > 0");
   }
   double lenience() const noexcept { return l_; }
-  bool accepts(double p, double q, double u) const noexcept { return u * l_ * q < p; }
-  double accepted_mass(double p, double q) const noexcept { return std::min(q, p / l_); }
+  SPECDEC_HOST_DEVICE bool accepts(double p, double q, double u) const noexcept { return u * l_ * q < p; }
+  SPECDEC_HOST_DEVICE double accepted_mass(double p, double q) const noexcept {
+    const double cap = p / l_;
+    return cap < q ? cap : q;
+  }
 
  private:
   double l_;

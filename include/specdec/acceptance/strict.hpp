@@ -11,7 +11,6 @@
 //! the verifier rejects it and flags `verify_status::draft_prob_zero` (vLLM rejects too).
 #pragma once
 
-#include <algorithm>
 
 #include "specdec/acceptance/concepts.hpp"
 
@@ -20,9 +19,9 @@ namespace specdec {
 //! The lossless rule: accept iff u * q(x) < p(x).
 struct strict_rule {
   static constexpr rule_family family = rule_family::rejection;
-  constexpr bool accepts(double p, double q, double u) const noexcept { return u * q < p; }
+  SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * q < p; }
   //! q(v) min(1, p(v)/q(v)) = min(p(v), q(v)): the residual is norm(max(0, p - q)).
-  constexpr double accepted_mass(double p, double q) const noexcept { return std::min(p, q); }
+  SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept { return q < p ? q : p; }
 };
 
 inline constexpr strict_rule strict{};

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <ranges>
 #include <span>
@@ -26,6 +27,9 @@
 #if SPECDEC_ENABLE_SIMD
 #include "specdec/backend/simd/verify.hpp"  // xsimd is included only when the simd backend is enabled
 #endif
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+#include "specdec/backend/cuda/verify.cuh"  // CUDA headers only in CUDA translation units
+#endif
 
 namespace specdec {
 
@@ -34,18 +38,44 @@ namespace specdec {
 //! \param batch   drafted tokens, draft rows q (the warped rows the drafts were sampled from) and
 //!                target rows p, as probabilities
 //! \param streams one per request
-//! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream.
+//! With `exec::cuda` the spans of `batch` and `out` are device memory, the call is asynchronous on
+//! the policy's stream, and a workspace is allocated on that stream (see the workspace overload).
+//! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream;
+//! specdec::cuda_error on a CUDA error.
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
-void verify(const Policy&, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
-            const chain_outputs& out, const verify_options& options = {}) {
+void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
+            std::span<const random::request_stream> streams, const chain_outputs& out,
+            const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::verify<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
 #endif
-  // The cuda kernels arrive with their own issue; until then the cuda policy runs seq.
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+  if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
+    return backend::cuda::verify(policy.stream, rule, batch, streams, out, options);
+#endif
+  (void)policy;
   backend::seq::verify(rule, batch, streams, out, options);
 }
+
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+//! Device bytes of the workspace `verify(exec::cuda, ..., workspace)` needs (CUB's two-phase pattern:
+//! ask once per shape, allocate, reuse every step).
+template <AcceptanceRule Rule, class T>
+std::size_t verify_workspace_bytes(const exec::cuda_policy&, const Rule& rule, const chain_batch<T>& batch,
+                                   const verify_options& options = {}) {
+  return backend::cuda::verify_workspace_bytes(rule, batch, options);
+}
+
+//! `verify` on the GPU with a caller-owned device workspace of `verify_workspace_bytes(...)` bytes.
+template <AcceptanceRule Rule, class T>
+void verify(const exec::cuda_policy& policy, const Rule& rule, const chain_batch<T>& batch,
+            std::span<const random::request_stream> streams, const chain_outputs& out, std::span<std::byte> workspace,
+            const verify_options& options = {}) {
+  backend::cuda::verify(policy.stream, rule, batch, streams, out, workspace, options);
+}
+#endif
 
 //! Verifies from logits: each row that is read is warped with its request's parameters first
 //! (temperature, top-k, top-p, min-p). `draft_params` empty means the draft used the target's
@@ -56,6 +86,9 @@ void verify_from_logits(const Policy&, const Rule& rule, const chain_batch<T>& l
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
+                "specdec::verify_from_logits: not on the cuda backend yet; warp the rows on the GPU "
+                "(backend/cuda/filter.cuh) and call specdec::verify");
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, logits_batch, target_params, draft_params,
@@ -76,6 +109,8 @@ template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
 chain_result verify_chain(const Policy& policy, const Rule& rule, std::span<const token_id> drafts,
                           std::span<const T> draft_probs, std::span<const T> target_probs, std::size_t vocab_size,
                           const random::request_stream& stream, const verify_options& options = {}) {
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
+                "specdec::verify_chain takes host memory; with exec::cuda call specdec::verify on device buffers");
   const std::int32_t n = static_cast<std::int32_t>(drafts.size());
   chain_batch<T> batch{ragged_layout::packed(std::span<const std::int32_t>(&n, 1)), vocab_size, drafts, draft_probs, target_probs};
   std::vector<token_id> tokens(drafts.size() + 1);

@@ -18,10 +18,15 @@
 //!     SIMD register reduction and of a CUDA warp's `__shfl_down_sync` reduction by 16, 8, 4, 2, 1;
 //!  4. Z and the tile prefix sums are sequential sums of the tile masses in tile order;
 //!     goal = u * Z; the first tile t with prefix_t + mass_t > goal holds the token;
-//!  5. inside that tile, s runs over the entries in index order (s += w_v) and the first v with
-//!     prefix_t + s > goal is returned. That running sum adds in another order than rule 2, so it
-//!     may end just short of the goal: then the last entry of the tile with positive weight is
-//!     returned (the tile has one, since mass_t > 0);
+//!  5. inside that tile, strips of `sampling_strip` consecutive entries are taken in order; a
+//!     strip's mass m is the sequential sum of its entries in index order (from +0); with r the
+//!     prefix (starting at prefix_t), the first strip with r + m > goal holds the token, else r += m.
+//!     Inside that strip s runs over the entries in index order (s += w_v, from +0) and the first v
+//!     with r + s > goal is returned; it exists, because s ends at exactly m. Strip sums add in
+//!     another order than rule 2, so no strip may cross: then the last entry of the tile with
+//!     positive weight is returned (the tile has one, since mass_t > 0). The strips bound the
+//!     sequential depth of the rescan to 32 + 2 * 64 additions: a GPU warp sums the 32 strips in
+//!     parallel, one lane per strip;
 //!  6. if no tile passes rule 4 (rounding put goal at or past Z), the last entry of the row with
 //!     positive weight is returned (FlashInfer's fallback, peers.md §3).
 //! Rules 2-3 make the one full pass vectorisable (SIMD lanes, GPU warps) with bit-identical sums;
@@ -35,9 +40,11 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <vector>
 
+#include "specdec/config.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/distributions/row_status.hpp"
@@ -50,7 +57,11 @@ inline constexpr std::size_t sampling_tile = 2048;
 //! Lane-strided partial sums per tile (rule 2 of the determinism contract).
 inline constexpr std::size_t sampling_lanes = 32;
 
+//! Entries per strip of the rescan (rule 5): a tile is sampling_tile / sampling_strip = 32 strips.
+inline constexpr std::size_t sampling_strip = 64;
+
 static_assert(sampling_tile % sampling_lanes == 0, "a tile holds whole rounds of lanes");
+static_assert(sampling_tile / sampling_strip == sampling_lanes, "one strip per lane of a warp");
 
 //! A sampled token and whether the row was usable. `token` is `no_token` unless status is ok.
 struct sample_result {
@@ -68,8 +79,10 @@ inline double reduce_lanes(std::array<double, sampling_lanes> lanes) noexcept {
   return lanes[0];
 }
 
-//! Whether a weight is usable: >= 0 (so not NaN) and finite.
-inline bool usable_weight(double w) noexcept { return w >= 0.0 && std::isfinite(w); }
+//! Whether a weight is usable: >= 0 (so not NaN) and finite. Host and device (the cuda backend).
+SPECDEC_HOST_DEVICE constexpr bool usable_weight(double w) noexcept {
+  return w >= 0.0 && w <= std::numeric_limits<double>::max();
+}
 
 //! Tile masses of a row, with a small inline buffer (rows up to 256 tiles = 524288 entries do not
 //! allocate).
@@ -98,12 +111,21 @@ constexpr std::size_t tile_count(std::size_t size) noexcept { return (size + sam
 template <class WeightFn>
 struct dense_tiles {
   WeightFn& weight;
-  //! Rule 5: the first v in [begin, end) with prefix + (w_begin + ... + w_v) > goal, or `end`.
+  //! Rule 5: strip by strip, the first v in [begin, end) whose running sum crosses `goal`, or `end`.
   std::size_t first_crossing(std::size_t begin, std::size_t end, double prefix, double goal) const {
-    double s = 0.0;
-    for (std::size_t v = begin; v < end; ++v) {
-      s += weight(v);
-      if (prefix + s > goal) return v;
+    double r = prefix;
+    for (std::size_t s0 = begin; s0 < end; s0 += sampling_strip) {
+      const std::size_t s1 = std::min(end, s0 + sampling_strip);
+      double m = 0.0;
+      for (std::size_t v = s0; v < s1; ++v) m += weight(v);
+      if (r + m > goal) {
+        double s = 0.0;
+        for (std::size_t v = s0; v < s1; ++v) {
+          s += weight(v);
+          if (r + s > goal) return v;
+        }
+      }
+      r += m;
     }
     return end;
   }
@@ -181,11 +203,23 @@ struct sparse_tiles {
   std::size_t first_at_least(std::size_t v) const {
     return static_cast<std::size_t>(std::lower_bound(tokens.begin(), tokens.end(), static_cast<token_id>(v)) - tokens.begin());
   }
+  //! Rule 5 over the given entries only (an absent entry adds +0 to a strip and to its running sum).
   std::size_t first_crossing(std::size_t begin, std::size_t end, double prefix, double goal) const {
-    double s = 0.0;
-    for (std::size_t i = first_at_least(begin); i < tokens.size() && static_cast<std::size_t>(tokens[i]) < end; ++i) {
-      s += weights[i];
-      if (prefix + s > goal) return static_cast<std::size_t>(tokens[i]);
+    double r = prefix;
+    for (std::size_t i = first_at_least(begin); i < tokens.size() && static_cast<std::size_t>(tokens[i]) < end;) {
+      const std::size_t strip = static_cast<std::size_t>(tokens[i]) / sampling_strip;
+      std::size_t j = i;
+      double m = 0.0;
+      for (; j < tokens.size() && static_cast<std::size_t>(tokens[j]) / sampling_strip == strip; ++j) m += weights[j];
+      if (r + m > goal) {
+        double s = 0.0;
+        for (std::size_t k = i; k < j; ++k) {
+          s += weights[k];
+          if (r + s > goal) return static_cast<std::size_t>(tokens[k]);
+        }
+      }
+      r += m;
+      i = j;
     }
     return end;
   }

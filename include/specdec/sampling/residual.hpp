@@ -28,12 +28,12 @@ struct residual_result {
 namespace detail {
 //! The residual weight max(0, p - accepted_mass(p, q)) of one entry; NaN when p or q is NaN, infinite
 //! or negative, so that the row is reported `not_finite` (max(0, .) would hide it). Shared by every
-//! CPU backend, so that their weights are the same doubles.
+//! backend (host and device), so that their weights are the same doubles.
 template <class AcceptedMass>
-double residual_weight(double pv, double qv, const AcceptedMass& accepted_mass) {
-  if (!(pv >= 0.0) || !(qv >= 0.0) || !std::isfinite(pv) || !std::isfinite(qv))
-    return std::numeric_limits<double>::quiet_NaN();
-  return std::max(0.0, pv - accepted_mass(pv, qv));
+SPECDEC_HOST_DEVICE constexpr double residual_weight(double pv, double qv, const AcceptedMass& accepted_mass) {
+  if (!usable_weight(pv) || !usable_weight(qv)) return std::numeric_limits<double>::quiet_NaN();
+  const double r = pv - accepted_mass(pv, qv);
+  return r > 0.0 ? r : 0.0;
 }
 }  // namespace detail
 

@@ -1,0 +1,186 @@
+//! \file backend/cuda/categorical.cuh
+//! \brief The two-level inverse CDF of sampling/categorical.hpp on the GPU, one warp per tile: the
+//! same tokens as seq for the same uniform (bit-identical, by the determinism contract).
+//!
+//! Pass 1 (`warp_tile_mass`, any number of warps and blocks per row): lane j of the warp that owns a
+//! tile sums the entries j, j + 32, ... in index order (rule 2) and the warp adds the 32 lane sums
+//! with `__shfl_down_sync` by 16, 8, 4, 2, 1 (rule 3). Splitting a row over many warps is what keeps
+//! the GPU busy at small batch. Pass 2 (`warp_locate`, one warp per row): rule 4 over the tile masses
+//! (every lane runs the same sequential loop, so no broadcast is needed), then the chosen tile is
+//! staged in shared memory, lane k sums strip k (rule 5) and lane 0 walks the strips and the chosen
+//! strip; the fallbacks of rules 5-6 are warp votes. Weights are doubles computed by the same
+//! host/device functions as seq (`specdec::detail::residual_weight`, `usable_weight`).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "specdec/backend/cuda/warp.cuh"
+#include "specdec/core/token.hpp"
+#include "specdec/distributions/row_status.hpp"
+#include "specdec/sampling/categorical.hpp"
+#include "specdec/sampling/residual.hpp"
+
+namespace specdec::backend::cuda::detail {
+
+//! Doubles of shared memory one warp needs for `warp_locate`: 32 strips of 64 entries with one
+//! double of padding each (no bank conflicts on the strip sums), plus the 32 strip masses.
+inline constexpr std::size_t strip_stride = sampling_strip + 1;
+inline constexpr std::size_t locate_shared_doubles = sampling_lanes * strip_stride + sampling_lanes;
+
+//! w_v = double(x_v): a probability row, a bonus row, or a target sample.
+template <class T>
+struct row_weight {
+  const T* x;
+  __device__ double operator()(std::size_t v) const { return static_cast<double>(x[v]); }
+};
+
+//! The accepted mass a(p, q) of a rejection rule, as the callable `residual_weight` takes.
+template <class Rule>
+struct accepted_mass_of {
+  Rule rule;
+  __host__ __device__ double operator()(double p, double q) const { return rule.accepted_mass(p, q); }
+};
+
+//! w_v = max(0, p_v - a(p_v, q_v)), NaN for unusable inputs: the residual (sampling/residual.hpp).
+template <class T, class Rule>
+struct residual_weight_of {
+  const T* p;
+  const T* q;
+  accepted_mass_of<Rule> mass;
+  __device__ double operator()(std::size_t v) const {
+    return specdec::detail::residual_weight(static_cast<double>(p[v]), static_cast<double>(q[v]), mass);
+  }
+};
+
+//! Tile t's entries [begin, end) of a row of `size` entries.
+struct tile_range {
+  std::size_t begin, end;
+  __device__ static tile_range of(std::size_t t, std::size_t size) {
+    const std::size_t b = t * sampling_tile;
+    return {b, b + sampling_tile < size ? b + sampling_tile : size};
+  }
+};
+
+//! Rule 2's order: calls `visit(v)` for this lane's entries of the tile, v = begin + lane, + 32, ...
+//! in increasing order. Every per-tile pass (masses, argmax, flags) walks the tile this way.
+//! A whole tile has a fixed trip count (64), unrolled so that many loads are in flight per lane: one
+//! warp per tile must still stream its 8-16 KB quickly when the batch is small.
+template <class Visit>
+__device__ void for_lane_entries(tile_range tile, Visit&& visit) {
+  const std::size_t first = tile.begin + static_cast<std::size_t>(lane_id());
+  if (tile.end - tile.begin == sampling_tile) {
+#pragma unroll 32
+    for (std::size_t k = 0; k < sampling_tile / warp_size; ++k) visit(first + k * warp_size);
+  } else {
+#pragma unroll 8
+    for (std::size_t v = first; v < tile.end; v += warp_size) visit(v);
+  }
+}
+
+//! Rules 2-3 for one tile, called by all 32 lanes of a warp: the tile mass (in lane 0) and, in
+//! `usable`, whether this lane's weights were all usable.
+template <class Weight>
+__device__ double warp_tile_mass(const Weight& weight, tile_range tile, bool& usable) {
+  double acc = 0.0;
+  for_lane_entries(tile, [&](std::size_t v) {
+    const double w = weight(v);
+    usable = usable & specdec::detail::usable_weight(w);
+    acc += w;
+  });
+  return reduce_lanes(acc);
+}
+
+//! A row located by `warp_locate`.
+struct located {
+  token_id token = no_token;
+  row_status status = row_status::no_mass;
+};
+
+//! Stages tile `tile`'s weights in shared memory (strip k at `shared + k * strip_stride`; entries past
+//! the row end are +0, which changes no sum).
+template <class Weight>
+__device__ void stage_tile(const Weight& weight, tile_range tile, double* shared) {
+  for (std::size_t e = static_cast<std::size_t>(lane_id()); e < sampling_tile; e += warp_size) {
+    const std::size_t v = tile.begin + e;
+    shared[(e / sampling_strip) * strip_stride + e % sampling_strip] = v < tile.end ? weight(v) : 0.0;
+  }
+  __syncwarp();
+}
+
+//! The last entry of the staged tile with positive weight (rules 5-6), in every lane; -1 if none.
+__device__ inline long long last_positive_staged(tile_range tile, const double* shared) {
+  long long best = -1;
+  for (std::size_t e = static_cast<std::size_t>(lane_id()); e < sampling_tile; e += warp_size)
+    if (shared[(e / sampling_strip) * strip_stride + e % sampling_strip] > 0.0) best = static_cast<long long>(tile.begin + e);
+  return warp_max_index(best);
+}
+
+//! Rule 5 in the staged tile: lane k sums strip k; lane 0 walks the strips from `prefix`; the token
+//! (or -1 when no strip crosses) in every lane.
+__device__ inline long long first_crossing_staged(tile_range tile, double prefix, double goal, double* shared) {
+  const int lane = lane_id();
+  double* strip_mass = shared + sampling_lanes * strip_stride;
+  double m = 0.0;
+  for (std::size_t e = 0; e < sampling_strip; ++e) m += shared[static_cast<std::size_t>(lane) * strip_stride + e];
+  strip_mass[lane] = m;
+  __syncwarp();
+  long long found = -1;
+  if (lane == 0) {
+    double r = prefix;
+    for (std::size_t k = 0; k < sampling_lanes && found < 0; ++k) {
+      if (r + strip_mass[k] > goal) {
+        double s = 0.0;
+        for (std::size_t e = 0; e < sampling_strip; ++e) {
+          s += shared[k * strip_stride + e];
+          if (r + s > goal) {
+            found = static_cast<long long>(tile.begin + k * sampling_strip + e);
+            break;
+          }
+        }
+      }
+      r += strip_mass[k];
+    }
+  }
+  found = __shfl_sync(full_mask, found, 0);
+  __syncwarp();  // `shared` may be restaged by the caller
+  return found < static_cast<long long>(tile.end) ? found : -1;
+}
+
+//! Rules 4-6 for one row, called by all 32 lanes of one warp: `tile_mass[0, tiles)` from pass 1,
+//! `usable` whether every weight was usable, `u` the uniform; `shared` holds
+//! `locate_shared_doubles` doubles. The same token and status as `specdec::sample_by_weights`.
+template <class Weight>
+__device__ located warp_locate(const Weight& weight, std::size_t size, const double* tile_mass, bool usable, double u,
+                               double* shared) {
+  const std::size_t tiles = specdec::detail::tile_count(size);
+  double total = 0.0;
+  for (std::size_t t = 0; t < tiles; ++t) total += tile_mass[t];
+  if (!usable || !(total <= std::numeric_limits<double>::max())) return {no_token, row_status::not_finite};
+  if (!(total > 0.0)) return {no_token, row_status::no_mass};
+
+  const double goal = u * total;
+  double prefix = 0.0;
+  std::size_t last_with_mass = 0;
+  for (std::size_t t = 0; t < tiles; ++t) {
+    const double m = tile_mass[t];
+    if (prefix + m > goal) {
+      const tile_range tile = tile_range::of(t, size);
+      stage_tile(weight, tile, shared);
+      long long v = first_crossing_staged(tile, prefix, goal, shared);
+      if (v < 0) v = last_positive_staged(tile, shared);  // rule 5's fallback
+      return {static_cast<token_id>(v), row_status::ok};
+    }
+    if (m > 0.0) last_with_mass = t;
+    prefix += m;
+  }
+  // Rule 6: the last positive entry of the row lies in the last tile with positive mass.
+  const tile_range tile = tile_range::of(last_with_mass, size);
+  stage_tile(weight, tile, shared);
+  return {static_cast<token_id>(last_positive_staged(tile, shared)), row_status::ok};
+}
+
+}  // namespace specdec::backend::cuda::detail

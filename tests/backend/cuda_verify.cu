@@ -1,0 +1,200 @@
+// GPU chain verification (backend/cuda/verify.cuh) against the seq oracle: the same tokens, accepted
+// counts and status flags for the same streams, for every rule, float and double, packed and padded
+// layouts, V around the 2048-entry tile and up to 128256, with spoiled requests (NaN rows, q(x) = 0,
+// ids out of range, all-zero q rows); the workspace overload; batch-composition invariance; the
+// exact target distribution on the GPU path (chi-squared, with a negative control that must fail);
+// and a garbage fuzz in which no token outside [-1, V) may appear. Exits 77 without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "specdec/acceptance/verify.hpp"
+#include "specdec/random/stream.hpp"
+#include "support/batch_builder.hpp"
+#include "support/chi_squared.hpp"
+#include "support/device_array.cuh"
+#include "support/random_requests.hpp"
+
+namespace {
+
+using specdec::token_id;
+using specdec::random::philox_stream;
+using specdec::random::purpose;
+using specdec::random::stream_address;
+using specdec::test::device_array;
+
+//! Runs specdec::verify(exec::cuda, ...) and brings the outputs back; with `workspace`, through the
+//! caller-owned workspace overload.
+template <class Rule, class T>
+specdec_test::owned_outputs run_cuda(const Rule& rule, const specdec_test::owned_batch<T>& host,
+                                     const specdec::verify_options& options = {}, bool workspace = false) {
+  const specdec::test::device_chain_batch<T> batch(host.view());
+  specdec_test::owned_outputs out(host);
+  device_array<token_id> tokens(out.tokens);
+  device_array<std::int32_t> accepted(out.num_accepted);
+  device_array<specdec::verify_status> status(out.status);
+  const specdec::chain_outputs view{tokens.span(), accepted.span(), status.span()};
+  if (workspace) {
+    device_array<std::byte> buffer(specdec::verify_workspace_bytes(specdec::exec::cuda, rule, batch.view, options));
+    specdec::verify(specdec::exec::cuda, rule, batch.view, host.stream_span(), view, buffer.span(), options);
+    out.tokens = tokens.download();
+  } else {
+    specdec::verify(specdec::exec::cuda, rule, batch.view, host.stream_span(), view, options);
+    out.tokens = tokens.download();
+  }
+  out.num_accepted = accepted.download();
+  out.status = status.download();
+  return out;
+}
+
+template <class Rule, class T>
+specdec_test::owned_outputs run_seq(const Rule& rule, const specdec_test::owned_batch<T>& host,
+                                    const specdec::verify_options& options = {}) {
+  specdec_test::owned_outputs out(host);
+  specdec::verify(specdec::exec::seq, rule, host.view(), host.stream_span(), out.view(), options);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda verify gives seq's tokens, counts and flags for every rule", "[cuda][verify]") {
+  philox_stream s(stream_address{0xC0DA, 1, 0, 0, purpose::user});
+  std::size_t requests = 0, flagged = 0, rejected = 0;
+  const auto run = [&](auto tag, std::size_t V, std::size_t B, bool packed, bool check_norm) {
+    using T = decltype(tag);
+    const std::size_t max_n = 4;
+    const auto reqs = specdec_test::make_requests<T>(s, B, max_n, V, 0.3, static_cast<std::uint32_t>(requests));
+    const auto batch = specdec_test::build_batch(reqs, V, packed, max_n);
+    const specdec::verify_options options{check_norm, 1e-3};
+    specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+      const auto a = run_seq(rule, batch, options);
+      const auto b = run_cuda(rule, batch, options);
+      CAPTURE(name, V, B, packed, check_norm);
+      REQUIRE(a.tokens == b.tokens);
+      REQUIRE(a.num_accepted == b.num_accepted);
+      REQUIRE(a.status == b.status);
+      for (std::size_t r = 0; r < reqs.size(); ++r) {
+        flagged += a.status[r] != specdec::verify_status::ok;
+        rejected += static_cast<std::size_t>(a.num_accepted[r]) < reqs[r].drafts.size();
+      }
+      requests += reqs.size();
+    });
+  };
+  for (const std::size_t V : {std::size_t{5}, std::size_t{37}, std::size_t{2048}, std::size_t{2049}, std::size_t{32000}})
+    for (const bool packed : {true, false}) {
+      run(float{}, V, 12, packed, false);
+      run(double{}, V, 12, packed, V == 37);
+    }
+  run(float{}, 128256, 6, true, false);
+  INFO(requests << " requests identical (" << rejected << " with a rejection, " << flagged << " flagged)");
+  CHECK(flagged > 0);
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("cuda verify: the workspace overload, a small workspace, an empty batch", "[cuda][verify]") {
+  philox_stream s(stream_address{0xC0DA, 2, 0, 0, purpose::user});
+  const std::size_t V = 4097;
+  const auto reqs = specdec_test::make_requests<float>(s, 9, 5, V, 0.0, 0);
+  const auto batch = specdec_test::build_batch(reqs, V, true);
+  specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+    CAPTURE(name);
+    const auto a = run_cuda(rule, batch, {}, false);
+    const auto b = run_cuda(rule, batch, {}, true);
+    CHECK(a.tokens == b.tokens);
+    CHECK(a.num_accepted == b.num_accepted);
+    CHECK(a.status == b.status);
+  });
+
+  const specdec::test::device_chain_batch<float> d(batch.view());
+  specdec_test::owned_outputs out(batch);
+  device_array<token_id> tokens(out.tokens);
+  device_array<std::int32_t> accepted(out.num_accepted);
+  device_array<specdec::verify_status> status(out.status);
+  const std::size_t need = specdec::verify_workspace_bytes(specdec::exec::cuda, specdec::strict, d.view);
+  REQUIRE(need > 0);
+  device_array<std::byte> small(need - 1);
+  CHECK_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::strict, d.view, batch.stream_span(),
+                                  specdec::chain_outputs{tokens.span(), accepted.span(), status.span()}, small.span()),
+                  specdec::error);
+
+  const std::vector<std::int32_t> none;
+  const specdec::chain_batch<float> empty{specdec::ragged_layout::packed(none), V, {}, {}, {}};
+  CHECK_NOTHROW(specdec::verify(specdec::exec::cuda, specdec::strict, empty, {}, specdec::chain_outputs{}));
+}
+
+TEST_CASE("cuda verify: a request's tokens do not depend on the rest of its batch", "[cuda][verify][seeds]") {
+  philox_stream s(stream_address{0xC0DA, 3, 0, 0, purpose::user});
+  const std::size_t V = 3000;
+  const auto reqs = specdec_test::make_requests<float>(s, 16, 5, V, 0.0, 0);
+  const auto whole = run_cuda(specdec::strict, specdec_test::build_batch(reqs, V, true));
+  // Every other request, in reverse order, in a batch of their own.
+  std::vector<specdec_test::request_data<float>> part;
+  for (std::size_t b = reqs.size(); b-- > 0;)
+    if (b % 2 == 1) part.push_back(reqs[b]);
+  const auto alone = run_cuda(specdec::strict, specdec_test::build_batch(part, V, true));
+  for (std::size_t k = 0; k < part.size(); ++k) {
+    const std::size_t b = reqs.size() - 1 - 2 * k;
+    CAPTURE(b);
+    CHECK(alone.emitted(k) == whole.emitted(b));
+  }
+}
+
+TEST_CASE("cuda verify emits exactly the target distribution (strict), and a lossy rule fails the test",
+          "[cuda][verify][distribution]") {
+  // gamma = 2, context-free rows: every emitted token is distributed as p. N requests share the rows
+  // and differ in their request id (their stream); the drafts are sampled from q on the host.
+  const std::size_t V = 5, n = 2, N = 200000;
+  const std::vector<double> p{0.05, 0.30, 0.10, 0.40, 0.15}, q{0.25, 0.10, 0.30, 0.05, 0.30};
+  std::vector<specdec_test::request_data<double>> reqs(N);
+  for (std::size_t b = 0; b < N; ++b) {
+    auto& r = reqs[b];
+    r.stream = specdec::random::request_stream{20261122, static_cast<std::uint32_t>(b), 0};
+    for (std::size_t i = 0; i < n; ++i) {
+      r.drafts.push_back(specdec::sample_categorical(std::span<const double>(q), r.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform()).token);
+      r.draft_rows.push_back(q);
+      r.target_rows.push_back(p);
+    }
+    r.target_rows.push_back(p);
+  }
+  const auto batch = specdec_test::build_batch(reqs, V, true);
+  const auto counts_of = [&](const specdec_test::owned_outputs& out) {
+    std::vector<std::uint64_t> first(V, 0), second(V, 0);
+    for (std::size_t b = 0; b < N; ++b) {
+      const auto row = out.row(b);
+      REQUIRE(specdec::in_vocabulary(row[0], V));
+      ++first[static_cast<std::size_t>(row[0])];
+      if (row[1] != specdec::no_token) ++second[static_cast<std::size_t>(row[1])];
+    }
+    return std::pair{first, second};
+  };
+  const auto [first, second] = counts_of(run_cuda(specdec::strict, batch));
+  const auto g1 = specdec_test::chi_squared_gof(first, p), g2 = specdec_test::chi_squared_gof(second, p);
+  INFO("seed 20261122, strict, first token: " << g1 << "; second: " << g2);
+  CHECK(g1.p_value > 1e-6);
+  CHECK(g2.p_value > 1e-6);
+  // Negative control: lenience 0.5 is lossy (acceptance/lenient.hpp); its first token is not p.
+  const auto [lfirst, lsecond] = counts_of(run_cuda(specdec::lenient_rule{0.5}, batch));
+  const auto bad = specdec_test::chi_squared_gof(lfirst, p);
+  INFO("negative control, lenient 0.5 vs p: " << bad);
+  CHECK(bad.p_value < 1e-6);
+}
+
+TEST_CASE("cuda verify on garbage never emits a token outside [0, V)", "[cuda][verify][bad_input]") {
+  philox_stream s(stream_address{0xC0DA, 5, 0, 0, purpose::user});
+  const std::size_t V = 2100, B = 24, max_n = 4;
+  for (int round = 0; round < 20; ++round) {
+    auto reqs = specdec_test::make_requests<float>(s, B, max_n, V, 1.0, static_cast<std::uint32_t>(round));
+    for (auto& r : reqs)  // and more damage: random bad values anywhere, ids far out of range
+      for (auto& row : r.target_rows)
+        if (s.uniform() < 0.3) specdec_test::spoil(row, static_cast<std::size_t>(s.uniform() * V), static_cast<int>(s.uniform() * 4));
+    const auto batch = specdec_test::build_batch(reqs, V, round % 2 == 0, max_n);
+    specdec_test::for_each_rule([&](const auto& rule, const char*) {
+      const auto out = run_cuda(rule, batch);
+      for (const token_id t : out.tokens) REQUIRE((t == specdec::no_token || specdec::in_vocabulary(t, V)));
+      CHECK(out.tokens == run_seq(rule, batch).tokens);
+    });
+  }
+}
