@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "specdec/backend/cuda/error.cuh"
 #include "../tests/support/device_array.cuh"
@@ -86,6 +88,34 @@ inline double print_device_and_bandwidth() {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, driver, runtime);
   std::printf("read bandwidth probe (1 GiB sum, best of 20): %.1f GB/s\n", bw * 1e-9);
   return bw;
+}
+
+//! The main of every GPU benchmark: exits 1 with "no CUDA device" when there is none; otherwise
+//! prints the device, stores the bandwidth probe in `bandwidth` (bytes/s), and runs the benchmarks
+//! with 15 repetitions reporting aggregates only (the median is the figure to quote) unless the
+//! command line sets --benchmark_repetitions.
+inline int gpu_benchmark_main(int argc, char** argv, const char* name, double& bandwidth) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "%s: no CUDA device\n", name);
+    return 1;
+  }
+  bandwidth = print_device_and_bandwidth();
+  std::vector<char*> args(argv, argv + argc);
+  static char repetitions[] = "--benchmark_repetitions=15", aggregates[] = "--benchmark_report_aggregates_only=true";
+  bool has_repetitions = false;
+  for (int i = 1; i < argc; ++i) has_repetitions = has_repetitions || std::strncmp(argv[i], "--benchmark_repetitions", 23) == 0;
+  if (!has_repetitions) {
+    args.push_back(repetitions);
+    args.push_back(aggregates);
+  }
+  int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace specdec_bench

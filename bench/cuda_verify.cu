@@ -1,7 +1,7 @@
 // GPU chain verification (backend/cuda/verify.cuh) from probabilities, fp32, rows in device memory
 // (HBM): B = 1, 8, 64, gamma = 4, V = 128256, every rule. Time: CUDA events around the whole call
 // (descriptor upload + kernels), Google Benchmark manual time; report the median of repetitions:
-//   bench_cuda_verify --benchmark_repetitions=20 --benchmark_report_aggregates_only=true
+//   bench_cuda_verify            (15 repetitions, aggregates only, by default)
 // Counters: `required_bytes` per call (rejection rules: one residual row pair per request, or the
 // bonus row; greedy and sample-and-match: every target row up to n_b, which the GPU reads at once),
 // `bytes_per_second` of those bytes, and `fraction_of_bw` against the read-bandwidth probe of the
@@ -150,16 +150,4 @@ BENCHMARK_CAPTURE(bm_verify, sample_and_match, specdec::sample_and_match)->Apply
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "bench_cuda_verify: no CUDA device\n");
-    return 1;
-  }
-  g_bandwidth = specdec_bench::print_device_and_bandwidth();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return specdec_bench::gpu_benchmark_main(argc, argv, "bench_cuda_verify", g_bandwidth); }

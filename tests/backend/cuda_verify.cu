@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
 #include "specdec/acceptance/verify.hpp"
+#include "specdec/distributions/warp.hpp"
 #include "specdec/random/stream.hpp"
 #include "support/batch_builder.hpp"
 #include "support/chi_squared.hpp"
@@ -197,4 +199,97 @@ TEST_CASE("cuda verify on garbage never emits a token outside [0, V)", "[cuda][v
       CHECK(out.tokens == run_seq(rule, batch).tokens);
     });
   }
+}
+
+namespace {
+//! A logit row: Laplace(0, 3) entries.
+template <class T>
+std::vector<T> random_logits(philox_stream& s, std::size_t V) {
+  std::vector<T> row(V);
+  for (auto& x : row) x = static_cast<T>(3.0 * (s.exponential() - s.exponential()));
+  return row;
+}
+
+//! Requests with logit rows; drafts sampled from the seq-warped draft row at temperature `t`.
+template <class T>
+std::vector<specdec_test::request_data<T>> logit_requests(philox_stream& s, std::size_t B, std::size_t max_n, std::size_t V,
+                                                           double t, std::uint32_t step) {
+  std::vector<specdec_test::request_data<T>> reqs(B);
+  for (std::size_t b = 0; b < B; ++b) {
+    auto& r = reqs[b];
+    r.stream = specdec::random::request_stream{0xF05ED, static_cast<std::uint32_t>(b), step};
+    const auto n = static_cast<std::size_t>(s.uniform() * static_cast<double>(max_n + 1));
+    for (std::size_t i = 0; i < n; ++i) {
+      auto q = random_logits<T>(s, V);
+      std::vector<T> warped(V);
+      (void)specdec::warp_logits(std::span<const T>(q), std::span<T>(warped), specdec::warp_params{t});
+      r.drafts.push_back(specdec::sample_categorical(std::span<const T>(warped), s.uniform()).token);
+      r.draft_rows.push_back(std::move(q));
+      r.target_rows.push_back(random_logits<T>(s, V));
+    }
+    r.target_rows.push_back(random_logits<T>(s, V));
+    if (s.uniform() < 0.1) r.target_rows[0][0] = std::numeric_limits<T>::quiet_NaN();  // an unusable row
+  }
+  return reqs;
+}
+}  // namespace
+
+TEST_CASE("cuda verify_from_logits (fused) agrees with seq; filters are refused", "[cuda][verify][logits]") {
+  // The fused path's probabilities are softmax.cuh's, within its stated bound of seq's (16 ulp of
+  // float); tokens can differ only where a uniform or a cumulative sum lands within that bound of a
+  // boundary, so at least 99% of the requests must match seq exactly (measured rate printed).
+  philox_stream s(stream_address{0xC0DA, 6, 0, 0, purpose::user});
+  std::size_t requests = 0, identical = 0, invalid = 0;
+  const auto run = [&](auto tag, std::size_t V, double t, bool packed) {
+    using T = decltype(tag);
+    const std::size_t max_n = 4;
+    const auto reqs = logit_requests<T>(s, 16, max_n, V, t, static_cast<std::uint32_t>(requests));
+    const auto batch = specdec_test::build_batch(reqs, V, packed, max_n);
+    const std::vector<specdec::warp_params> params(reqs.size(), specdec::warp_params{t});
+    specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+      specdec_test::owned_outputs a(batch);
+      specdec::verify_from_logits(specdec::exec::seq, rule, batch.view(), params, {}, batch.stream_span(), a.view());
+      const specdec::test::device_chain_batch<T> d(batch.view());
+      specdec_test::owned_outputs b(batch);
+      device_array<token_id> tokens(b.tokens);
+      device_array<std::int32_t> accepted(b.num_accepted);
+      device_array<specdec::verify_status> status(b.status);
+      specdec::verify_from_logits(specdec::exec::cuda, rule, d.view, params, {}, batch.stream_span(),
+                                  specdec::chain_outputs{tokens.span(), accepted.span(), status.span()});
+      b.tokens = tokens.download();
+      b.num_accepted = accepted.download();
+      b.status = status.download();
+      CAPTURE(name, V, t, packed);
+      for (std::size_t r = 0; r < reqs.size(); ++r) {
+        const bool same = a.row(r) == b.row(r) && a.num_accepted[r] == b.num_accepted[r] && a.status[r] == b.status[r];
+        identical += same;
+        ++requests;
+        // Unusable rows are decided exactly (no rounding): the flags always agree.
+        CHECK(specdec::is_valid(a.status[r]) == specdec::is_valid(b.status[r]));
+        invalid += !specdec::is_valid(a.status[r]);
+        for (const token_id x : b.row(r)) REQUIRE((x == specdec::no_token || specdec::in_vocabulary(x, V)));
+      }
+    });
+  };
+  for (const std::size_t V : {std::size_t{37}, std::size_t{2049}, std::size_t{32000}})
+    for (const double t : {0.0, 0.7, 1.0, 1.6}) {
+      run(float{}, V, t, V != 2049);
+      run(double{}, V, t, V == 2049);
+    }
+  const double rate = static_cast<double>(identical) / static_cast<double>(requests);
+  INFO(identical << " of " << requests << " requests identical to seq (" << rate << "), " << invalid << " invalid");
+  CHECK(rate >= 0.99);
+  CHECK(invalid > 0);
+
+  const auto reqs = logit_requests<float>(s, 2, 2, 100, 1.0, 0);
+  const auto batch = specdec_test::build_batch(reqs, 100, true);
+  const specdec::test::device_chain_batch<float> d(batch.view());
+  specdec_test::owned_outputs out(batch);
+  device_array<token_id> tokens(out.tokens);
+  device_array<std::int32_t> accepted(out.num_accepted);
+  device_array<specdec::verify_status> status(out.status);
+  const std::vector<specdec::warp_params> top_p(2, specdec::warp_params{1.0, 0, 0.9, 0.0});
+  CHECK_THROWS_AS(specdec::verify_from_logits(specdec::exec::cuda, specdec::strict, d.view, top_p, {}, batch.stream_span(),
+                                              specdec::chain_outputs{tokens.span(), accepted.span(), status.span()}),
+                  specdec::error);
 }

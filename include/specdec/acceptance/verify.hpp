@@ -80,20 +80,25 @@ void verify(const exec::cuda_policy& policy, const Rule& rule, const chain_batch
 //! Verifies from logits: each row that is read is warped with its request's parameters first
 //! (temperature, top-k, top-p, min-p). `draft_params` empty means the draft used the target's
 //! parameters; either way q is the warped row the draft token was sampled from.
+//! With `exec::cuda` the path is fused (no probability row is stored; device memory as for `verify`)
+//! and takes temperatures only: top-k, top-p and min-p throw there (backend/cuda/verify.cuh).
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
-void verify_from_logits(const Policy&, const Rule& rule, const chain_batch<T>& logits_batch,
+void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batch<T>& logits_batch,
                         std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
-                "specdec::verify_from_logits: not on the cuda backend yet; warp the rows on the GPU "
-                "(backend/cuda/filter.cuh) and call specdec::verify");
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+  if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
+    return backend::cuda::verify_from_logits(policy.stream, rule, logits_batch, target_params, draft_params, streams, out,
+                                             options);
+#endif
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, logits_batch, target_params, draft_params,
                                                                         streams, out, options);
 #endif
+  (void)policy;
   backend::seq::verify_from_logits(rule, logits_batch, target_params, draft_params, streams, out, options);
 }
 

@@ -45,15 +45,14 @@ struct accepted_mass_of {
   __host__ __device__ double operator()(double p, double q) const { return rule.accepted_mass(p, q); }
 };
 
-//! w_v = max(0, p_v - a(p_v, q_v)), NaN for unusable inputs: the residual (sampling/residual.hpp).
-template <class T, class Rule>
+//! w_v = max(0, p_v - a(p_v, q_v)), NaN for unusable inputs: the residual (sampling/residual.hpp);
+//! p and q are weight functors of the two rows (`row_weight`, or rows computed on the fly).
+template <class PWeight, class QWeight, class Rule>
 struct residual_weight_of {
-  const T* p;
-  const T* q;
+  PWeight p;
+  QWeight q;
   accepted_mass_of<Rule> mass;
-  __device__ double operator()(std::size_t v) const {
-    return specdec::detail::residual_weight(static_cast<double>(p[v]), static_cast<double>(q[v]), mass);
-  }
+  __device__ double operator()(std::size_t v) const { return specdec::detail::residual_weight(p(v), q(v), mass); }
 };
 
 //! Tile t's entries [begin, end) of a row of `size` entries.
@@ -152,11 +151,18 @@ __device__ inline long long first_crossing_staged(tile_range tile, double prefix
 
 //! Rules 4-6 for one row, called by all 32 lanes of one warp: `tile_mass[0, tiles)` from pass 1,
 //! `usable` whether every weight was usable, `u` the uniform; `shared` holds
-//! `locate_shared_doubles` doubles. The same token and status as `specdec::sample_by_weights`.
+//! `locate_shared_doubles` doubles (and first the tile masses). The same token and status as `specdec::sample_by_weights`.
 template <class Weight>
 __device__ located warp_locate(const Weight& weight, std::size_t size, const double* tile_mass, bool usable, double u,
                                double* shared) {
   const std::size_t tiles = specdec::detail::tile_count(size);
+  // The tile masses are read twice in sequence below; a row of up to 2080 tiles (V <= 4.2M) first
+  // copies them to shared memory in one coalesced round, so each step is a shared load, not an L2 one.
+  if (tiles <= sampling_lanes * strip_stride) {
+    for (std::size_t t = static_cast<std::size_t>(lane_id()); t < tiles; t += warp_size) shared[t] = tile_mass[t];
+    __syncwarp();
+    tile_mass = shared;
+  }
   double total = 0.0;
   for (std::size_t t = 0; t < tiles; ++t) total += tile_mass[t];
   if (!usable || !(total <= std::numeric_limits<double>::max())) return {no_token, row_status::not_finite};
@@ -169,6 +175,7 @@ __device__ located warp_locate(const Weight& weight, std::size_t size, const dou
     const double m = tile_mass[t];
     if (prefix + m > goal) {
       const tile_range tile = tile_range::of(t, size);
+      __syncwarp();  // every lane is past its reads of the masses before the tile overwrites them
       stage_tile(weight, tile, shared);
       long long v = first_crossing_staged(tile, prefix, goal, shared);
       if (v < 0) v = last_positive_staged(tile, shared);  // rule 5's fallback
@@ -179,6 +186,7 @@ __device__ located warp_locate(const Weight& weight, std::size_t size, const dou
   }
   // Rule 6: the last positive entry of the row lies in the last tile with positive mass.
   const tile_range tile = tile_range::of(last_with_mass, size);
+  __syncwarp();
   stage_tile(weight, tile, shared);
   return {static_cast<token_id>(last_positive_staged(tile, shared)), row_status::ok};
 }

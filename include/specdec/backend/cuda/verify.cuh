@@ -36,6 +36,7 @@
 #include "specdec/backend/cuda/categorical.cuh"
 #include "specdec/backend/cuda/error.cuh"
 #include "specdec/backend/cuda/memory.cuh"
+#include "specdec/backend/cuda/softmax.cuh"
 #include "specdec/backend/cuda/warp.cuh"
 #include "specdec/backend/seq/verify.hpp"
 #include "specdec/core/batch.hpp"
@@ -84,11 +85,57 @@ struct job_result {
   row_status status = row_status::no_mass;
 };
 
-//! Everything the kernels read and write, by value.
+//! Rows given as probabilities: the weight of entry v is the entry itself.
 template <class T>
-struct verify_view {
+struct probability_rows {
   const T* target = nullptr;
   const T* draft = nullptr;
+  std::size_t vocab = 0;
+  __device__ row_weight<T> target_row(std::int64_t row) const { return {target + static_cast<std::size_t>(row) * vocab}; }
+  __device__ row_weight<T> draft_row(std::int64_t row) const { return {draft + static_cast<std::size_t>(row) * vocab}; }
+  __device__ bool target_usable(std::int64_t) const { return true; }
+  __device__ bool draft_usable(std::int64_t) const { return true; }
+};
+
+//! The probability of entry v of a logit row softmaxed at temperature T, computed exactly as
+//! softmax.cuh writes it (U(U(e_v) * (1 / S)), rounded to the row type as seq's scratch row is);
+//! T = 0 is the one-hot row on the argmax. Never stored: the fused path of `verify_from_logits`.
+template <class T>
+struct softmax_weight {
+  const T* x;
+  softmax_row stats;
+  double temperature;
+  __device__ double operator()(std::size_t v) const {
+    if (temperature == 0.0) return static_cast<long long>(v) == stats.argmax ? 1.0 : 0.0;
+    const double e = static_cast<double>(static_cast<T>(scaled_exp(x[v], stats.max, temperature, 1.0 / temperature)));
+    return static_cast<double>(static_cast<T>(e * (1.0 / stats.sum)));
+  }
+};
+
+//! Rows given as logits, with each row's softmax statistics and temperature from a first pass.
+template <class T>
+struct logit_rows {
+  const T* target = nullptr;
+  const T* draft = nullptr;
+  std::size_t vocab = 0;
+  const softmax_row* target_stats = nullptr;
+  const softmax_row* draft_stats = nullptr;
+  const double* target_temperature = nullptr;
+  const double* draft_temperature = nullptr;
+  __device__ softmax_weight<T> target_row(std::int64_t row) const {
+    return {target + static_cast<std::size_t>(row) * vocab, target_stats[row], target_temperature[row]};
+  }
+  __device__ softmax_weight<T> draft_row(std::int64_t row) const {
+    return {draft + static_cast<std::size_t>(row) * vocab, draft_stats[row], draft_temperature[row]};
+  }
+  __device__ bool target_usable(std::int64_t row) const { return target_stats[row].status == row_status::ok; }
+  __device__ bool draft_usable(std::int64_t row) const { return draft_stats[row].status == row_status::ok; }
+};
+
+//! Everything the kernels read and write, by value; `Rows` gives the weight of each row's entries.
+template <class Rows>
+struct verify_view {
+  Rows rows;
   const token_id* draft_tokens = nullptr;
   std::size_t vocab = 0;
   std::size_t tiles = 0;
@@ -110,8 +157,6 @@ struct verify_view {
   verify_status* out_status = nullptr;
   std::size_t out_stride = 0;
 
-  __device__ const T* target_row(std::int64_t row) const { return target + static_cast<std::size_t>(row) * vocab; }
-  __device__ const T* draft_row(std::int64_t row) const { return draft + static_cast<std::size_t>(row) * vocab; }
   __device__ bool normalised(std::int64_t sum_index) const {
     return row_sums == nullptr || fabs(row_sums[sum_index] - 1.0) <= tolerance;
   }
@@ -128,8 +173,8 @@ __device__ inline bool usable_scalar(double v) { return specdec::detail::usable_
 // ---- rejection rules ------------------------------------------------------------------------------
 
 //! Step 1: the scalar walk of seq's verify_one, one thread per request.
-template <class Rule, class T>
-__global__ void plan_rejection(Rule rule, verify_view<T> a) {
+template <class Rule, class Rows>
+__global__ void plan_rejection(Rule rule, verify_view<Rows> a) {
   const std::int32_t b = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= a.batch) return;
   const request_desc r = a.requests[b];
@@ -145,12 +190,20 @@ __global__ void plan_rejection(Rule rule, verify_view<T> a) {
   double pxs[chunk], qxs[chunk];
   for (std::int32_t i = 0;; ++i) {
     plan.stop = i;
+    if (!a.rows.target_usable(r.target_row0 + i)) {
+      plan.status |= verify_status::invalid_row;
+      break;
+    }
     if (!a.normalised(r.target_row0 + i)) {
       plan.status |= verify_status::not_normalised;
       break;
     }
     if (i == r.num_drafts) {
       plan.kind = stop_kind::bonus;
+      break;
+    }
+    if (!a.rows.draft_usable(r.draft_row0 + i)) {
+      plan.status |= verify_status::invalid_row;
       break;
     }
     if (!a.normalised(a.num_target_rows + r.draft_row0 + i)) {
@@ -162,8 +215,8 @@ __global__ void plan_rejection(Rule rule, verify_view<T> a) {
       for (std::int32_t k = 0; k < chunk; ++k)
         if (i + k < r.num_drafts) {
           const token_id y = a.draft_tokens[r.draft_row0 + i + k];
-          pxs[k] = static_cast<double>(a.target_row(r.target_row0 + i + k)[y]);
-          qxs[k] = static_cast<double>(a.draft_row(r.draft_row0 + i + k)[y]);
+          pxs[k] = a.rows.target_row(r.target_row0 + i + k)(static_cast<std::size_t>(y));
+          qxs[k] = a.rows.draft_row(r.draft_row0 + i + k)(static_cast<std::size_t>(y));
         }
     }
     const double px = pxs[i % chunk], qx = qxs[i % chunk];
@@ -197,19 +250,19 @@ struct tile_task {
 };
 
 //! Step 2: one warp per tile of each request's residual (or bonus) row pair.
-template <class Rule, class T>
-__global__ void residual_tiles(Rule rule, verify_view<T> a) {
+template <class Rule, class Rows>
+__global__ void residual_tiles(Rule rule, verify_view<Rows> a) {
   const tile_task task = tile_task::of(a.tiles);
   if (task.tile >= a.tiles) return;  // the whole warp leaves together
   const request_plan plan = a.plans[task.job];
   if (plan.kind == stop_kind::none) return;
   const request_desc r = a.requests[task.job];
-  const T* p = a.target_row(r.target_row0 + plan.stop);
+  const auto p = a.rows.target_row(r.target_row0 + plan.stop);
   const tile_range tile = tile_range::of(task.tile, a.vocab);
   const std::size_t at = static_cast<std::size_t>(task.job) * a.tiles + task.tile;
   bool usable = true;
   if (plan.kind == stop_kind::bonus) {
-    const double m = warp_tile_mass(row_weight<T>{p}, tile, usable);
+    const double m = warp_tile_mass(p, tile, usable);
     usable = warp_all(usable);
     if (lane_id() == 0) {
       a.tile_mass[at] = m;
@@ -217,16 +270,16 @@ __global__ void residual_tiles(Rule rule, verify_view<T> a) {
     }
     return;
   }
-  const T* q = a.draft_row(r.draft_row0 + plan.stop);
-  const residual_weight_of<T, Rule> residual{p, q, {rule}};
+  const auto q = a.rows.draft_row(r.draft_row0 + plan.stop);
+  const residual_weight_of<decltype(p), decltype(q), Rule> residual{p, q, {rule}};
   double residual_acc = 0.0, p_acc = 0.0;
   bool q_has_mass = false;
   for_lane_entries(tile, [&](std::size_t v) {
     const double w = residual(v);
     usable = usable & specdec::detail::usable_weight(w);
     residual_acc += w;
-    p_acc += static_cast<double>(p[v]);
-    q_has_mass = q_has_mass | (static_cast<double>(q[v]) > 0.0);
+    p_acc += p(v);
+    q_has_mass = q_has_mass | (q(v) > 0.0);
   });
   const double m = reduce_lanes(residual_acc), pm = reduce_lanes(p_acc);
   usable = warp_all(usable);
@@ -239,8 +292,8 @@ __global__ void residual_tiles(Rule rule, verify_view<T> a) {
 }
 
 //! The union (`any`) or intersection (!any) of a flag over a job's tiles.
-template <class T>
-__device__ bool tile_flag_over(const verify_view<T>& a, std::int32_t job, std::uint32_t flag, bool any) {
+template <class Rows>
+__device__ bool tile_flag_over(const verify_view<Rows>& a, std::int32_t job, std::uint32_t flag, bool any) {
   bool result = !any;
   for (std::size_t t = 0; t < a.tiles; ++t) {
     const bool set = (a.tile_flags[static_cast<std::size_t>(job) * a.tiles + t] & flag) != 0;
@@ -250,8 +303,8 @@ __device__ bool tile_flag_over(const verify_view<T>& a, std::int32_t job, std::u
 }
 
 //! Writes request b's output row: its accepted drafts, then `correction` at `stop`, then -1.
-template <class T>
-__device__ void write_outputs(const verify_view<T>& a, std::int32_t b, const request_desc& r, std::int32_t stop,
+template <class Rows>
+__device__ void write_outputs(const verify_view<Rows>& a, std::int32_t b, const request_desc& r, std::int32_t stop,
                               token_id correction, verify_status status) {
   token_id* row = a.out_tokens + static_cast<std::size_t>(b) * a.out_stride;
   for (std::size_t j = static_cast<std::size_t>(lane_id()); j < a.out_stride; j += warp_size) {
@@ -265,8 +318,8 @@ __device__ void write_outputs(const verify_view<T>& a, std::int32_t b, const req
 }
 
 //! Step 3: one warp per request locates its correction or bonus token.
-template <class Rule, class T>
-__global__ void locate_rejection(Rule rule, verify_view<T> a) {
+template <class Rule, class Rows>
+__global__ void locate_rejection(Rule rule, verify_view<Rows> a) {
   __shared__ double shared[locate_shared_doubles];
   const std::int32_t b = static_cast<std::int32_t>(blockIdx.x);
   const request_desc r = a.requests[b];
@@ -274,21 +327,21 @@ __global__ void locate_rejection(Rule rule, verify_view<T> a) {
   verify_status status = plan.status;
   token_id token = no_token;
   if (plan.kind != stop_kind::none) {
-    const T* p = a.target_row(r.target_row0 + plan.stop);
+    const auto p = a.rows.target_row(r.target_row0 + plan.stop);
     const double* masses = a.tile_mass + static_cast<std::size_t>(b) * a.tiles;
     const bool usable = tile_flag_over(a, b, weights_usable, false);
     const double u = r.stream.open(static_cast<std::uint32_t>(plan.stop), random::purpose::resample).uniform();
     located found;
     if (plan.kind == stop_kind::bonus) {
-      found = warp_locate(row_weight<T>{p}, a.vocab, masses, usable, u, shared);
+      found = warp_locate(p, a.vocab, masses, usable, u, shared);
     } else if (plan.kind == stop_kind::residual_q_zero && !tile_flag_over(a, b, q_positive, true)) {
       found.status = row_status::not_finite;  // q has no mass at all: an unusable row (status.hpp)
     } else {
-      const T* q = a.draft_row(r.draft_row0 + plan.stop);
-      found = warp_locate(residual_weight_of<T, Rule>{p, q, {rule}}, a.vocab, masses, usable, u, shared);
+      const auto q = a.rows.draft_row(r.draft_row0 + plan.stop);
+      found = warp_locate(residual_weight_of<decltype(p), decltype(q), Rule>{p, q, {rule}}, a.vocab, masses, usable, u, shared);
       if (found.status == row_status::no_mass) {  // p == q up to rounding: sample p itself (flagged)
         status |= verify_status::residual_fallback;
-        found = warp_locate(row_weight<T>{p}, a.vocab, a.p_tile_mass + static_cast<std::size_t>(b) * a.tiles, true, u, shared);
+        found = warp_locate(p, a.vocab, a.p_tile_mass + static_cast<std::size_t>(b) * a.tiles, true, u, shared);
       }
     }
     if (found.status == row_status::ok && in_vocabulary(found.token, a.vocab))
@@ -302,17 +355,17 @@ __global__ void locate_rejection(Rule rule, verify_view<T> a) {
 // ---- greedy and sample-and-match ------------------------------------------------------------------
 
 //! Pass 1 of the row jobs: tile masses of p (sample-and-match) or the tile's argmax and flags (greedy).
-template <rule_family Family, class T>
-__global__ void target_tiles(verify_view<T> a) {
+template <rule_family Family, class Rows>
+__global__ void target_tiles(verify_view<Rows> a) {
   const tile_task task = tile_task::of(a.tiles);
   if (task.tile >= a.tiles || task.job >= a.jobs) return;
   const job_desc job = a.job_list[task.job];
-  const T* p = a.target_row(a.requests[job.request].target_row0 + job.position);
+  const auto p = a.rows.target_row(a.requests[job.request].target_row0 + job.position);
   const tile_range tile = tile_range::of(task.tile, a.vocab);
   const std::size_t at = static_cast<std::size_t>(task.job) * a.tiles + task.tile;
   bool usable = true;
   if constexpr (Family == rule_family::sample_and_match) {
-    const double m = warp_tile_mass(row_weight<T>{p}, tile, usable);
+    const double m = warp_tile_mass(p, tile, usable);
     usable = warp_all(usable);
     if (lane_id() == 0) {
       a.tile_mass[at] = m;
@@ -322,7 +375,7 @@ __global__ void target_tiles(verify_view<T> a) {
     arg_best best{0.0, -1};
     bool positive = false;
     for_lane_entries(tile, [&](std::size_t v) {
-      const double x = static_cast<double>(p[v]);
+      const double x = p(v);
       usable = usable & usable_scalar(x);  // seq's greedy_usable: no NaN, inf or negative entry
       positive = positive | (x > 0.0);
       best = better(best, arg_best{x, static_cast<long long>(v)});
@@ -338,8 +391,8 @@ __global__ void target_tiles(verify_view<T> a) {
 }
 
 //! Pass 2 of the row jobs, one warp per job: the target's sample or argmax of that row.
-template <rule_family Family, class T>
-__global__ void locate_targets(verify_view<T> a) {
+template <rule_family Family, class Rows>
+__global__ void locate_targets(verify_view<Rows> a) {
   __shared__ double shared[locate_shared_doubles];
   const std::int32_t j = static_cast<std::int32_t>(blockIdx.x);
   const job_desc job = a.job_list[j];
@@ -348,7 +401,7 @@ __global__ void locate_targets(verify_view<T> a) {
   const bool usable = tile_flag_over(a, j, weights_usable, false);
   if constexpr (Family == rule_family::sample_and_match) {
     const double u = r.stream.open(static_cast<std::uint32_t>(job.position), random::purpose::target_sample).uniform();
-    const located found = warp_locate(row_weight<T>{a.target_row(r.target_row0 + job.position)}, a.vocab,
+    const located found = warp_locate(a.rows.target_row(r.target_row0 + job.position), a.vocab,
                                       a.tile_mass + static_cast<std::size_t>(j) * a.tiles, usable, u, shared);
     result = {found.token, found.status};
   } else {
@@ -363,8 +416,8 @@ __global__ void locate_targets(verify_view<T> a) {
 }
 
 //! The walk of greedy and sample-and-match over the row results, one warp per request.
-template <rule_family Family, class T>
-__global__ void walk_targets(verify_view<T> a) {
+template <rule_family Family, class Rows>
+__global__ void walk_targets(verify_view<Rows> a) {
   const std::int32_t b = static_cast<std::int32_t>(blockIdx.x);
   const request_desc r = a.requests[b];
   verify_status status = verify_status::ok;
@@ -374,6 +427,10 @@ __global__ void walk_targets(verify_view<T> a) {
     status = verify_status::bad_draft_token;
   } else {
     for (;; ++stop) {
+      if (!a.rows.target_usable(r.target_row0 + stop)) {
+        status |= verify_status::invalid_row;
+        break;
+      }
       if (!a.normalised(r.target_row0 + stop)) {
         status |= verify_status::not_normalised;
         break;
@@ -420,49 +477,156 @@ __global__ void row_sums(const T* target, std::int64_t target_rows, const T* dra
 // ---- host side ------------------------------------------------------------------------------------
 
 //! The workspace parts of one verification, taken in a fixed order from a `workspace_plan`.
-template <class T>
 struct verify_parts {
-  std::size_t batch, jobs, tiles, rows;
-  bool rejection, greedy, check;
+  std::size_t batch = 0, jobs = 0, tiles = 0, sum_rows = 0, target_rows = 0, draft_rows = 0, chunks = 0;
+  bool rejection = false, greedy = false;
+  bool logits = false;  //!< the fused path: per-row temperatures, softmax partials and statistics
 
-  static verify_parts of(const chain_batch<T>& batch, rule_family family, const verify_options& options) {
-    const std::size_t B = batch.layout.batch_size();
-    const bool rejection = family == rule_family::rejection;
-    std::size_t row_jobs = 0;  // greedy, sample-and-match: n_b + 1 per request
-    for (std::size_t b = 0; b < B; ++b) row_jobs += batch.layout.num_drafts(b) + 1;
-    return {B,
-            rejection ? B : row_jobs,
-            specdec::detail::tile_count(batch.vocab_size),
-            batch.layout.num_target_rows() + (batch.draft_rows.empty() ? 0 : batch.layout.num_draft_rows()),
-            rejection,
-            family == rule_family::greedy,
-            options.check_normalisation};
+  template <class T>
+  static verify_parts of(const chain_batch<T>& batch, rule_family family, const verify_options& options, bool logits) {
+    verify_parts p;
+    p.batch = batch.layout.batch_size();
+    p.rejection = family == rule_family::rejection;
+    p.greedy = family == rule_family::greedy;
+    p.logits = logits;
+    for (std::size_t b = 0; b < p.batch; ++b) p.jobs += p.rejection ? 1 : batch.layout.num_drafts(b) + 1;
+    p.tiles = specdec::detail::tile_count(batch.vocab_size);
+    p.target_rows = batch.layout.num_target_rows();
+    p.draft_rows = batch.draft_rows.empty() ? 0 : batch.layout.num_draft_rows();
+    // Warped rows are normalised by construction, so the fused path has nothing to check.
+    p.sum_rows = options.check_normalisation && !logits ? p.target_rows + p.draft_rows : 0;
+    p.chunks = logits ? chunk_count<T>(batch.vocab_size) : 0;
+    return p;
   }
-  //! Takes the parts (null pointers while counting) into `view`.
-  void take(workspace_plan& plan, verify_view<T>& view, request_desc*& requests, job_desc*& job_list) const {
-    requests = plan.take<request_desc>(batch);
-    job_list = rejection ? nullptr : plan.take<job_desc>(jobs);
-    view.plans = rejection ? plan.take<request_plan>(batch) : nullptr;
-    view.tile_mass = greedy ? nullptr : plan.take<double>(jobs * tiles);
-    view.p_tile_mass = rejection ? plan.take<double>(jobs * tiles) : nullptr;
-    view.tile_flags = plan.take<std::uint32_t>(jobs * tiles);
-    view.tile_best = greedy ? plan.take<arg_best>(jobs * tiles) : nullptr;
-    view.results = rejection ? nullptr : plan.take<job_result>(jobs);
-    view.row_sums = check ? plan.take<double>(rows) : nullptr;
+  //! Where the parts went (null pointers while counting).
+  struct pointers {
+    request_desc* requests;
+    job_desc* jobs;
+    request_plan* plans;
+    double *tile_mass, *p_tile_mass, *row_sums, *temperatures;
+    std::uint32_t* tile_flags;
+    arg_best* tile_best;
+    job_result* results;
+    softmax_partial* partials;
+    softmax_row* stats;
+  };
+  pointers take(workspace_plan& plan) const {
+    pointers w{};
+    w.requests = plan.take<request_desc>(batch);
+    w.jobs = rejection ? nullptr : plan.take<job_desc>(jobs);
+    w.plans = rejection ? plan.take<request_plan>(batch) : nullptr;
+    w.tile_mass = greedy ? nullptr : plan.take<double>(jobs * tiles);
+    w.p_tile_mass = rejection ? plan.take<double>(jobs * tiles) : nullptr;
+    w.tile_flags = plan.take<std::uint32_t>(jobs * tiles);
+    w.tile_best = greedy ? plan.take<arg_best>(jobs * tiles) : nullptr;
+    w.results = rejection ? nullptr : plan.take<job_result>(jobs);
+    w.row_sums = sum_rows > 0 ? plan.take<double>(sum_rows) : nullptr;
+    if (logits) {
+      w.temperatures = plan.take<double>(target_rows + draft_rows);
+      w.partials = plan.take<softmax_partial>((target_rows + draft_rows) * chunks);
+      w.stats = plan.take<softmax_row>(target_rows + draft_rows);
+    }
+    return w;
+  }
+  std::size_t bytes() const {
+    workspace_plan plan;
+    (void)take(plan);
+    return plan.bytes();
   }
 };
+
+//! Uploads the request table (and the row jobs) and fills the fields of `a` every path shares.
+template <class Rows, class T>
+void prepare(cudaStream_t stream, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+             const chain_outputs& out, const verify_parts& parts, const verify_parts::pointers& w, verify_view<Rows>& a) {
+  const std::size_t B = parts.batch;
+  std::vector<request_desc> host_requests(B);
+  std::vector<job_desc> host_jobs;
+  for (std::size_t b = 0; b < B; ++b) {
+    const auto n = static_cast<std::int32_t>(batch.layout.num_drafts(b));
+    host_requests[b] = {static_cast<std::int64_t>(batch.layout.draft_row(b, 0)),
+                        static_cast<std::int64_t>(batch.layout.target_row(b, 0)), n,
+                        static_cast<std::int32_t>(host_jobs.size()), streams[b]};
+    if (!parts.rejection)
+      for (std::int32_t i = 0; i <= n; ++i) host_jobs.push_back({static_cast<std::int32_t>(b), i});
+  }
+  copy_to_device(w.requests, host_requests.data(), B, stream);
+  copy_to_device(w.jobs, host_jobs.data(), host_jobs.size(), stream);
+  a.draft_tokens = batch.draft_tokens.data();
+  a.vocab = batch.vocab_size;
+  a.tiles = parts.tiles;
+  a.batch = static_cast<std::int32_t>(B);
+  a.jobs = static_cast<std::int32_t>(parts.jobs);
+  a.requests = w.requests;
+  a.job_list = w.jobs;
+  a.plans = w.plans;
+  a.tile_mass = w.tile_mass;
+  a.p_tile_mass = w.p_tile_mass;
+  a.tile_flags = w.tile_flags;
+  a.tile_best = w.tile_best;
+  a.results = w.results;
+  a.row_sums = w.row_sums;
+  a.num_target_rows = static_cast<std::int64_t>(parts.target_rows);
+  a.out_tokens = out.tokens.data();
+  a.out_accepted = out.num_accepted.data();
+  a.out_status = out.status.data();
+  a.out_stride = batch.layout.max_drafts() + 1;
+}
+
+//! Launches the kernels of `Rule`'s family on the prepared view.
+template <class Rule, class Rows>
+void launch(cudaStream_t stream, const Rule& rule, const verify_parts& parts, const verify_view<Rows>& a) {
+  const std::size_t tile_blocks = (parts.tiles + tile_warps_per_block - 1) / tile_warps_per_block;
+  const auto pass1_grid = static_cast<unsigned>(tile_blocks * parts.jobs);
+  constexpr unsigned pass1_block = tile_warps_per_block * warp_size;
+  const auto B = static_cast<unsigned>(parts.batch);
+  if constexpr (Rule::family == rule_family::rejection) {
+    plan_rejection<<<(B + 127) / 128, 128, 0, stream>>>(rule, a);
+    check_launch("plan_rejection");
+    residual_tiles<<<pass1_grid, pass1_block, 0, stream>>>(rule, a);
+    check_launch("residual_tiles");
+    locate_rejection<<<B, warp_size, 0, stream>>>(rule, a);
+    check_launch("locate_rejection");
+  } else {
+    target_tiles<Rule::family><<<pass1_grid, pass1_block, 0, stream>>>(a);
+    check_launch("target_tiles");
+    locate_targets<Rule::family><<<static_cast<unsigned>(parts.jobs), warp_size, 0, stream>>>(a);
+    check_launch("locate_targets");
+    walk_targets<Rule::family><<<B, warp_size, 0, stream>>>(a);
+    check_launch("walk_targets");
+  }
+}
+
+//! The fused path's first pass: the softmax statistics of `rows` rows of logits at their temperatures
+//! (softmax.cuh's partials, combined by one warp per row in its fixed order).
+template <class T>
+__global__ void softmax_stats(const softmax_partial* partials, std::size_t chunks, const double* temperature,
+                              std::size_t rows, softmax_row* stats) {
+  const std::size_t row = static_cast<std::size_t>(blockIdx.x) * (blockDim.x / warp_size) + threadIdx.x / warp_size;
+  if (row >= rows) return;  // whole warps
+  const softmax_row r = combine_partials(partials + row * chunks, chunks, temperature[row]);
+  if (lane_id() == 0) stats[row] = r;
+}
+
+template <class T>
+void launch_softmax_stats(cudaStream_t stream, const T* logits, std::size_t rows, std::size_t vocab, const double* temperature,
+                          softmax_partial* partials, softmax_row* stats) {
+  if (rows == 0) return;
+  softmax_partials_kernel<T><<<row_chunk_grid<T>(rows, vocab), block_threads, 0, stream>>>(
+      logits, vocab, chunk_count<T>(vocab), temperature, partials);
+  check_launch("softmax_partials_kernel");
+  constexpr unsigned warps = 8;
+  softmax_stats<T><<<static_cast<unsigned>((rows + warps - 1) / warps), warps * warp_size, 0, stream>>>(
+      partials, chunk_count<T>(vocab), temperature, rows, stats);
+  check_launch("softmax_stats");
+}
 
 }  // namespace detail
 
 //! Device bytes `verify` needs for this batch shape, rule family and options.
 template <AcceptanceRule Rule, class T>
 std::size_t verify_workspace_bytes(const Rule&, const chain_batch<T>& batch, const verify_options& options = {}) {
-  workspace_plan plan;
-  detail::verify_view<T> view;
-  detail::request_desc* requests = nullptr;
-  detail::job_desc* jobs = nullptr;
-  detail::verify_parts<T>::of(batch, Rule::family, options).take(plan, view, requests, jobs);
-  return plan.bytes();
+  return detail::verify_parts::of(batch, Rule::family, options, false).bytes();
 }
 
 //! Chain verification on `stream` with a caller-owned device `workspace` of at least
@@ -475,68 +639,20 @@ void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
             std::span<const random::request_stream> streams, const chain_outputs& out, std::span<std::byte> workspace,
             const verify_options& options = {}) {
   seq::detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
-  const std::size_t B = batch.layout.batch_size();
-  if (B == 0) return;
-  const auto parts = detail::verify_parts<T>::of(batch, Rule::family, options);
+  const auto parts = detail::verify_parts::of(batch, Rule::family, options, false);
+  if (parts.batch == 0) return;
   workspace_plan plan(workspace);
-  detail::verify_view<T> a;
-  detail::request_desc* requests = nullptr;
-  detail::job_desc* job_list = nullptr;
-  parts.take(plan, a, requests, job_list);
-
-  // The per-request table (and the row jobs), built on the host and uploaded once.
-  std::vector<detail::request_desc> host_requests(B);
-  std::vector<detail::job_desc> host_jobs;
-  for (std::size_t b = 0; b < B; ++b) {
-    const auto n = static_cast<std::int32_t>(batch.layout.num_drafts(b));
-    host_requests[b] = {static_cast<std::int64_t>(batch.layout.draft_row(b, 0)),
-                        static_cast<std::int64_t>(batch.layout.target_row(b, 0)), n,
-                        static_cast<std::int32_t>(host_jobs.size()), streams[b]};
-    if (!parts.rejection)
-      for (std::int32_t i = 0; i <= n; ++i) host_jobs.push_back({static_cast<std::int32_t>(b), i});
-  }
-  copy_to_device(requests, host_requests.data(), B, stream);
-  copy_to_device(job_list, host_jobs.data(), host_jobs.size(), stream);
-
-  a.target = batch.target_rows.data();
-  a.draft = batch.draft_rows.data();
-  a.draft_tokens = batch.draft_tokens.data();
-  a.vocab = batch.vocab_size;
-  a.tiles = parts.tiles;
-  a.batch = static_cast<std::int32_t>(B);
-  a.jobs = static_cast<std::int32_t>(parts.jobs);
-  a.requests = requests;
-  a.job_list = job_list;
-  a.num_target_rows = static_cast<std::int64_t>(batch.layout.num_target_rows());
+  const auto w = parts.take(plan);
+  detail::verify_view<detail::probability_rows<T>> a;
+  a.rows = {batch.target_rows.data(), batch.draft_rows.data(), batch.vocab_size};
   a.tolerance = options.normalisation_tolerance;
-  a.out_tokens = out.tokens.data();
-  a.out_accepted = out.num_accepted.data();
-  a.out_status = out.status.data();
-  a.out_stride = batch.layout.max_drafts() + 1;
-
-  if (options.check_normalisation) {
-    detail::row_sums<<<static_cast<unsigned>(parts.rows), 256, 0, stream>>>(a.target, a.num_target_rows, a.draft,
-                                                                             a.vocab, const_cast<double*>(a.row_sums));
+  detail::prepare(stream, batch, streams, out, parts, w, a);
+  if (parts.sum_rows > 0) {
+    detail::row_sums<<<static_cast<unsigned>(parts.sum_rows), 256, 0, stream>>>(
+        a.rows.target, a.num_target_rows, a.rows.draft, a.vocab, w.row_sums);
     check_launch("row_sums");
   }
-  const std::size_t tile_blocks = (parts.tiles + detail::tile_warps_per_block - 1) / detail::tile_warps_per_block;
-  const auto pass1_grid = static_cast<unsigned>(tile_blocks * parts.jobs);
-  constexpr unsigned pass1_block = detail::tile_warps_per_block * detail::warp_size;
-  if constexpr (Rule::family == rule_family::rejection) {
-    detail::plan_rejection<<<static_cast<unsigned>((B + 127) / 128), 128, 0, stream>>>(rule, a);
-    check_launch("plan_rejection");
-    detail::residual_tiles<<<pass1_grid, pass1_block, 0, stream>>>(rule, a);
-    check_launch("residual_tiles");
-    detail::locate_rejection<<<static_cast<unsigned>(B), detail::warp_size, 0, stream>>>(rule, a);
-    check_launch("locate_rejection");
-  } else {
-    detail::target_tiles<Rule::family><<<pass1_grid, pass1_block, 0, stream>>>(a);
-    check_launch("target_tiles");
-    detail::locate_targets<Rule::family><<<static_cast<unsigned>(parts.jobs), detail::warp_size, 0, stream>>>(a);
-    check_launch("locate_targets");
-    detail::walk_targets<Rule::family><<<static_cast<unsigned>(B), detail::warp_size, 0, stream>>>(a);
-    check_launch("walk_targets");
-  }
+  detail::launch(stream, rule, parts, a);
 }
 
 //! `verify` with a workspace allocated (and freed) on `stream`.
@@ -545,6 +661,79 @@ void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
             std::span<const random::request_stream> streams, const chain_outputs& out, const verify_options& options = {}) {
   device_buffer workspace(verify_workspace_bytes(rule, batch, options), stream);
   verify(stream, rule, batch, streams, out, workspace.span(), options);
+}
+
+//! Device bytes `verify_from_logits` needs.
+template <AcceptanceRule Rule, class T>
+std::size_t verify_from_logits_workspace_bytes(const Rule&, const chain_batch<T>& logits_batch,
+                                               const verify_options& options = {}) {
+  return detail::verify_parts::of(logits_batch, Rule::family, options, true).bytes();
+}
+
+//! Chain verification from logits, fused: one pass computes every row's softmax statistics (maximum,
+//! sum, argmax; a few doubles per row), and the verification then computes each probability it needs
+//! on the fly from the logit, so no [rows][V] probabilities are ever written. Per-request temperatures
+//! (T = 0: greedy's one-hot row); the probabilities are softmax.cuh's, within its stated bound of
+//! seq's, so tokens agree with seq except where a uniform or a cumulative sum falls within that bound
+//! of a boundary (tests/backend/cuda_verify.cu measures the agreement).
+//! top-k, top-p and min-p are not fused: a request that sets one is refused (warp the rows with
+//! `warp_logits` from filter.cuh and call `verify`). `check_normalisation` has nothing to check
+//! (warped rows are normalised by construction). Otherwise as `verify`.
+//! \throws specdec::error on shapes, invalid parameters, a filter, or a small workspace.
+template <AcceptanceRule Rule, class T>
+void verify_from_logits(cudaStream_t stream, const Rule& rule, const chain_batch<T>& logits_batch,
+                        std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
+                        std::span<const random::request_stream> streams, const chain_outputs& out,
+                        std::span<std::byte> workspace, const verify_options& options = {}) {
+  static_assert(detail::float_or_double<T>, "cuda verify_from_logits: float or double logits");
+  seq::detail::check_shapes(logits_batch, reads_draft_distribution<Rule>, streams, out);
+  const std::size_t B = logits_batch.layout.batch_size();
+  SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
+  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
+  const auto temperature_only = [](const warp_params& w) {
+    validate(w);
+    SPECDEC_EXPECTS(w.top_k == 0 && w.top_p == 1.0 && w.min_p == 0.0,
+                    "cuda verify_from_logits: top-k, top-p and min-p are not fused; warp the rows with "
+                    "backend::cuda::warp_logits and call verify");
+  };
+  for (const auto& w : target_params) temperature_only(w);
+  for (const auto& w : draft_params) temperature_only(w);
+  const auto parts = detail::verify_parts::of(logits_batch, Rule::family, options, true);
+  if (B == 0) return;
+  workspace_plan plan(workspace);
+  const auto w = parts.take(plan);
+
+  // One temperature per row: target rows first, then draft rows (padding rows get 1).
+  std::vector<double> temperatures(parts.target_rows + parts.draft_rows, 1.0);
+  for (std::size_t b = 0; b < B; ++b) {
+    const double tt = target_params[b].temperature, td = draft_params.empty() ? tt : draft_params[b].temperature;
+    for (std::size_t i = 0; i <= logits_batch.layout.num_drafts(b); ++i) temperatures[logits_batch.layout.target_row(b, i)] = tt;
+    if (parts.draft_rows > 0)
+      for (std::size_t i = 0; i < logits_batch.layout.num_drafts(b); ++i)
+        temperatures[parts.target_rows + logits_batch.layout.draft_row(b, i)] = td;
+  }
+  copy_to_device(w.temperatures, temperatures.data(), temperatures.size(), stream);
+  detail::launch_softmax_stats(stream, logits_batch.target_rows.data(), parts.target_rows, logits_batch.vocab_size,
+                               w.temperatures, w.partials, w.stats);
+  detail::launch_softmax_stats(stream, logits_batch.draft_rows.data(), parts.draft_rows, logits_batch.vocab_size,
+                               w.temperatures + parts.target_rows, w.partials + parts.target_rows * parts.chunks,
+                               w.stats + parts.target_rows);
+
+  detail::verify_view<detail::logit_rows<T>> a;
+  a.rows = {logits_batch.target_rows.data(), logits_batch.draft_rows.data(), logits_batch.vocab_size,
+            w.stats, w.stats + parts.target_rows, w.temperatures, w.temperatures + parts.target_rows};
+  detail::prepare(stream, logits_batch, streams, out, parts, w, a);
+  detail::launch(stream, rule, parts, a);
+}
+
+//! `verify_from_logits` with a workspace allocated (and freed) on `stream`.
+template <AcceptanceRule Rule, class T>
+void verify_from_logits(cudaStream_t stream, const Rule& rule, const chain_batch<T>& logits_batch,
+                        std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
+                        std::span<const random::request_stream> streams, const chain_outputs& out,
+                        const verify_options& options = {}) {
+  device_buffer workspace(verify_from_logits_workspace_bytes(rule, logits_batch, options), stream);
+  verify_from_logits(stream, rule, logits_batch, target_params, draft_params, streams, out, workspace.span(), options);
 }
 
 }  // namespace specdec::backend::cuda
