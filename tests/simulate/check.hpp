@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "specdec/random/stream.hpp"
 #include "specdec/simulate/tally.hpp"
 
 namespace specdec_sim_test {
@@ -111,6 +112,36 @@ inline std::vector<row_pair> row_pairs() {
       {{1.0, 0.0, 0.0}, {0.0, 0.5, 0.5}},
       {{0.3, 0.3, 0.4}, {0.3, 0.3, 0.4}},
   };
+}
+
+//! A random pair over V tokens for the table and GPU comparisons: normalised Exp(1) weights from
+//! the stream (seed, id, purpose user), with p(v) = 0 for v % 5 == 1 and q(v) = 0 for v % 7 == 2
+//! (unacceptable tokens and vanishing residual entries).
+inline row_pair random_row_pair(std::size_t v, std::uint64_t seed, std::uint32_t id) {
+  specdec::random::philox_stream s({seed, id, 2, 0, specdec::random::purpose::user});
+  row_pair r{std::vector<double>(v), std::vector<double>(v)};
+  double sp = 0.0, sq = 0.0;
+  for (std::size_t i = 0; i < v; ++i) {
+    sp += (r.p[i] = i % 5 == 1 ? 0.0 : s.exponential());
+    sq += (r.q[i] = i % 7 == 2 ? 0.0 : s.exponential());
+  }
+  for (double& x : r.p) x /= sp;
+  for (double& x : r.q) x /= sq;
+  return r;
+}
+
+//! True when two tallies hold the same draws: histogram sizes and counts, overflow count and summary
+//! (what "identical counts" means for two simulators on the same streams); prints a difference.
+inline bool same_tally(const count_tally& a, const count_tally& b) {
+  bool ok = a.histogram().size() == b.histogram().size() && a.count() == b.count() &&
+            a.overflow_count() == b.overflow_count();
+  for (std::size_t v = 0; ok && v < a.histogram().size(); ++v) ok = a.histogram()[v] == b.histogram()[v];
+  ok = ok && a.summary().mean == b.summary().mean && a.summary().variance == b.summary().variance;
+  if (!ok)
+    std::cout << "  tallies differ: histogram sizes " << a.histogram().size() << " / " << b.histogram().size()
+              << ", draws " << a.count() << " / " << b.count() << ", means " << a.summary().mean << " / "
+              << b.summary().mean << "\n";
+  return ok;
 }
 
 }  // namespace specdec_sim_test

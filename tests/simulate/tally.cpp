@@ -125,3 +125,20 @@ TEST_CASE("draw_stream: addresses (seed, stream, draw index) under purpose::simu
   auto b = sim::draw_stream(o, 5);
   CHECK(a.uniform() != b.uniform());
 }
+
+TEST_CASE("count_tally: add(v, n) ends as n calls of add(v)", "[simulate][tally]") {
+  sim::count_tally bulk(4), single(4);
+  const std::uint64_t values[] = {0, 3, 3, 17, 40, 2, 40, 1000};
+  const std::uint64_t counts[] = {5, 0, 2, 1, 3, 7, 1, 2};
+  for (std::size_t k = 0; k < 8; ++k) {
+    bulk.add(values[k], counts[k]);
+    for (std::uint64_t n = 0; n < counts[k]; ++n) single.add(values[k]);
+  }
+  REQUIRE(bulk.histogram().size() == single.histogram().size());  // the same growth (n = 0 grows nothing)
+  for (std::size_t v = 0; v < bulk.histogram().size(); ++v) CHECK(bulk.histogram()[v] == single.histogram()[v]);
+  CHECK(bulk.count() == 21);
+  sim::count_tally big;
+  big.add(sim::count_tally::histogram_limit + 5, 3);
+  CHECK(big.overflow_count() == 3);
+  CHECK(big.summary().mean == static_cast<double>(sim::count_tally::histogram_limit + 5));
+}

@@ -26,6 +26,8 @@ void option_parser::common(std::uint64_t default_draws) {
   value("draws", "N", std::to_string(default_draws),
         "Monte-Carlo draws per point (0: theory only); one Philox stream per point");
   value("seed", "S", "1", "Monte-Carlo seed (same seed, same numbers)");
+  value("policy", "P", "seq",
+        "where the Monte-Carlo draws run: seq (this CPU) or cuda (the GPU: the same draws, the same numbers)");
   value("csv", "FILE", "", "write the CSV table to FILE instead of stdout");
   value("plot", "FILE.png", "", "also draw a PNG through gnuplot (needs gnuplot on PATH)");
   flag("quiet", "no progress messages on stderr");

@@ -32,7 +32,7 @@ class option_parser {
   //! An option --name VALUE with a default (empty: no default) and its metavariable for --help.
   void value(const std::string& name, const std::string& metavar, const std::string& default_value,
              const std::string& help);
-  //! The options every subcommand has: --csv, --plot, --seed, --draws, --quiet, --help.
+  //! The options every subcommand has: --csv, --plot, --seed, --draws, --policy, --quiet, --help.
   void common(std::uint64_t default_draws);
 
   //! Reads the arguments (--name VALUE or --name=VALUE). Returns false when --help was given

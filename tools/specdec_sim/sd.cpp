@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "monte_carlo.hpp"
 #include "output.hpp"
 #include "registry.hpp"
 #include "specdec/optimize/gamma.hpp"
@@ -34,6 +35,7 @@ struct settings {
   std::optional<double> c_hat;  // nullopt: the operations factor uses c_hat = c
   int max_gamma = 128;
   std::uint64_t draws = 0, seed = 1;
+  mc_policy policy = mc_policy::seq;
 };
 
 // Simulated SD iterations per (alpha, gamma), each run once (the stream depends on the point only,
@@ -45,8 +47,9 @@ class mc_cache {
     const auto key = std::make_pair(alpha, gamma);
     auto it = cache_.find(key);
     if (it == cache_.end())
-      it = cache_.emplace(key, sim::sd::chain(alpha, gamma, {s_.seed, point_stream({1.0, alpha, static_cast<double>(gamma)}),
-                                                             0, s_.draws})).first;
+      it = cache_.emplace(key, sd_chain(s_.policy, alpha, gamma,
+                                        {s_.seed, point_stream({1.0, alpha, static_cast<double>(gamma)}), 0, s_.draws}))
+               .first;
     return it->second;
   }
 
@@ -126,7 +129,8 @@ int run(std::span<const std::string> args) {
                   "Standard speculative decoding (Leviathan, Kalman, Matias 2023) with i.i.d. acceptance alpha:\n"
                   "expected tokens per iteration E[T] (eq. (1), bonus token counted), walltime improvement\n"
                   "(Thm 3.8), operations factor (Thm 3.11) and the optimal gamma for each (alpha, c), plus\n"
-                  "Monte-Carlo estimates from simulate::sd::chain. One CSV row per (alpha, c, gamma).");
+                  "Monte-Carlo estimates from simulate::sd::chain (on the GPU with --policy cuda). One CSV row\n"
+                  "per (alpha, c, gamma).");
   o.value("alpha", "LIST", "0.1:0.95:0.05", "acceptance rates in [0, 1] (list a,b or range start:stop:step)");
   o.value("gamma", "LIST", "1,2,3,4,6,8,12", "draft lengths >= 0");
   o.value("c", "LIST", "0.01,0.05,0.1,0.2,0.5", "cost ratios: time of a draft call / time of a target call");
@@ -135,7 +139,7 @@ int run(std::span<const std::string> args) {
   o.common(20000);
   if (!o.parse(args)) return 0;
 
-  settings s{o.numbers("alpha"), o.numbers("c"), o.integers("gamma"), std::nullopt, 0, o.draws(), o.seed()};
+  settings s{o.numbers("alpha"), o.numbers("c"), o.integers("gamma"), std::nullopt, 0, o.draws(), o.seed(), policy_of(o)};
   if (o.given("c-hat")) s.c_hat = o.number("c-hat");
   const std::vector<int> mg = o.integers("max-gamma");
   if (mg.size() != 1 || mg[0] < 0) throw usage_error("--max-gamma takes one integer >= 0");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "monte_carlo.hpp"
 #include "output.hpp"
 #include "registry.hpp"
 #include "specdec/simulate/sprinter.hpp"
@@ -104,6 +105,7 @@ int run(std::span<const std::string> args) {
     if (!(x >= 0 && x < 1)) throw usage_error("--eta-fp values must be in [0, 1) (E[N] is infinite at 1)");
   if (!(s.t_d >= 0) || !(s.t_v >= 0)) throw usage_error("--t-d and --t-v must be >= 0");
   const std::uint64_t draws = o.draws();
+  const mc_policy policy = policy_of(o);
 
   table csv{{"eta_tp", "eta_fp", "r", "t_d", "t_v", "expected_tokens", "tokens_sd", "expected_stopping_time",
              "mc_tokens", "mc_tokens_se", "mc_stopping_time", "mc_stopping_time_se", "mc_draws"},
@@ -117,8 +119,8 @@ int run(std::span<const std::string> args) {
                               sprinter::expected_stopping_time(tp, fp, s.r, s.t_d + s.t_v),
                               nan_v, nan_v, nan_v, nan_v, static_cast<double>(draws)};
       if (draws > 0) {
-        const auto mc = sim::sprinter::verifier_chain(
-            tp, fp, s.r, {o.seed(), point_stream({3.0, tp, fp, static_cast<double>(s.r)}), 0, draws});
+        const auto mc = sprinter_chain(policy, tp, fp, s.r,
+                                       {o.seed(), point_stream({3.0, tp, fp, static_cast<double>(s.r)}), 0, draws});
         put_estimate(row, c_mc_tokens, mc.tokens());
         put_estimate(row, c_mc_stopping_time, mc.stopping_time(s.t_d, s.t_v));
       }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "monte_carlo.hpp"
 #include "output.hpp"
 #include "registry.hpp"
 #include "specdec/optimize/sv_length.hpp"
@@ -105,6 +106,7 @@ int run(std::span<const std::string> args) {
     if (!(l > 0) || !std::isfinite(l)) throw usage_error("latencies must be finite and > 0");
   const bool count_target = o.flag_set("count-target-token");
   const std::uint64_t draws = o.draws();
+  const mc_policy policy = policy_of(o);
   const std::span<const double> as(a), ls(latency);
 
   // The goodput curve and its optimum (optimize/sv_length.hpp's brute force: smallest gamma on ties).
@@ -127,7 +129,7 @@ int run(std::span<const std::string> args) {
                             goodput_at(gamma), gamma == best ? 1.0 : 0.0, nan_v, nan_v, nan_v, nan_v,
                             static_cast<double>(draws)};
     if (draws > 0) {
-      const auto r = sim::sv::accepted(as, gamma, {o.seed(), point_stream({4.0, static_cast<double>(gamma)}), 0, draws});
+      const auto r = sv_accepted(policy, as, gamma, {o.seed(), point_stream({4.0, static_cast<double>(gamma)}), 0, draws});
       put_estimate(row, c_mc_accepted, r.accepted.summary());
       put_estimate(row, c_mc_goodput, sim::sv::goodput(r, ls, count_target));
     }

@@ -78,6 +78,29 @@ double companion_acceptance(std::span<const T> draft_row, std::span<const U> com
 
 }  // namespace specdec::estimate
 
+namespace specdec::estimate::detail {
+//! The shape preconditions of `compute_indicators`, shared by every backend.
+//! \throws specdec::error naming the failed condition
+template <class T, class U>
+void check_indicator_shapes(std::span<const T> draft_rows, std::span<const U> companion_rows, std::span<const token_id> tokens,
+                            std::size_t vocab_size, std::span<double> s, std::span<double> a) {
+  SPECDEC_EXPECTS(vocab_size > 0, "vocab_size must be > 0");
+  const std::size_t n = tokens.size();
+  SPECDEC_EXPECTS(draft_rows.size() == n * vocab_size && companion_rows.size() == n * vocab_size,
+                  "draft_rows and companion_rows must hold tokens.size() rows of vocab_size entries");
+  SPECDEC_EXPECTS(s.size() == n && a.size() == n, "s and a must hold one entry per token");
+}
+}  // namespace specdec::estimate::detail
+
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+namespace specdec::backend::cuda {
+// Defined in backend/cuda/indicators.cuh (included at the end of this file, which it includes itself).
+template <class T, class U>
+void compute_indicators(CUstream_st* stream, std::span<const T> draft_rows, std::span<const U> companion_rows,
+                        std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s, std::span<double> a);
+}  // namespace specdec::backend::cuda
+#endif
+
 #if SPECDEC_ENABLE_SIMD
 #include "specdec/exec/simd.hpp"  // xsimd is included only when the simd backend is enabled
 namespace specdec::backend::simd {
@@ -93,25 +116,28 @@ namespace specdec::estimate {
 //! S and A for n drafted tokens: `draft_rows` and `companion_rows` are [n][V] row-major, row i
 //! belonging to `tokens[i]`; writes `s[i]` and `a[i]`. Rows of several requests may be concatenated
 //! (a packed ragged batch): each row is independent. `exec::seq` is this reference loop; `exec::simd`
-//! runs backend/simd/indicators.hpp (S within 1e-12 of seq's, A identical, the same errors); the cuda
-//! policy runs seq until its kernel arrives.
+//! runs backend/simd/indicators.hpp (S within 1e-12 of seq's, A identical, the same errors);
+//! `exec::cuda` (in a CUDA translation unit) runs backend/cuda/indicators.cuh on device spans, on the
+//! policy's stream, and waits for it (S within `indicators_agreement_bound(V)`, A identical, seq's errors).
 //! \pre vocab_size > 0; draft_rows.size() == companion_rows.size() == n * vocab_size with n ==
 //!      tokens.size() == s.size() == a.size(); the rows and tokens as for `similarity` and
 //!      `companion_acceptance`.
 //! \throws specdec::error otherwise (naming the failed condition; nothing is written past the bad row).
 template <exec::ExecutionPolicy Policy, class T, class U>
-void compute_indicators(const Policy&, std::span<const T> draft_rows, std::span<const U> companion_rows,
+void compute_indicators(const Policy& policy, std::span<const T> draft_rows, std::span<const U> companion_rows,
                         std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s, std::span<double> a) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::estimate::compute_indicators");
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::compute_indicators<exec::simd_arch_t<Policy>>(draft_rows, companion_rows, tokens, vocab_size, s, a);
 #endif
-  SPECDEC_EXPECTS(vocab_size > 0, "vocab_size must be > 0");
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+  if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
+    return backend::cuda::compute_indicators(policy.stream, draft_rows, companion_rows, tokens, vocab_size, s, a);
+#endif
+  (void)policy;
+  detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
   const std::size_t n = tokens.size();
-  SPECDEC_EXPECTS(draft_rows.size() == n * vocab_size && companion_rows.size() == n * vocab_size,
-                  "draft_rows and companion_rows must hold tokens.size() rows of vocab_size entries");
-  SPECDEC_EXPECTS(s.size() == n && a.size() == n, "s and a must hold one entry per token");
   for (std::size_t i = 0; i < n; ++i) {
     const auto d = draft_rows.subspan(i * vocab_size, vocab_size);
     const auto c = companion_rows.subspan(i * vocab_size, vocab_size);
@@ -124,4 +150,7 @@ void compute_indicators(const Policy&, std::span<const T> draft_rows, std::span<
 
 #if SPECDEC_ENABLE_SIMD
 #include "specdec/backend/simd/indicators.hpp"
+#endif
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+#include "specdec/backend/cuda/indicators.cuh"
 #endif

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "specdec/config.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/random/stream.hpp"
 
@@ -26,8 +27,8 @@ struct run_options {
   std::uint64_t draws = 0;    //!< number of draws (iterations) to simulate
 };
 
-//! The Philox stream of draw i (see the file comment for its address).
-constexpr random::philox_stream draw_stream(const run_options& options, std::uint64_t i) noexcept {
+//! The Philox stream of draw i (see the file comment for its address). Host and device.
+SPECDEC_HOST_DEVICE constexpr random::philox_stream draw_stream(const run_options& options, std::uint64_t i) noexcept {
   return random::philox_stream(random::stream_address{options.seed, options.stream,
                                                       static_cast<std::uint32_t>(i >> 32),
                                                       static_cast<std::uint32_t>(i & 0xFFFFFFFFu),

@@ -11,6 +11,9 @@
 //!     Def. 3.1) and every emitted token has law p.
 //! Results carry the histogram of accepted drafts, means, variances and standard errors, and the
 //! number of draft tokens simulated. Randomness: simulate/options.hpp (one Philox stream per draw).
+//! One draw of each process is a host/device function (`run_chain_draw` in simulate/chain.hpp,
+//! `sd_token_iteration` here) that the cuda backend's kernels call too (backend/cuda/simulate.cuh,
+//! overloads taking exec::cuda), so the GPU gives the same counts for the same seeds.
 #pragma once
 
 #include <cstddef>
@@ -20,13 +23,77 @@
 #include <utility>
 
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/config.hpp"
 #include "specdec/contracts.hpp"
+#include "specdec/random/stream.hpp"
 #include "specdec/simulate/chain.hpp"
+#include "specdec/simulate/detail/host_device.hpp"
 #include "specdec/simulate/detail/position.hpp"
 #include "specdec/simulate/options.hpp"
 #include "specdec/simulate/tally.hpp"
 #include "specdec/theory/detail/numeric.hpp"
 #include "specdec/theory/latency_profile.hpp"
+
+namespace specdec::simulate::detail {
+
+//! The preconditions of `chain(alpha, gamma, options)` (shared with the cuda overload).
+inline void check_sd_chain(double alpha, int gamma, const run_options& options) {
+  SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
+  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
+  SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
+}
+
+//! The preconditions of `chain(alphas, options)` (shared with the cuda overload).
+inline void check_sd_chain(std::span<const double> alphas, const run_options& options) {
+  for (const double a : alphas) SPECDEC_EXPECTS(theory::detail::is_probability(a), "every alpha_i must be in [0, 1]");
+  SPECDEC_EXPECTS(alphas.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "too many alphas");
+  SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
+}
+
+//! What one SD iteration on tokens produced (the per-draw step of `token_process`).
+struct sd_token_draw {
+  std::uint64_t accepted = 0;   //!< accepted drafts
+  std::uint64_t examined = 0;   //!< drafts examined (accept tests drawn)
+  std::uint64_t fallbacks = 0;  //!< corrections for which the residual had no mass
+  std::size_t first_token = 0;  //!< the token emitted at position 1
+  bool first_accepted = false;  //!< the first draft was accepted
+  bool bonus = false;           //!< all gamma drafts passed and a bonus token was sampled from p
+  std::size_t bonus_token = 0;  //!< that bonus token
+};
+
+//! One SD iteration on the stream `s`: up to gamma times, draft x ~ q and verify it
+//! (`verify_drafted`); stop at the first rejection; after gamma acceptances sample the bonus token
+//! from p. \pre gamma >= 1. Host and device (see simulate/detail/position.hpp for `rows`).
+SPECDEC_DETAIL_EXEC_CHECK_DISABLE
+template <class Rows>
+SPECDEC_HOST_DEVICE sd_token_draw sd_token_iteration(const Rows& rows, int gamma, random::philox_stream s) {
+  sd_token_draw d;
+  for (int k = 0; k < gamma; ++k) {
+    const std::size_t x = rows.sample_q(s.uniform());
+    const position_outcome o = verify_drafted(rows, x, s);
+    ++d.examined;
+    if (k == 0) {
+      d.first_token = o.token;
+      d.first_accepted = o.accepted;
+    }
+    if (o.fallback) ++d.fallbacks;
+    if (!o.accepted) return d;
+    ++d.accepted;
+  }
+  d.bonus = true;
+  d.bonus_token = rows.sample_p(s.uniform());
+  return d;
+}
+
+//! The preconditions of `token_process` (shared with the cuda overload).
+inline void check_sd_token_process(std::span<const double> p, std::span<const double> q, int gamma,
+                                   const run_options& options) {
+  SPECDEC_EXPECTS(valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
+  SPECDEC_EXPECTS(gamma >= 1, "gamma must be >= 1");
+  SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
+}
+
+}  // namespace specdec::simulate::detail
 
 namespace specdec::simulate::sd {
 
@@ -74,11 +141,9 @@ struct chain_result {
 //! \pre alpha in [0, 1]; gamma >= 0; first + draws does not overflow.
 //! \throws specdec::error otherwise.
 inline chain_result chain(double alpha, int gamma, const run_options& options) {
-  SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  SPECDEC_EXPECTS(detail::valid_range(options), "first + draws overflows");
+  detail::check_sd_chain(alpha, gamma, options);
   const auto g = static_cast<std::uint64_t>(gamma);
-  auto c = detail::run_bernoulli_chain(g, [alpha](std::uint64_t) { return alpha; }, options, g + 1);
+  auto c = detail::run_bernoulli_chain(g, detail::constant_probability{alpha}, options, g + 1);
   return {gamma, std::move(c.successes), c.trials};
 }
 
@@ -89,12 +154,9 @@ inline chain_result chain(double alpha, int gamma, const run_options& options) {
 //! \pre every alphas[i] in [0, 1]; first + draws does not overflow.
 //! \throws specdec::error otherwise.
 inline chain_result chain(std::span<const double> alphas, const run_options& options) {
-  for (const double a : alphas) SPECDEC_EXPECTS(theory::detail::is_probability(a), "every alpha_i must be in [0, 1]");
-  SPECDEC_EXPECTS(alphas.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "too many alphas");
-  SPECDEC_EXPECTS(detail::valid_range(options), "first + draws overflows");
+  detail::check_sd_chain(alphas, options);
   const std::uint64_t g = alphas.size();
-  auto c = detail::run_bernoulli_chain(
-      g, [alphas](std::uint64_t k) { return alphas[static_cast<std::size_t>(k)]; }, options, alphas.size() + 1);
+  auto c = detail::run_bernoulli_chain(g, detail::table_probability{alphas.data()}, options, alphas.size() + 1);
   return {static_cast<int>(alphas.size()), std::move(c.successes), c.trials};
 }
 
@@ -111,6 +173,35 @@ struct token_process_result {
   estimate acceptance() const noexcept { return bernoulli_estimate(first_accepted, first_token.count()); }
 };
 
+}  // namespace specdec::simulate::sd
+
+namespace specdec::simulate::detail {
+//! The loop of `sd::token_process` over any rows object: `host_rows` in the CPU simulator,
+//! `table_rows` to replay the same draws through sampling tables (tests/simulate/sampling_table.cpp).
+template <class Rows>
+sd::token_process_result run_sd_token_process(const Rows& rows, std::size_t vocab_size, int gamma,
+                                              const run_options& options) {
+  sd::token_process_result r;
+  r.chain.gamma = gamma;
+  r.chain.accepted = count_tally(static_cast<std::size_t>(gamma) + 1);
+  r.first_token = count_tally(vocab_size);
+  r.bonus_token = count_tally(vocab_size);
+  const std::uint64_t end = options.first + options.draws;
+  for (std::uint64_t i = options.first; i != end; ++i) {
+    const sd_token_draw d = sd_token_iteration(rows, gamma, draw_stream(options, i));
+    r.chain.draft_tokens += d.examined;
+    r.first_token.add(d.first_token);
+    if (d.first_accepted) ++r.first_accepted;
+    r.fallbacks += d.fallbacks;
+    if (d.bonus) r.bonus_token.add(d.bonus_token);
+    r.chain.accepted.add(d.accepted);
+  }
+  return r;
+}
+}  // namespace specdec::simulate::detail
+
+namespace specdec::simulate::sd {
+
 //! Simulates SD iterations on tokens with a context-free pair (the same p and q at every position):
 //! draft x ~ q, accept iff rule.accepts(p(x), q(x), u), else emit a correction from
 //! norm(max(0, p - a)) and end the iteration; after gamma acceptances sample the bonus token from p.
@@ -124,34 +215,8 @@ struct token_process_result {
 template <RejectionRule Rule>
 token_process_result token_process(const Rule& rule, std::span<const double> p, std::span<const double> q, int gamma,
                                    const run_options& options) {
-  SPECDEC_EXPECTS(detail::valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
-  SPECDEC_EXPECTS(gamma >= 1, "gamma must be >= 1");
-  SPECDEC_EXPECTS(detail::valid_range(options), "first + draws overflows");
-  token_process_result r;
-  r.chain.gamma = gamma;
-  r.chain.accepted = count_tally(static_cast<std::size_t>(gamma) + 1);
-  r.first_token = count_tally(p.size());
-  r.bonus_token = count_tally(p.size());
-  const std::uint64_t end = options.first + options.draws;
-  for (std::uint64_t i = options.first; i != end; ++i) {
-    auto s = draw_stream(options, i);
-    int accepted = 0;
-    for (int k = 0; k < gamma; ++k) {
-      const std::size_t x = detail::draw_token(q, s.uniform());
-      const detail::position_outcome o = detail::verify_drafted(rule, p, q, x, s);
-      ++r.chain.draft_tokens;
-      if (k == 0) {
-        r.first_token.add(o.token);
-        if (o.accepted) ++r.first_accepted;
-      }
-      if (o.fallback) ++r.fallbacks;
-      if (!o.accepted) break;
-      ++accepted;
-    }
-    if (accepted == gamma) r.bonus_token.add(detail::draw_token(p, s.uniform()));
-    r.chain.accepted.add(static_cast<std::uint64_t>(accepted));
-  }
-  return r;
+  detail::check_sd_token_process(p, q, gamma, options);
+  return detail::run_sd_token_process(detail::host_rows<Rule>{rule, p, q}, p.size(), gamma, options);
 }
 
 }  // namespace specdec::simulate::sd

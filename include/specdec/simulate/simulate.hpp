@@ -2,7 +2,8 @@
 //! \brief Umbrella header of the Monte-Carlo simulators that validate the closed forms of
 //! specdec/theory/: standard SD (simulate/sd.hpp), SPRINTER (simulate/sprinter.hpp), SV
 //! (simulate/sv.hpp) and MTAD (simulate/mtad.hpp), with their result types (simulate/tally.hpp) and
-//! stream addressing (simulate/options.hpp). Core target: only the C++20 standard library.
+//! stream addressing (simulate/options.hpp). Core target: only the C++20 standard library. The GPU
+//! versions (overloads taking exec::cuda) are in backend/cuda/simulate.cuh (CUDA translation units).
 //! Formula-by-formula table: docs/theory.md.
 #pragma once
 

@@ -10,7 +10,9 @@
 //!     Theorem A.4): x ~ q; x is acceptable iff q(x) <= p(x); the verifier accepts it with eta_tp or
 //!     eta_fp; a verifier-rejected token goes to the target, which keeps it iff u q(x) < p(x) (the
 //!     strict rule) and otherwise samples norm(max(0, p - q)) (Algorithm 2).
-//! Randomness: simulate/options.hpp (one Philox stream per draw).
+//! Randomness: simulate/options.hpp (one Philox stream per draw). The per-draw steps
+//! (`run_chain_draw`, `sprinter_position`) are host/device code shared with the cuda backend
+//! (backend/cuda/simulate.cuh), which gives the same counts for the same seeds.
 #pragma once
 
 #include <cstddef>
@@ -19,13 +21,61 @@
 #include <utility>
 
 #include "specdec/acceptance/strict.hpp"
+#include "specdec/config.hpp"
 #include "specdec/contracts.hpp"
+#include "specdec/random/stream.hpp"
 #include "specdec/simulate/chain.hpp"
+#include "specdec/simulate/detail/host_device.hpp"
 #include "specdec/simulate/detail/position.hpp"
 #include "specdec/simulate/options.hpp"
 #include "specdec/simulate/tally.hpp"
 #include "specdec/theory/detail/numeric.hpp"
 #include "specdec/theory/sprinter.hpp"
+
+namespace specdec::simulate::detail {
+
+//! The preconditions of `sprinter::verifier_chain` (shared with the cuda overload).
+inline void check_verifier_chain(double eta_tp, double eta_fp, int r, const run_options& options) {
+  SPECDEC_EXPECTS(theory::detail::is_probability(eta_tp), "eta_tp must be in [0, 1]");
+  SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
+  SPECDEC_EXPECTS(r >= 0, "r must be >= 0");
+  SPECDEC_EXPECTS(theory::sprinter::detail::finite_expectation(eta_tp, eta_fp, r),
+                  "eta_fp = 1 with eta_tp^r > 0: a run would never end");
+  SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
+}
+
+//! The preconditions of `sprinter::token_process` (shared with the cuda overload).
+inline void check_sprinter_token_process(std::span<const double> p, std::span<const double> q, double eta_tp,
+                                         double eta_fp, const run_options& options) {
+  SPECDEC_EXPECTS(valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
+  SPECDEC_EXPECTS(theory::detail::is_probability(eta_tp), "eta_tp must be in [0, 1]");
+  SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
+  SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
+}
+
+//! What one simulated SPRINTER position emitted (the per-draw step of `sprinter::token_process`).
+struct sprinter_token_draw {
+  std::size_t token = 0;           //!< the emitted token
+  bool verifier_accepted = false;  //!< the verifier kept the draft token
+  bool kept = false;               //!< the draft token was kept (by the verifier or the target)
+  bool fallback = false;           //!< the correction's residual had no mass
+};
+
+//! One SPRINTER position on the stream `s`: x ~ q; acceptable iff q(x) <= p(x); the verifier keeps
+//! x with probability eta_tp or eta_fp; otherwise the target verifies x with `rows.rule` (strict in
+//! Algorithm 2). Host and device (see simulate/detail/position.hpp for `rows`).
+SPECDEC_DETAIL_EXEC_CHECK_DISABLE
+template <class Rows>
+SPECDEC_HOST_DEVICE sprinter_token_draw sprinter_position(const Rows& rows, double eta_tp, double eta_fp,
+                                                          random::philox_stream s) {
+  const std::size_t x = rows.sample_q(s.uniform());
+  const bool acceptable = rows.q_at(x) <= rows.p_at(x);
+  if (s.uniform() < (acceptable ? eta_tp : eta_fp)) return {x, true, true, false};  // the verifier keeps x
+  const position_outcome o = verify_drafted(rows, x, s);                              // Algorithm 2
+  return {o.token, false, o.accepted, o.fallback};
+}
+
+}  // namespace specdec::simulate::detail
 
 namespace specdec::simulate::sprinter {
 
@@ -73,16 +123,10 @@ struct chain_result {
 //!      run never ends); first + draws does not overflow.
 //! \throws specdec::error otherwise.
 inline chain_result verifier_chain(double eta_tp, double eta_fp, int r, const run_options& options) {
-  SPECDEC_EXPECTS(theory::detail::is_probability(eta_tp), "eta_tp must be in [0, 1]");
-  SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
-  SPECDEC_EXPECTS(r >= 0, "r must be >= 0");
-  SPECDEC_EXPECTS(theory::sprinter::detail::finite_expectation(eta_tp, eta_fp, r),
-                  "eta_fp = 1 with eta_tp^r > 0: a run would never end");
-  SPECDEC_EXPECTS(detail::valid_range(options), "first + draws overflows");
+  detail::check_verifier_chain(eta_tp, eta_fp, r, options);
   const auto rr = static_cast<std::uint64_t>(r);
-  auto c = detail::run_bernoulli_chain(
-      ~std::uint64_t{0}, [eta_tp, eta_fp, rr](std::uint64_t k) { return k < rr ? eta_tp : eta_fp; }, options,
-      static_cast<std::size_t>(r) + 16);
+  auto c = detail::run_bernoulli_chain(~std::uint64_t{0}, detail::two_phase_probability{eta_tp, eta_fp, rr}, options,
+                                       static_cast<std::size_t>(r) + 16);
   return {eta_tp, eta_fp, r, std::move(c.successes), c.trials};
 }
 
@@ -99,6 +143,29 @@ struct token_process_result {
   estimate verifier_acceptance() const noexcept { return bernoulli_estimate(verifier_accepted, token.count()); }
 };
 
+}  // namespace specdec::simulate::sprinter
+
+namespace specdec::simulate::detail {
+//! The loop of `sprinter::token_process` over any rows object (see run_sd_token_process).
+template <class Rows>
+sprinter::token_process_result run_sprinter_token_process(const Rows& rows, std::size_t vocab_size, double eta_tp,
+                                                          double eta_fp, const run_options& options) {
+  sprinter::token_process_result r;
+  r.token = count_tally(vocab_size);
+  const std::uint64_t end = options.first + options.draws;
+  for (std::uint64_t i = options.first; i != end; ++i) {
+    const sprinter_token_draw d = sprinter_position(rows, eta_tp, eta_fp, draw_stream(options, i));
+    if (d.verifier_accepted) ++r.verifier_accepted;
+    if (d.kept) ++r.kept;
+    if (d.fallback) ++r.fallbacks;
+    r.token.add(d.token);
+  }
+  return r;
+}
+}  // namespace specdec::simulate::detail
+
+namespace specdec::simulate::sprinter {
+
 //! Simulates one SPRINTER position per draw on actual tokens (see the file comment). The emitted
 //! token has law (1 - eta_fp) p + eta_fp q (Theorem 3.1), whatever eta_tp.
 //! \pre p, q probability rows of the same length V >= 1 (sums 1 within 1e-6); eta_tp, eta_fp in
@@ -106,29 +173,9 @@ struct token_process_result {
 //! \throws specdec::error otherwise.
 inline token_process_result token_process(std::span<const double> p, std::span<const double> q, double eta_tp,
                                           double eta_fp, const run_options& options) {
-  SPECDEC_EXPECTS(detail::valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
-  SPECDEC_EXPECTS(theory::detail::is_probability(eta_tp), "eta_tp must be in [0, 1]");
-  SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
-  SPECDEC_EXPECTS(detail::valid_range(options), "first + draws overflows");
-  token_process_result r;
-  r.token = count_tally(p.size());
-  const std::uint64_t end = options.first + options.draws;
-  for (std::uint64_t i = options.first; i != end; ++i) {
-    auto s = draw_stream(options, i);
-    const std::size_t x = detail::draw_token(q, s.uniform());
-    const bool acceptable = q[x] <= p[x];
-    if (s.uniform() < (acceptable ? eta_tp : eta_fp)) {  // the verifier keeps x
-      ++r.verifier_accepted;
-      ++r.kept;
-      r.token.add(x);
-      continue;
-    }
-    const detail::position_outcome o = detail::verify_drafted(specdec::strict, p, q, x, s);  // Algorithm 2
-    if (o.accepted) ++r.kept;
-    if (o.fallback) ++r.fallbacks;
-    r.token.add(o.token);
-  }
-  return r;
+  detail::check_sprinter_token_process(p, q, eta_tp, eta_fp, options);
+  return detail::run_sprinter_token_process(detail::host_rows<strict_rule>{specdec::strict, p, q}, p.size(), eta_tp,
+                                            eta_fp, options);
 }
 
 }  // namespace specdec::simulate::sprinter

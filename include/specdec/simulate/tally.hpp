@@ -123,7 +123,20 @@ class count_tally {
       ++counts_[static_cast<std::size_t>(v)];
       return;
     }
-    add_outside(v);
+    add_outside(v, 1);
+  }
+
+  //! Adds n draws of value v at once (n = 0 adds nothing and does not grow the histogram). The
+  //! histogram ends exactly as after n calls of add(v); for v >= histogram_limit the overflow
+  //! accumulator takes the n draws in one step, which may round differently from n single adds.
+  //! Used to merge histograms computed elsewhere (the cuda backend's simulators).
+  void add(std::uint64_t v, std::uint64_t n) {
+    if (n == 0) return;
+    if (v < counts_.size()) {
+      counts_[static_cast<std::size_t>(v)] += n;
+      return;
+    }
+    add_outside(v, n);
   }
 
   //! Adds every draw of `other` (exact for the histogram).
@@ -161,15 +174,15 @@ class count_tally {
   }
 
  private:
-  void add_outside(std::uint64_t v) {
+  void add_outside(std::uint64_t v, std::uint64_t n) {
     if (v < histogram_limit) {
       std::size_t size = counts_.empty() ? 16 : counts_.size();
       while (size <= v) size *= 2;
       counts_.resize(size < histogram_limit ? size : histogram_limit, 0);
-      ++counts_[static_cast<std::size_t>(v)];
+      counts_[static_cast<std::size_t>(v)] += n;
       return;
     }
-    overflow_.add(static_cast<double>(v));
+    overflow_.add(static_cast<double>(v), n);
   }
 
   std::vector<std::uint64_t> counts_;

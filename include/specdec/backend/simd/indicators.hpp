@@ -50,11 +50,8 @@ double similarity(std::span<const T> draft_row, std::span<const U> companion_row
 template <class Arch, class T, class U>
 void compute_indicators(std::span<const T> draft_rows, std::span<const U> companion_rows, std::span<const token_id> tokens,
                         std::size_t vocab_size, std::span<double> s, std::span<double> a) {
-  SPECDEC_EXPECTS(vocab_size > 0, "vocab_size must be > 0");
+  estimate::detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
   const std::size_t n = tokens.size();
-  SPECDEC_EXPECTS(draft_rows.size() == n * vocab_size && companion_rows.size() == n * vocab_size,
-                  "draft_rows and companion_rows must hold tokens.size() rows of vocab_size entries");
-  SPECDEC_EXPECTS(s.size() == n && a.size() == n, "s and a must hold one entry per token");
   for (std::size_t i = 0; i < n; ++i) {
     const auto d = draft_rows.subspan(i * vocab_size, vocab_size);
     const auto c = companion_rows.subspan(i * vocab_size, vocab_size);

@@ -1,0 +1,44 @@
+// The Monte-Carlo simulators the specdec-sim subcommands call, on the backend --policy names:
+// seq (the CPU simulators of specdec/simulate) or cuda (backend/cuda/simulate.cuh, the same draws
+// and so the same numbers). The cuda part lives in monte_carlo_cuda.cu, compiled only when the tool
+// is built with CUDA (SPECDEC_SIM_WITH_CUDA); otherwise --policy cuda stops with an error.
+#pragma once
+
+#include <span>
+
+#include "cli.hpp"
+#include "specdec/simulate/options.hpp"
+#include "specdec/simulate/sd.hpp"
+#include "specdec/simulate/sprinter.hpp"
+
+namespace specdec_sim {
+
+//! Where the Monte-Carlo draws run.
+enum class mc_policy { seq, cuda };
+
+//! --policy of a subcommand (see option_parser::common). \throws usage_error for an unknown value;
+//! std::runtime_error for cuda when this specdec-sim was built without CUDA or no CUDA device is present.
+mc_policy policy_of(const option_parser& o);
+
+//! simulate::sd::chain(alpha, gamma, options) on `policy`.
+specdec::simulate::sd::chain_result sd_chain(mc_policy policy, double alpha, int gamma,
+                                             const specdec::simulate::run_options& options);
+//! simulate::sv::accepted(a, gamma, options) on `policy`.
+specdec::simulate::sd::chain_result sv_accepted(mc_policy policy, std::span<const double> a, int gamma,
+                                                const specdec::simulate::run_options& options);
+//! simulate::sprinter::verifier_chain(eta_tp, eta_fp, r, options) on `policy`.
+specdec::simulate::sprinter::chain_result sprinter_chain(mc_policy policy, double eta_tp, double eta_fp, int r,
+                                                         const specdec::simulate::run_options& options);
+
+//! The cuda versions: monte_carlo_cuda.cu in a build with CUDA; without CUDA, stubs that throw
+//! (never reached: policy_of refuses cuda there).
+namespace gpu {
+void require_device();
+specdec::simulate::sd::chain_result sd_chain(double alpha, int gamma, const specdec::simulate::run_options& options);
+specdec::simulate::sd::chain_result sv_accepted(std::span<const double> a, int gamma,
+                                                const specdec::simulate::run_options& options);
+specdec::simulate::sprinter::chain_result sprinter_chain(double eta_tp, double eta_fp, int r,
+                                                         const specdec::simulate::run_options& options);
+}  // namespace gpu
+
+}  // namespace specdec_sim
