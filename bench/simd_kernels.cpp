@@ -283,6 +283,18 @@ void register_backend(std::size_t V, bool dram) {
       else
         benchmark::DoNotOptimize(specdec::backend::simd::kl_divergence<Arch>(b.prob_row(i), b.prob_row(i + 1)));
     });
+    add("entropy H(p)", row, [](const row_bank& b, std::size_t i) {
+      if constexpr (is_seq)
+        benchmark::DoNotOptimize(specdec::entropy(b.prob_row(i)));
+      else
+        benchmark::DoNotOptimize(specdec::backend::simd::entropy<Arch>(b.prob_row(i)));
+    });
+    add("cross-entropy H(p, q)", 2 * row, [](const row_bank& b, std::size_t i) {
+      if constexpr (is_seq)
+        benchmark::DoNotOptimize(specdec::cross_entropy(b.prob_row(i), b.prob_row(i + 1)));
+      else
+        benchmark::DoNotOptimize(specdec::backend::simd::cross_entropy<Arch>(b.prob_row(i), b.prob_row(i + 1)));
+    });
     add("SV indicators S, A (one row pair)", 2 * row, [](const row_bank& b, std::size_t i) {
       const token_id t[1] = {static_cast<token_id>(i % b.V)};
       double s[1], a[1];

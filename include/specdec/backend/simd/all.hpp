@@ -5,8 +5,8 @@
 //! The kernels are templates on an xsimd architecture (`backend::simd::kernel<Arch>(...)`); the public
 //! entry points that take a policy (`specdec::verify`, `verify_from_logits`,
 //! `estimate::compute_indicators`) resolve `exec::simd` to `xsimd::default_arch` of the translation
-//! unit's flags (exec/simd.hpp). Tested on SSE2, SSE4.2, AVX2 and AVX-512 (tests/backend/); NEON64
-//! code paths are written but have not been compiled here (x86 machines only).
+//! unit's flags (exec/simd.hpp). Tested on SSE2, SSE4.2, AVX2 and AVX-512 (tests/backend/), and on
+//! NEON64 with an aarch64 cross compiler under qemu (tests/backend/simd_default.cpp).
 //!
 //! | kernel (header) | agreement with seq |
 //! |---|---|
@@ -22,7 +22,8 @@
 //! | `warp_logits` (warp.hpp) | statuses identical; masks agree in > 99 % of rows (a top-p boundary can move by one entry) |
 //! | `verify_from_logits` (verify.hpp) | rows warped as above; > 99 % of requests identical |
 //! | `sample_logits` (sample_logits.hpp) | no seq function of that name: > 99.9 % of tokens equal to seq's warp_logits + sample_categorical |
-//! | `overlap`, `total_variation`, `entropy`, `cross_entropy`, `kl_divergence` (divergence.hpp) | within 1e-12 of the sum of abs(terms); mixed element types, and the log-based ones on SSE/NEON, **fall back to seq** |
+//! | `overlap`, `total_variation` (divergence.hpp) | within 1e-12 of the sum of abs(terms); mixed element types **fall back to seq** |
+//! | `entropy`, `cross_entropy`, `kl_divergence` (divergence.hpp, log.hpp) | float rows: the log in float precision, within 2^-21 of sum_{p_v > 0} p_v abs(log x_v) (x_v = p_v, q_v, p_v / q_v); rows with subnormal, infinite, NaN or negative entries, or an infinite result, are seq's exactly; double rows: within 1e-12 of the sum of abs(terms); mixed element types, and double rows on SSE/NEON, **fall back to seq** |
 //! | `similarity`, `compute_indicators` (indicators.hpp) | S within 1e-12, A identical, the same errors |
 //! | `kth_largest`, `top_w_indices` (select.hpp, top_w.hpp) | identical |
 //! Every other public algorithm runs seq under the simd policy.
@@ -32,6 +33,7 @@
 #include "specdec/backend/simd/categorical.hpp"
 #include "specdec/backend/simd/divergence.hpp"
 #include "specdec/backend/simd/indicators.hpp"
+#include "specdec/backend/simd/log.hpp"
 #include "specdec/backend/simd/reduce.hpp"
 #include "specdec/backend/simd/residual.hpp"
 #include "specdec/backend/simd/sample_logits.hpp"

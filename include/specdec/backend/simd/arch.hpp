@@ -129,6 +129,39 @@ fbatch<Arch> narrow_pair(const dbatch<Arch>& lo, const dbatch<Arch>& hi) noexcep
     return fbatch<Arch>::load_unaligned(f.data());
   }
 }
+
+//! The n floats at p (n = the double batch size) as doubles, converted straight from memory (SSE
+//! `cvtps2pd xmm, m64`, AVX `vcvtps2pd ymm, m128`, ...): the upper half of a float batch that is
+//! already loaded costs one instruction instead of a shuffle and a conversion.
+template <class Arch>
+dbatch<Arch> load_widen(const float* p) noexcept {
+#if XSIMD_WITH_AVX512F
+  if constexpr (is_family<Arch, xsimd::avx512f>) {
+    return _mm512_cvtps_pd(_mm256_loadu_ps(p));
+  } else
+#endif
+#if XSIMD_WITH_AVX
+      if constexpr (is_family<Arch, xsimd::avx>) {
+    return _mm256_cvtps_pd(_mm_loadu_ps(p));
+  } else
+#endif
+#if XSIMD_WITH_SSE2
+      if constexpr (is_family<Arch, xsimd::sse2>) {
+    return _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));  // (a may_alias load)
+  } else
+#endif
+#if XSIMD_WITH_NEON64
+      if constexpr (is_family<Arch, xsimd::neon64>) {
+    return vcvt_f64_f32(vld1_f32(p));
+  } else
+#endif
+  {
+    constexpr std::size_t n = dbatch<Arch>::size;
+    alignas(64) std::array<double, n> d{};
+    for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<double>(p[i]);
+    return dbatch<Arch>::load_unaligned(d.data());
+  }
+}
 }  // namespace detail
 
 //! Lanes [0, n) from `lo` and [n, 2n) from `hi`, each rounded to float as static_cast<float> does.
@@ -177,6 +210,23 @@ class usable_tracker {
 
  private:
   xsimd::batch_bool<T, Arch> ok_ = xsimd::batch_bool<T, Arch>(true);
+};
+
+//! A cheaper check for the sampling passes: exact for double rows; for float rows one unsigned max
+//! of the raw bits per batch, which also reports -0 (sign bit set) as unusable. So `all()` true means
+//! usable, false means "unusable, or a -0 somewhere": the caller then checks the row exactly
+//! (`detail::row_usable` of categorical.hpp; rows with -0 are rare, and usable).
+template <class Arch, class T>
+class fast_usable_tracker : public usable_tracker<Arch, T> {};
+template <class Arch>
+class fast_usable_tracker<Arch, float> {
+ public:
+  using bits = xsimd::batch<std::uint32_t, Arch>;
+  void add(const fbatch<Arch>& x) noexcept { high_ = xsimd::max(high_, xsimd::bitwise_cast<bits>(x)); }
+  bool all() const noexcept { return xsimd::all(high_ <= bits(0x7f7fffffu)); }
+
+ private:
+  bits high_ = bits(0u);
 };
 
 //! For float rows, with one add and one unsigned max per batch instead of two compares: x + 0 turns

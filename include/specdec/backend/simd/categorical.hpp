@@ -9,6 +9,9 @@
 //! the lane tree (rule 3) and the location of u * Z (rules 4-6, one tile re-read in index order)
 //! are the scalar code itself (`specdec::detail::reduce_lanes`, `specdec::detail::locate_in_tiles`).
 //! Weights are computed in double from float or double rows, with the same operations as seq.
+//! Usability (every entry >= 0 and finite) is tracked with one unsigned max per float batch on the
+//! raw bits (`fast_usable_tracker`); a row it flags (an unusable entry, or a -0) is checked again
+//! exactly, so the status is seq's.
 #pragma once
 
 #include <array>
@@ -73,18 +76,19 @@ sample_result sample_with_step(std::size_t size, Step& step, double u) {
   return specdec::detail::locate_in_tiles(size, masses.view(), usable, specdec::detail::dense_tiles<decltype(weight) const>{weight}, u);
 }
 
-//! Loads `count` = 32 / n batches of doubles from row x at `base`, widening floats in registers, and
-//! passes each with its accumulator index to `f(r, values)`; records the usability of the raw
-//! entries (>= 0 and finite) in `ok`.
+//! Loads `count` = 32 / n batches of doubles from row x at `base`, widening floats (the lower half
+//! in registers, the upper half straight from memory), and passes each with its accumulator index
+//! to `f(r, values)`; records the usability of the raw entries (>= 0 and finite) in `ok`.
 template <class Arch, class T, class F>
-void for_each_double_batch(const T* x, std::size_t base, usable_tracker<Arch, T>& ok, F&& f) {
+void for_each_double_batch(const T* x, std::size_t base, fast_usable_tracker<Arch, T>& ok, F&& f) {
   constexpr std::size_t R = sampling_lanes / dbatch<Arch>::size;
   if constexpr (std::is_same_v<T, float>) {
     for (std::size_t k = 0; k < R / 2; ++k) {
-      const auto v = fbatch<Arch>::load_unaligned(x + base + k * fbatch<Arch>::size);
+      const float* at = x + base + k * fbatch<Arch>::size;
+      const auto v = fbatch<Arch>::load_unaligned(at);
       ok.add(v);
       f(2 * k, widen_lo<Arch>(v));
-      f(2 * k + 1, widen_hi<Arch>(v));
+      f(2 * k + 1, load_widen<Arch>(at + dbatch<Arch>::size));
     }
   } else {
     static_assert(std::is_same_v<T, double>, "rows are float or double");
@@ -96,16 +100,26 @@ void for_each_double_batch(const T* x, std::size_t base, usable_tracker<Arch, T>
   }
 }
 
+//! True when every entry is >= 0 (or -0) and finite (`usable_weight`): the exact check behind
+//! `fast_usable_tracker`.
+template <class T>
+bool row_usable(const T* x, std::size_t n) noexcept {
+  for (std::size_t v = 0; v < n; ++v)
+    if (!specdec::detail::usable_weight(static_cast<double>(x[v]))) return false;
+  return true;
+}
+
 //! The step of a weight row (a probability row, or the target row of a bonus token): w_v = double(x_v).
 template <class Arch, class T>
 struct row_step {
   const T* x;
-  usable_tracker<Arch, T> ok{};
+  std::size_t size;
+  fast_usable_tracker<Arch, T> ok{};
 
   void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
     for_each_double_batch<Arch>(x, base, ok, [&acc](std::size_t r, const dbatch<Arch>& w) { acc[r] += w; });
   }
-  bool usable() const { return ok.all(); }
+  bool usable() const { return ok.all() || row_usable(x, size); }
   double scalar(std::size_t v) const { return static_cast<double>(x[v]); }
 };
 
@@ -116,7 +130,7 @@ struct row_step {
 //! \tparam Arch an xsimd architecture enabled by the compiler flags (`exec::simd_arch_t<Policy>`)
 template <class Arch, class T>
 sample_result sample_categorical(std::span<const T> weights, double u) {
-  detail::row_step<Arch, T> step{weights.data()};
+  detail::row_step<Arch, T> step{weights.data(), weights.size()};
   return detail::sample_with_step<Arch>(weights.size(), step, u);
 }
 

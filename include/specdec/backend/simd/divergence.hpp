@@ -3,15 +3,30 @@
 //! probability 1 - TV of standard speculative decoding), total variation, entropy, cross-entropy and
 //! KL, as in distributions/divergence.hpp.
 //!
-//! Every term is computed in double with the same operations as seq (the log is `log_double`, within
-//! 2 ulp of glibc's); only the order of the sum differs (32 lane-strided partial sums and a fixed tree, as the
-//! sampler). Agreement with seq: |simd - seq| <= 1e-12 * sum_v |term_v| on rows of finite,
-//! non-negative entries (measured in tests/backend); +inf results (q_v = 0 where p_v > 0) are exact.
-//! Rows holding NaN give NaN or an unspecified value, as in seq.
+//! Every sum is a double sum in a different order than seq's (32 lane-strided partial sums and a
+//! fixed tree, as the sampler). Agreement with seq, on rows of finite, non-negative entries:
+//!  - overlap, total variation: the same double terms; |simd - seq| <= 1e-12 * sum_v |term_v|.
+//!  - entropy, cross-entropy, KL of **float** rows: the log is taken in float precision
+//!    (backend/simd/log.hpp) of x_v = p_v (entropy), q_v (cross-entropy) or p_v / q_v (KL, from the
+//!    mantissas, without cancellation when p_v is close to q_v), then multiplied by p_v and summed in
+//!    double. Each log is within a relative 2^-21 of the exact one, so
+//!    |simd - seq| <= 2^-21 * sum_{p_v > 0} p_v |log x_v| (+ 1e-12 of it for the order of the sum),
+//!    i.e. a relative 4.8e-7 of entropy and cross-entropy (all terms of one sign on rows of
+//!    probabilities), and of sum_v p_v |log(p_v / q_v)| for KL (KL(p || p) is exactly 0). That is
+//!    the size of the change that rounding the inputs to float already makes (a relative 2^-24 in
+//!    each p_v moves H by up to 2^-24 (H + 1)); measured in tests/backend. Float rows with a
+//!    subnormal, infinite, NaN or negative entry (also -0), and rows where q_v = 0 while p_v > 0
+//!    (a +inf result), are computed by seq: the same result as seq, exactly.
+//!  - entropy, cross-entropy, KL of **double** rows: the log is `log_double` (within 2 ulp of
+//!    glibc's), the terms the same operations as seq; |simd - seq| <= 1e-12 * sum_v |term_v|;
+//!    +inf results (q_v = 0 where p_v > 0) are exact; rows holding NaN give NaN or an unspecified
+//!    value, as in seq.
 //! **Fallback:** rows of two different element types, or of types other than float and double, use
-//! seq; so do entropy, cross-entropy and KL on architectures with two double lanes (SSE, NEON).
+//! seq; so do the log-based divergences of double rows on architectures with two double lanes (SSE,
+//! NEON), where `log_double` is no faster than glibc's log.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -23,6 +38,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "specdec/backend/simd/arch.hpp"
+#include "specdec/backend/simd/log.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/distributions/divergence.hpp"
 #include "specdec/sampling/categorical.hpp"
@@ -93,42 +109,8 @@ bool support_gap(std::span<const T> p, std::span<const T> q) noexcept {
   return false;
 }
 
-//! Natural log of double batches, within 2 ulp (xsimd 8.1's double log is several times slower):
-//! x = 2^e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) = 2 s (1 + s^2/3 + ... + s^22/23),
-//! s = (m - 1) / (m + 1), |s| <= 0.1716 (the next term is below 2^-65), then e ln 2 + log m with
-//! ln 2 split in two. Subnormals are scaled first; 0 -> -inf, +inf -> +inf, negatives and NaN -> NaN.
-template <class Arch>
-dbatch<Arch> log_double(const dbatch<Arch>& x) noexcept {
-  using D = dbatch<Arch>;
-  using U = xsimd::batch<std::uint64_t, Arch>;
-  const auto tiny = x < D(std::numeric_limits<double>::min());
-  const D y = xsimd::select(tiny, x * D(0x1p54), x);
-  const U bits = xsimd::bitwise_cast<U>(y);
-  // The biased exponent (0..2047) as a double: OR it into the mantissa of 2^52, subtract 2^52.
-  const D biased = xsimd::bitwise_cast<D>((bits >> 52) | U(0x4330000000000000ull)) - D(0x1p52);
-  D m = xsimd::bitwise_cast<D>((bits & U(0x000fffffffffffffull)) | U(0x3ff0000000000000ull));  // [1, 2)
-  D e = biased - xsimd::select(tiny, D(1023.0 + 54.0), D(1023.0));
-  const auto high = m > D(1.4142135623730951);
-  m = xsimd::select(high, m * D(0.5), m);
-  e = xsimd::select(high, e + D(1.0), e);
-  const D s = (m - D(1.0)) / (m + D(1.0)), z = s * s;
-  // 1 + z/3 + ... + z^11/23 by Estrin's scheme (depth 4 instead of 11: the latency, not the
-  // operation count, bounded the Horner form).
-  const D z2 = z * z, z4 = z2 * z2;
-  const auto pair = [&z](double a, double b) { return xsimd::fma(D(b), z, D(a)); };  // a + b z
-  const D p01 = pair(1.0, 1.0 / 3), p23 = pair(1.0 / 5, 1.0 / 7), p45 = pair(1.0 / 9, 1.0 / 11);
-  const D p67 = pair(1.0 / 13, 1.0 / 15), p89 = pair(1.0 / 17, 1.0 / 19), pab = pair(1.0 / 21, 1.0 / 23);
-  const D q0 = xsimd::fma(p23, z2, p01), q1 = xsimd::fma(p67, z2, p45), q2 = xsimd::fma(pab, z2, p89);
-  const D poly = xsimd::fma(xsimd::fma(q2, z4, q1), z4, q0);
-  const D log_m = D(2.0) * s * poly;
-  const D result = e * D(0.69314718036912381649) + (e * D(1.9082149292705877e-10) + log_m);  // ln 2 = hi + lo
-  const D inf(std::numeric_limits<double>::infinity());
-  return xsimd::select(x == D(0.0), -inf,
-                       xsimd::select(x == inf, inf, xsimd::select(x > D(0.0), result, D(std::numeric_limits<double>::quiet_NaN()))));
-}
-
 //! With two double lanes (SSE, NEON) `log_double` is no faster than glibc's scalar log (measured:
-//! 5.5 against 4-6 ns per entry), so the log-based divergences fall back to seq there.
+//! 5.5 against 4-6 ns per entry), so the log-based divergences of double rows fall back to seq there.
 template <class Arch>
 inline constexpr bool fast_vector_log = dbatch<Arch>::size >= 4;
 
@@ -138,6 +120,58 @@ X log_of(const X& x) noexcept {
     return std::log(x);
   else
     return log_double<typename X::arch_type>(x);
+}
+
+//! Which log-based divergence a float-row pass computes.
+enum class log_term { entropy, cross_entropy, kl };
+
+//! The float path of entropy (sum_v p_v log p_v), cross-entropy (sum_v p_v log q_v) and KL (sum_v
+//! p_v log(p_v / q_v)) over float rows, in lane-strided order (32 lanes, fixed tree; the last
+//! partial round goes through the same vector code, padded with zeros, which add +0 or -0). Returns
+//! false, and leaves `out` alone, when the row needs seq: an entry that is not +0 or a positive
+//! normal float, or (cross-entropy, KL) q_v = 0 where p_v > 0.
+template <class Arch, log_term Term>
+bool float_log_sum(const float* p, const float* q, std::size_t size, double& out) noexcept {
+  using F = fbatch<Arch>;
+  using D = dbatch<Arch>;
+  constexpr std::size_t R = sampling_lanes / D::size;  // double accumulators; R / 2 float batches per round
+  constexpr bool pair = Term != log_term::entropy;
+  std::array<D, R> acc;
+  acc.fill(D(0.0));
+  normal_float_tracker<Arch> ok;
+  auto gap = xsimd::batch_bool<float, Arch>(false);
+  const auto round = [&](const float* pr, const float* qr) {
+    for (std::size_t k = 0; k < R / 2; ++k) {
+      const F pv = F::load_unaligned(pr + k * F::size);
+      ok.add(pv);
+      float_log_split<Arch> s;
+      if constexpr (pair) {
+        const F qv = F::load_unaligned(qr + k * F::size);
+        ok.add(qv);
+        gap = gap | ((pv > F(0.0f)) & (qv == F(0.0f)));
+        s = Term == log_term::kl ? reduce_ratio<Arch>(pv, qv) : split_log_float<Arch>(qv);
+      } else {
+        s = split_log_float<Arch>(pv);
+      }
+      // log x = k ln 2 + log(1 + f), times p in double (p = 0 lanes: the log is finite, the term +-0).
+      const F lx = log_from_split<Arch>(s);
+      acc[2 * k] += widen_lo<Arch>(pv) * widen_lo<Arch>(lx);
+      acc[2 * k + 1] += widen_hi<Arch>(pv) * widen_hi<Arch>(lx);
+    }
+  };
+  std::size_t v = 0;
+  for (; v + sampling_lanes <= size; v += sampling_lanes) round(p + v, pair ? q + v : nullptr);
+  if (v < size) {
+    std::array<float, sampling_lanes> pt{}, qt{};
+    std::copy(p + v, p + size, pt.begin());
+    if constexpr (pair) std::copy(q + v, q + size, qt.begin());
+    round(pt.data(), qt.data());
+  }
+  if (!ok.all() || xsimd::any(gap)) return false;
+  std::array<double, sampling_lanes> lanes;
+  for (std::size_t r = 0; r < R; ++r) acc[r].store_unaligned(lanes.data() + r * D::size);
+  out = specdec::detail::reduce_lanes(lanes);
+  return true;
 }
 
 }  // namespace detail
@@ -176,7 +210,10 @@ double total_variation(std::span<const T> p, std::span<const U> q) {
 //! -sum_{p_v > 0} p_v log p_v in nats, as `specdec::entropy`.
 template <class Arch, class T>
 double entropy(std::span<const T> p) {
-  if constexpr (!detail::vector_pair_types<T, T> || !detail::fast_vector_log<Arch>) {
+  if constexpr (std::is_same_v<T, float>) {
+    double s = 0.0;
+    return detail::float_log_sum<Arch, detail::log_term::entropy>(p.data(), nullptr, p.size(), s) ? 0.0 - s : specdec::entropy(p);  // (+0, as seq, for a sum of zeros)
+  } else if constexpr (!detail::vector_pair_types<T, T> || !detail::fast_vector_log<Arch>) {
     return specdec::entropy(p);
   } else {
     return -detail::pair_sum<Arch, false>(p.data(), static_cast<const T*>(nullptr), p.size(), [](const auto& a, const auto&) {
@@ -189,7 +226,11 @@ double entropy(std::span<const T> p) {
 //! \pre p.size() == q.size()  \throws specdec::error otherwise
 template <class Arch, class T, class U>
 double cross_entropy(std::span<const T> p, std::span<const U> q) {
-  if constexpr (!detail::vector_pair_types<T, U> || !detail::fast_vector_log<Arch>) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<U, float>) {
+    SPECDEC_EXPECTS(p.size() == q.size(), "rows differ in length");
+    double s = 0.0;
+    return detail::float_log_sum<Arch, detail::log_term::cross_entropy>(p.data(), q.data(), p.size(), s) ? 0.0 - s : specdec::cross_entropy(p, q);
+  } else if constexpr (!detail::vector_pair_types<T, U> || !detail::fast_vector_log<Arch>) {
     return specdec::cross_entropy(p, q);
   } else {
     SPECDEC_EXPECTS(p.size() == q.size(), "rows differ in length");
@@ -204,7 +245,11 @@ double cross_entropy(std::span<const T> p, std::span<const U> q) {
 //! \pre p.size() == q.size()  \throws specdec::error otherwise
 template <class Arch, class T, class U>
 double kl_divergence(std::span<const T> p, std::span<const U> q) {
-  if constexpr (!detail::vector_pair_types<T, U> || !detail::fast_vector_log<Arch>) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<U, float>) {
+    SPECDEC_EXPECTS(p.size() == q.size(), "rows differ in length");
+    double s = 0.0;
+    return detail::float_log_sum<Arch, detail::log_term::kl>(p.data(), q.data(), p.size(), s) ? s : specdec::kl_divergence(p, q);
+  } else if constexpr (!detail::vector_pair_types<T, U> || !detail::fast_vector_log<Arch>) {
     return specdec::kl_divergence(p, q);
   } else {
     SPECDEC_EXPECTS(p.size() == q.size(), "rows differ in length");

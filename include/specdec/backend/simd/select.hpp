@@ -110,16 +110,17 @@ struct filter_state {
 };
 
 //! Keeps the candidates >= the k-th largest of the buffer, which becomes tau (once set, >= k entries
-//! seen are >= tau); grows the buffer when ties at tau keep it more than half full.
+//! seen are >= tau); grows the buffer when ties at tau keep it more than half full (keeping `slack`
+//! entries of room past the capacity).
 template <class T>
-[[gnu::noinline]] filter_state<T> shrink(std::vector<T>& buffer, filter_state<T> st, std::size_t k, std::size_t batch) {
+[[gnu::noinline]] filter_state<T> shrink(std::vector<T>& buffer, filter_state<T> st, std::size_t k, std::size_t slack) {
   const auto first = buffer.begin(), last = buffer.begin() + static_cast<std::ptrdiff_t>(st.size);
   std::nth_element(first, first + static_cast<std::ptrdiff_t>(k - 1), last, std::greater<T>());
   st.tau = buffer[k - 1];
   st.size = static_cast<std::size_t>(std::remove_if(first, last, [t = st.tau](T x) { return x < t; }) - first);
   if (st.size > st.cap / 2) {
     st.cap *= 2;
-    buffer.resize(st.cap + batch);
+    buffer.resize(st.cap + slack);
   }
   return st;
 }
@@ -133,22 +134,34 @@ template <class Arch, class T>
 std::optional<T> kth_largest(std::span<const T> row, std::size_t k, bool* saw_nan = nullptr) {
   if (k == 0) return std::nullopt;
   using B = xsimd::batch<T, Arch>;
-  constexpr std::size_t n = B::size;
+  constexpr std::size_t n = B::size, ways = 8;  // measured: 2 and 4 ways took 25 % and 15 % longer on SSE4.2
   constexpr T lowest = -std::numeric_limits<T>::infinity();
   // The inner loop holds no call, so that tau, size, the buffer's address and the NaN flags stay in
   // registers; `shrink` (rare) runs between inner loops.
   detail::filter_state<T> st{lowest, 0, std::max<std::size_t>(4 * k, 256)};  // every entry > tau is a candidate
-  std::vector<T> buffer(st.cap + n);
+  std::vector<T> buffer(st.cap + ways * n);
   const std::size_t full = row.size() / n * n;
   std::size_t v = 0;
   bool nan = false;  // (a flag in a general register: vector registers do not survive `shrink` calls)
   while (true) {
     T* const out = buffer.data();
     const B tau(st.tau);
+    // `ways` batches per test of the loop conditions (the buffer has room for them past `cap`), then
+    // the last few one at a time.
+    for (; v + ways * n <= full && st.size < st.cap; v += ways * n) {
+      std::array<B, ways> x;
+      for (std::size_t j = 0; j < ways; ++j) x[j] = B::load_unaligned(row.data() + v + j * n);
+      if (saw_nan) {
+        auto any_nan = xsimd::isnan(x[0]);
+        for (std::size_t j = 1; j < ways; ++j) any_nan = any_nan | xsimd::isnan(x[j]);
+        nan |= xsimd::any(any_nan);
+      }
+      for (std::size_t j = 0; j < ways; ++j) st.size += detail::compress_greater<Arch>(x[j], tau, out + st.size);  // NaN, -inf never pass
+    }
     for (; v < full && st.size < st.cap; v += n) {
       const B x = B::load_unaligned(row.data() + v);
       if (saw_nan) nan |= xsimd::any(xsimd::isnan(x));
-      st.size += detail::compress_greater<Arch>(x, tau, out + st.size);  // NaN and -inf never pass
+      st.size += detail::compress_greater<Arch>(x, tau, out + st.size);
     }
     if (v == full && full < row.size() && st.size < st.cap) {  // the remainder, padded with -inf
       const B x = load_partial<B>(row.data() + v, row.size() - v, lowest);
@@ -157,7 +170,7 @@ std::optional<T> kth_largest(std::span<const T> row, std::size_t k, bool* saw_na
       v = row.size();
     }
     if (st.size >= st.cap)
-      st = detail::shrink(buffer, st, k, n);
+      st = detail::shrink(buffer, st, k, ways * n);
     else if (v >= full)
       break;
   }
@@ -168,20 +181,26 @@ std::optional<T> kth_largest(std::span<const T> row, std::size_t k, bool* saw_na
   return buffer[k - 1];
 }
 
-//! Appends to `out`, in increasing order, the indices v with row[v] >= threshold (NaN never).
+//! Appends to `out`, in increasing order, the indices v with row[v] >= threshold (NaN never). Made
+//! for thresholds that few entries reach (the candidates of a top-k): one branch per 4 batches, taken
+//! only around a candidate.
 template <class Arch, class T, class Index>
 void indices_at_least(std::span<const T> row, T threshold, std::vector<Index>& out) {
   using B = xsimd::batch<T, Arch>;
-  constexpr std::size_t n = B::size;
-  const std::size_t full = row.size() / n * n;
+  constexpr std::size_t n = B::size, block = 4 * n;
+  const std::size_t full = row.size() / block * block;
   const B t(threshold);
-  for (std::size_t v = 0; v < full; v += n) {
-    if (!xsimd::any(B::load_unaligned(row.data() + v) >= t)) continue;
-    for (std::size_t j = 0; j < n; ++j)
-      if (row[v + j] >= threshold) out.push_back(static_cast<Index>(v + j));
+  const T* x = row.data();
+  const auto scan = [&](std::size_t from, std::size_t to) {
+    for (std::size_t v = from; v < to; ++v)
+      if (x[v] >= threshold) out.push_back(static_cast<Index>(v));
+  };
+  for (std::size_t v = 0; v < full; v += block) {
+    const auto hit = (B::load_unaligned(x + v) >= t) | (B::load_unaligned(x + v + n) >= t) |
+                     (B::load_unaligned(x + v + 2 * n) >= t) | (B::load_unaligned(x + v + 3 * n) >= t);
+    if (xsimd::any(hit)) scan(v, v + block);
   }
-  for (std::size_t v = full; v < row.size(); ++v)
-    if (row[v] >= threshold) out.push_back(static_cast<Index>(v));
+  scan(full, row.size());
 }
 
 }  // namespace specdec::backend::simd
