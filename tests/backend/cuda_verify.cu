@@ -3,16 +3,21 @@
 // layouts, V around the 2048-entry tile and up to 128256, with spoiled requests (NaN rows, q(x) = 0,
 // ids out of range, all-zero q rows); the workspace overload; batch-composition invariance; the
 // exact target distribution on the GPU path (chi-squared, with a negative control that must fail);
-// and a garbage fuzz in which no token outside [-1, V) may appear. Exits 77 without a GPU.
+// and a garbage fuzz in which no token outside [-1, V) may appear; the fused verification from logits,
+// with temperatures and with top-k / top-p / min-p (against seq, and bit for bit against
+// backend::cuda::warp_logits followed by verify). Exits 77 without a GPU.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "specdec/acceptance/verify.hpp"
+#include "specdec/backend/cuda/filter.cuh"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/random/stream.hpp"
 #include "support/batch_builder.hpp"
@@ -28,6 +33,21 @@ using specdec::random::purpose;
 using specdec::random::stream_address;
 using specdec::test::device_array;
 
+//! Device copies of a verification's output buffers.
+struct device_outputs {
+  device_array<token_id> tokens;
+  device_array<std::int32_t> accepted;
+  device_array<specdec::verify_status> status;
+  explicit device_outputs(const specdec_test::owned_outputs& host)
+      : tokens(host.tokens), accepted(host.num_accepted), status(host.status) {}
+  specdec::chain_outputs view() const { return {tokens.span(), accepted.span(), status.span()}; }
+  void download_into(specdec_test::owned_outputs& host) const {
+    host.tokens = tokens.download();
+    host.num_accepted = accepted.download();
+    host.status = status.download();
+  }
+};
+
 //! Runs specdec::verify(exec::cuda, ...) and brings the outputs back; with `workspace`, through the
 //! caller-owned workspace overload.
 template <class Rule, class T>
@@ -35,20 +55,15 @@ specdec_test::owned_outputs run_cuda(const Rule& rule, const specdec_test::owned
                                      const specdec::verify_options& options = {}, bool workspace = false) {
   const specdec::test::device_chain_batch<T> batch(host.view());
   specdec_test::owned_outputs out(host);
-  device_array<token_id> tokens(out.tokens);
-  device_array<std::int32_t> accepted(out.num_accepted);
-  device_array<specdec::verify_status> status(out.status);
-  const specdec::chain_outputs view{tokens.span(), accepted.span(), status.span()};
+  const device_outputs dev(out);
+  const specdec::chain_outputs view = dev.view();
   if (workspace) {
     device_array<std::byte> buffer(specdec::verify_workspace_bytes(specdec::exec::cuda, rule, batch.view, options));
     specdec::verify(specdec::exec::cuda, rule, batch.view, host.stream_span(), view, buffer.span(), options);
-    out.tokens = tokens.download();
   } else {
     specdec::verify(specdec::exec::cuda, rule, batch.view, host.stream_span(), view, options);
-    out.tokens = tokens.download();
   }
-  out.num_accepted = accepted.download();
-  out.status = status.download();
+  dev.download_into(out);
   return out;
 }
 
@@ -112,14 +127,12 @@ TEST_CASE("cuda verify: the workspace overload, a small workspace, an empty batc
 
   const specdec::test::device_chain_batch<float> d(batch.view());
   specdec_test::owned_outputs out(batch);
-  device_array<token_id> tokens(out.tokens);
-  device_array<std::int32_t> accepted(out.num_accepted);
-  device_array<specdec::verify_status> status(out.status);
+  const device_outputs dev(out);
   const std::size_t need = specdec::verify_workspace_bytes(specdec::exec::cuda, specdec::strict, d.view);
   REQUIRE(need > 0);
   device_array<std::byte> small(need - 1);
   CHECK_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::strict, d.view, batch.stream_span(),
-                                  specdec::chain_outputs{tokens.span(), accepted.span(), status.span()}, small.span()),
+                                  dev.view(), small.span()),
                   specdec::error);
 
   const std::vector<std::int32_t> none;
@@ -210,10 +223,12 @@ std::vector<T> random_logits(philox_stream& s, std::size_t V) {
   return row;
 }
 
-//! Requests with logit rows; drafts sampled from the seq-warped draft row at temperature `t`.
+//! Requests with logit rows, one per entry of `draft_params`; request b's drafts are sampled from its
+//! seq-warped draft row (draft_params[b]).
 template <class T>
-std::vector<specdec_test::request_data<T>> logit_requests(philox_stream& s, std::size_t B, std::size_t max_n, std::size_t V,
-                                                           double t, std::uint32_t step) {
+std::vector<specdec_test::request_data<T>> logit_requests(philox_stream& s, const std::vector<specdec::warp_params>& draft_params,
+                                                           std::size_t max_n, std::size_t V, std::uint32_t step) {
+  const std::size_t B = draft_params.size();
   std::vector<specdec_test::request_data<T>> reqs(B);
   for (std::size_t b = 0; b < B; ++b) {
     auto& r = reqs[b];
@@ -222,7 +237,7 @@ std::vector<specdec_test::request_data<T>> logit_requests(philox_stream& s, std:
     for (std::size_t i = 0; i < n; ++i) {
       auto q = random_logits<T>(s, V);
       std::vector<T> warped(V);
-      (void)specdec::warp_logits(std::span<const T>(q), std::span<T>(warped), specdec::warp_params{t});
+      (void)specdec::warp_logits(std::span<const T>(q), std::span<T>(warped), draft_params[b]);
       r.drafts.push_back(specdec::sample_categorical(std::span<const T>(warped), s.uniform()).token);
       r.draft_rows.push_back(std::move(q));
       r.target_rows.push_back(random_logits<T>(s, V));
@@ -232,9 +247,23 @@ std::vector<specdec_test::request_data<T>> logit_requests(philox_stream& s, std:
   }
   return reqs;
 }
+
+//! Runs specdec::verify_from_logits(exec::cuda, ...) (the fused path) and brings the outputs back.
+template <class Rule, class T>
+specdec_test::owned_outputs run_fused(const Rule& rule, const specdec_test::owned_batch<T>& host,
+                                      const std::vector<specdec::warp_params>& target_params,
+                                      const std::vector<specdec::warp_params>& draft_params) {
+  const specdec::test::device_chain_batch<T> d(host.view());
+  specdec_test::owned_outputs out(host);
+  const device_outputs dev(out);
+  specdec::verify_from_logits(specdec::exec::cuda, rule, d.view, target_params, draft_params, host.stream_span(),
+                              dev.view());
+  dev.download_into(out);
+  return out;
+}
 }  // namespace
 
-TEST_CASE("cuda verify_from_logits (fused) agrees with seq; filters are refused", "[cuda][verify][logits]") {
+TEST_CASE("cuda verify_from_logits (fused) agrees with seq", "[cuda][verify][logits]") {
   // The fused path's probabilities are softmax.cuh's, within its stated bound of seq's (16 ulp of
   // float); tokens can differ only where a uniform or a cumulative sum lands within that bound of a
   // boundary, so at least 99% of the requests must match seq exactly (measured rate printed).
@@ -243,22 +272,13 @@ TEST_CASE("cuda verify_from_logits (fused) agrees with seq; filters are refused"
   const auto run = [&](auto tag, std::size_t V, double t, bool packed) {
     using T = decltype(tag);
     const std::size_t max_n = 4;
-    const auto reqs = logit_requests<T>(s, 16, max_n, V, t, static_cast<std::uint32_t>(requests));
+    const std::vector<specdec::warp_params> params(16, specdec::warp_params{t});
+    const auto reqs = logit_requests<T>(s, params, max_n, V, static_cast<std::uint32_t>(requests));
     const auto batch = specdec_test::build_batch(reqs, V, packed, max_n);
-    const std::vector<specdec::warp_params> params(reqs.size(), specdec::warp_params{t});
     specdec_test::for_each_rule([&](const auto& rule, const char* name) {
       specdec_test::owned_outputs a(batch);
       specdec::verify_from_logits(specdec::exec::seq, rule, batch.view(), params, {}, batch.stream_span(), a.view());
-      const specdec::test::device_chain_batch<T> d(batch.view());
-      specdec_test::owned_outputs b(batch);
-      device_array<token_id> tokens(b.tokens);
-      device_array<std::int32_t> accepted(b.num_accepted);
-      device_array<specdec::verify_status> status(b.status);
-      specdec::verify_from_logits(specdec::exec::cuda, rule, d.view, params, {}, batch.stream_span(),
-                                  specdec::chain_outputs{tokens.span(), accepted.span(), status.span()});
-      b.tokens = tokens.download();
-      b.num_accepted = accepted.download();
-      b.status = status.download();
+      const auto b = run_fused(rule, batch, params, {});
       CAPTURE(name, V, t, packed);
       for (std::size_t r = 0; r < reqs.size(); ++r) {
         const bool same = a.row(r) == b.row(r) && a.num_accepted[r] == b.num_accepted[r] && a.status[r] == b.status[r];
@@ -280,16 +300,120 @@ TEST_CASE("cuda verify_from_logits (fused) agrees with seq; filters are refused"
   INFO(identical << " of " << requests << " requests identical to seq (" << rate << "), " << invalid << " invalid");
   CHECK(rate >= 0.99);
   CHECK(invalid > 0);
+}
 
-  const auto reqs = logit_requests<float>(s, 2, 2, 100, 1.0, 0);
-  const auto batch = specdec_test::build_batch(reqs, 100, true);
-  const specdec::test::device_chain_batch<float> d(batch.view());
-  specdec_test::owned_outputs out(batch);
-  device_array<token_id> tokens(out.tokens);
-  device_array<std::int32_t> accepted(out.num_accepted);
-  device_array<specdec::verify_status> status(out.status);
-  const std::vector<specdec::warp_params> top_p(2, specdec::warp_params{1.0, 0, 0.9, 0.0});
-  CHECK_THROWS_AS(specdec::verify_from_logits(specdec::exec::cuda, specdec::strict, d.view, top_p, {}, batch.stream_span(),
-                                              specdec::chain_outputs{tokens.span(), accepted.span(), status.span()}),
-                  specdec::error);
+namespace {
+//! Parameters drawn from the grid of the filter test: T in {0, 0.7, 1, 1.6}, top-k in {0, 5, 50},
+//! top-p in {1, 0.9, 0.5}, min-p in {0, 0.05}.
+specdec::warp_params grid_params(philox_stream& s) {
+  static constexpr double temperatures[] = {0.0, 0.7, 1.0, 1.6}, top_ps[] = {1.0, 0.9, 0.5}, min_ps[] = {0.0, 0.05};
+  static constexpr int top_ks[] = {0, 5, 50};
+  const auto pick = [&s](std::size_t n) { return static_cast<std::size_t>(s.uniform() * static_cast<double>(n)); };
+  return specdec::warp_params{temperatures[pick(4)], top_ks[pick(3)], top_ps[pick(3)], min_ps[pick(2)]};
+}
+
+//! The fused path gives a row warp_logits' float probabilities exactly when it is greedy (the same
+//! one-hot row) or filtered (T > 0 and top-k < V, top-p or min-p on); unfiltered rows keep the plain
+//! softmax, without warp_logits' renormalisation.
+bool same_rows_as_warp_logits(const specdec::warp_params& w, std::size_t V) {
+  return w.temperature == 0.0 || (w.top_k > 0 && static_cast<std::size_t>(w.top_k) < V) || w.top_p < 1.0 || w.min_p > 0.0;
+}
+
+//! backend::cuda::warp_logits into device probability rows (one warp_params per row; padding rows
+//! T = 1, no filter), then specdec::verify(exec::cuda, ...) on them: the unfused GPU path.
+template <class Rule, class T>
+specdec_test::owned_outputs run_warp_then_verify(const Rule& rule, const specdec_test::owned_batch<T>& host,
+                                                 const std::vector<specdec::warp_params>& target_params,
+                                                 const std::vector<specdec::warp_params>& draft_params) {
+  const auto view = host.view();
+  const std::size_t V = host.vocab, nt = view.layout.num_target_rows(), nd = view.layout.num_draft_rows();
+  std::vector<specdec::warp_params> target_rows(nt), draft_rows(nd);
+  for (std::size_t b = 0; b < host.batch_size(); ++b) {
+    for (std::size_t i = 0; i <= view.layout.num_drafts(b); ++i) target_rows[view.layout.target_row(b, i)] = target_params[b];
+    for (std::size_t i = 0; i < view.layout.num_drafts(b); ++i) draft_rows[view.layout.draft_row(b, i)] = draft_params[b];
+  }
+  const device_array<T> target_logits(host.target_rows), draft_logits(host.draft_rows);
+  device_array<float> target_probs(nt * V), draft_probs(nd * V);
+  device_array<specdec::row_status> target_status(nt), draft_status(nd);
+  specdec::backend::cuda::warp_logits(cudaStream_t{}, target_logits.cspan(), nt, V, target_probs.span(), target_rows,
+                                      target_status.span());
+  specdec::backend::cuda::warp_logits(cudaStream_t{}, draft_logits.cspan(), nd, V, draft_probs.span(), draft_rows,
+                                      draft_status.span());
+  const device_array<token_id> drafts(host.draft_tokens);
+  const specdec::chain_batch<float> probs{view.layout, V, drafts.cspan(), draft_probs.cspan(), target_probs.cspan()};
+  specdec_test::owned_outputs out(host);
+  const device_outputs dev(out);
+  specdec::verify(specdec::exec::cuda, rule, probs, host.stream_span(),
+                  dev.view());
+  dev.download_into(out);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("cuda verify_from_logits (fused) with top-k, top-p and min-p: warp_logits + verify bit for bit, seq on >= 99%",
+          "[cuda][verify][logits][filters]") {
+  // Request b draws its target and draft parameters from the grid (the draft's are the target's half
+  // of the time), so every batch mixes filtered, unfiltered and greedy rows. Expected:
+  //  - against backend::cuda::warp_logits + verify: the same probabilities for every row that is read
+  //    when each is greedy or filtered (`same_rows_as_warp_logits`; rows of requests with a NaN logit
+  //    differ in kind: unusable there, zero rows here), hence the same tokens, counts and flags;
+  //  - against seq: the softmax bound of softmax.cuh and the top-p boundary bound of filter.cuh (plus
+  //    float rounding of double logits' filtered rows), so tokens differ only where a uniform, a
+  //    cumulative sum or a filter boundary falls within them: >= 99% of requests identical (printed).
+  philox_stream s(stream_address{0xC0DA, 7, 0, 0, purpose::user});
+  std::size_t requests = 0, identical = 0, compared = 0, filtered = 0, invalid = 0;
+  const auto run = [&](auto tag, std::size_t V, bool packed) {
+    using T = decltype(tag);
+    const std::size_t B = 16, max_n = 4;
+    std::vector<specdec::warp_params> target_params(B), draft_params(B);
+    for (std::size_t b = 0; b < B; ++b) {
+      target_params[b] = grid_params(s);
+      draft_params[b] = s.uniform() < 0.5 ? target_params[b] : grid_params(s);
+    }
+    const auto reqs = logit_requests<T>(s, draft_params, max_n, V, static_cast<std::uint32_t>(requests));
+    const auto batch = specdec_test::build_batch(reqs, V, packed, max_n);
+    specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+      constexpr bool reads_q = specdec::reads_draft_distribution<std::decay_t<decltype(rule)>>;
+      specdec_test::owned_outputs a(batch);
+      specdec::verify_from_logits(specdec::exec::seq, rule, batch.view(), target_params, draft_params, batch.stream_span(),
+                                  a.view());
+      const auto b = run_fused(rule, batch, target_params, draft_params);
+      const auto c = run_warp_then_verify(rule, batch, target_params, draft_params);
+      CAPTURE(name, V, packed, sizeof(T));
+      for (std::size_t r = 0; r < B; ++r) {
+        CAPTURE(r, target_params[r].temperature, target_params[r].top_k, target_params[r].top_p, target_params[r].min_p,
+                draft_params[r].temperature, draft_params[r].top_k, draft_params[r].top_p, draft_params[r].min_p);
+        for (const token_id x : b.row(r)) REQUIRE((x == specdec::no_token || specdec::in_vocabulary(x, V)));
+        // Unusable rows are decided exactly (no rounding): the flags always agree with seq.
+        CHECK(specdec::is_valid(a.status[r]) == specdec::is_valid(b.status[r]));
+        const bool same = a.row(r) == b.row(r) && a.num_accepted[r] == b.num_accepted[r] && a.status[r] == b.status[r];
+        identical += same;
+        ++requests;
+        invalid += !specdec::is_valid(a.status[r]);
+        const bool target_filtered = same_rows_as_warp_logits(target_params[r], V) && target_params[r].temperature > 0.0;
+        filtered += target_filtered;
+        const bool nan_row = std::isnan(static_cast<double>(reqs[r].target_rows[0][0]));
+        if (!nan_row && same_rows_as_warp_logits(target_params[r], V) &&
+            (!reads_q || same_rows_as_warp_logits(draft_params[r], V))) {
+          ++compared;
+          CHECK(b.row(r) == c.row(r));
+          CHECK(b.num_accepted[r] == c.num_accepted[r]);
+          CHECK(b.status[r] == c.status[r]);
+        }
+      }
+    });
+  };
+  for (const std::size_t V : {std::size_t{37}, std::size_t{2049}, std::size_t{32000}})
+    for (int round = 0; round < 2; ++round) {
+      run(float{}, V, (V != 2049) == (round == 0));
+      run(double{}, V, (V == 2049) == (round == 0));
+    }
+  const double rate = static_cast<double>(identical) / static_cast<double>(requests);
+  INFO(identical << " of " << requests << " requests identical to seq (" << rate << "); " << compared
+                 << " compared bit for bit with warp_logits + verify; " << filtered << " with filtered target rows; "
+                 << invalid << " invalid");
+  CHECK(rate >= 0.99);
+  CHECK(compared > 0);
+  CHECK(filtered > 0);
+  CHECK(invalid > 0);
 }

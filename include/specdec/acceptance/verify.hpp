@@ -80,8 +80,10 @@ void verify(const exec::cuda_policy& policy, const Rule& rule, const chain_batch
 //! Verifies from logits: each row that is read is warped with its request's parameters first
 //! (temperature, top-k, top-p, min-p). `draft_params` empty means the draft used the target's
 //! parameters; either way q is the warped row the draft token was sampled from.
-//! With `exec::cuda` the path is fused (no probability row is stored; device memory as for `verify`)
-//! and takes temperatures only: top-k, top-p and min-p throw there (backend/cuda/verify.cuh).
+//! With `exec::cuda` the path is fused (no probability row is stored, only a few scalars per row;
+//! device memory as for `verify`) and takes temperatures, top-k, top-p and min-p: a filtered row's
+//! weights are exactly the float probabilities of `backend::cuda::warp_logits` (also for double
+//! logits), agreeing with seq within the bounds of backend/cuda/verify.cuh.
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
 void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batch<T>& logits_batch,
                         std::span<const warp_params> target_params, std::span<const warp_params> draft_params,

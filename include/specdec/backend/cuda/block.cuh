@@ -100,6 +100,35 @@ __device__ inline void load_chunk(const T* row, std::size_t vocab, std::size_t c
   }
 }
 
+//! Loads the entries of a row of T that sit at this thread's item positions of chunk `chunk` in the
+//! layout of L (`chunk_index<L>`; entries at or past `vocab` become `fill`): `load_chunk` when T = L;
+//! otherwise 16-byte vectors where a layout vector covers whole ones (double rows read in the float
+//! layout: two per vector), else scalar loads. Lets a kernel of float rows read double logits.
+template <class L, class T>
+__device__ inline void load_chunk_as(const T* row, std::size_t vocab, std::size_t chunk, T (&x)[chunk_items<L>], T fill) {
+  if constexpr (std::is_same_v<L, T>) {
+    load_chunk(row, vocab, chunk, x, fill);
+  } else {
+    constexpr int w = vector_width<L>, wt = vector_width<T>;
+    constexpr bool vectors = w % wt == 0;  // a layout vector is whole 16-byte vectors of T
+    const bool aligned = vectors && reinterpret_cast<std::uintptr_t>(row) % 16 == 0;
+#pragma unroll
+    for (int j = 0; j < chunk_vectors; ++j) {
+      const std::size_t first = chunk_index<L>(chunk, j * w);
+      if constexpr (vectors) {
+        if (aligned && first + w <= vocab) {
+#pragma unroll
+          for (int i = 0; i < w; i += wt)
+            vector16<T>::unpack(*reinterpret_cast<const typename vector16<T>::type*>(row + first + i), x + j * w + i);
+          continue;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < w; ++i) x[j * w + i] = first + i < vocab ? row[first + i] : fill;
+    }
+  }
+}
+
 //! Stores this thread's items, laid out as its items of chunk `chunk` of a row of T, into a row of U
 //! (entries at or past `vocab` are not written). Vector stores when T = U and the row is aligned.
 template <class T, class U>

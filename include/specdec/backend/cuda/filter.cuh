@@ -30,10 +30,17 @@
 //!  a double sum (`kept_sum_kernel`, fixed order) and p * (1 / sum) rounded to float, as seq: the
 //!  probabilities agree within (2u + (2V + 64) 2^-53) relative (u = 2^-24) plus 2^-149 when the masks agree.
 //! Rows: float probabilities (the radix select's exact masses use the 24-bit significands; double
-//! rows have no GPU filter). `warp_logits` takes float or double logits and writes float
+//! rows have no GPU filter), read through a row source (`prob_source`: rows in memory;
+//! `softmax_source`: logit rows whose float softmax probabilities are computed on the fly from the
+//! row statistics, bit for bit what softmax.cuh writes, so the search and kept sums of the fused
+//! verification (verify.cuh) equal those of `warp_logits` without a probability row being stored).
+//! `warp_logits` takes float or double logits and writes float
 //! probabilities: softmax.cuh, then these filters on its output; its probabilities agree with seq's
 //! within the softmax bound (16u) twice plus the renormalisation (36u relative in all), and its masks
-//! agree unless seq's softmax output sits within that bound of a boundary.
+//! agree unless seq's softmax output sits within that bound of a boundary. (Double logits: seq warps
+//! in double, the GPU filters the float rounding of the same probabilities, so its masks may also
+//! differ where that rounding ties or crosses a boundary: the k-th value, min_p * max, or the top-p
+//! goal within 2^-24 relative.)
 //! Cost: pass 0 reads every row once (usability, maximum, mass, level-0 histogram); each further
 //! level (at most two for top-k and two for top-p) re-reads the rows still searching, from L2 when
 //! the batch fits, and rows already decided return at once; the renormalisation reads and writes
@@ -106,6 +113,13 @@ __host__ __device__ inline std::uint32_t prob_key(float p) noexcept { return p >
 
 //! seq's usable weight for a float: >= 0 (so not NaN) and finite.
 __host__ __device__ inline bool usable_prob(float p) noexcept { return p >= 0.0f && p <= FLT_MAX; }
+
+//! The filtered, renormalised probability of an entry p of a row with threshold key `tau` and
+//! `inv_kept` = 1 / (the kept mass): key(p) >= tau ? float(p * inv_kept) : 0. The one formula of
+//! `rescale_kernel` and of the fused verification's filtered rows (verify.cuh).
+__host__ __device__ inline float filtered_prob(float p, std::uint32_t tau, double inv_kept) noexcept {
+  return prob_key(p) >= tau ? static_cast<float>(static_cast<double>(p) * inv_kept) : 0.0f;
+}
 
 //! The integer significand of a key: value = significand * 2^(max(e, 1) - 150), e = key >> 23.
 __host__ __device__ constexpr std::uint32_t key_significand(std::uint32_t key) noexcept {
@@ -320,6 +334,54 @@ __host__ __device__ inline void apply_crossing(select_row& r, int level, const c
   }
 }
 
+// ---- row sources ----------------------------------------------------------------------------------
+// The threshold search and the kept sums read a row through a source: `load(b, vocab, c, x)` puts
+// this thread's items of chunk c (the float layout of block.cuh) of search row b into x, entries
+// past the row as +0. Every value is a float, so the exact bucket masses hold.
+
+//! Search row b is the float probability row at probs + b * vocab (warp_probs, warp_logits,
+//! sample_filtered).
+struct prob_source {
+  const float* probs;
+  __device__ void load(std::size_t b, std::size_t vocab, std::size_t c, float (&x)[chunk_items<float>]) const {
+    load_chunk(probs + b * vocab, vocab, c, x, 0.0f);
+  }
+};
+
+//! Search row b is a logit row softmaxed on the fly: entry v is the float probability softmax.cuh's
+//! write kernel would store (`softmax_entry<float>`, from the row's statistics and temperature), so
+//! the search sees exactly the row `warp_logits` filters, without it being written. Row index
+//! r = row_of[b] (row_of null: r = b); rows [0, first_rows) lie at `first`, the others at `second`
+//! (the fused verification's target rows, then its draft rows); stats and temperature are indexed by
+//! r. A row whose statistics are not ok, or whose temperature is not > 0, reads as zeros (no_mass).
+template <class T>
+struct softmax_source {
+  const T* first;
+  const T* second;
+  std::int64_t first_rows;
+  const std::int64_t* row_of;
+  const softmax_row* stats;
+  const double* temperature;
+  __device__ void load(std::size_t b, std::size_t vocab, std::size_t c, float (&x)[chunk_items<float>]) const {
+    const std::int64_t r = row_of != nullptr ? row_of[b] : static_cast<std::int64_t>(b);
+    const softmax_row st = stats[r];
+    const double t = temperature[r];
+    if (st.status != row_status::ok || !(t > 0.0)) {
+#pragma unroll
+      for (int k = 0; k < chunk_items<float>; ++k) x[k] = 0.0f;
+      return;
+    }
+    const T* row = r < first_rows ? first + static_cast<std::size_t>(r) * vocab
+                                  : second + static_cast<std::size_t>(r - first_rows) * vocab;
+    T raw[chunk_items<float>];
+    load_chunk_as<float>(row, vocab, c, raw, T(0));
+    const double inv_t = 1.0 / t, inv_sum = 1.0 / st.sum;
+#pragma unroll
+    for (int k = 0; k < chunk_items<float>; ++k)
+      x[k] = chunk_index<float>(c, k) < vocab ? softmax_entry<float>(raw[k], st.max, t, inv_t, inv_sum) : 0.0f;
+  }
+};
+
 //! Copies a global histogram into shared memory (block-wide).
 __device__ inline void stage_histogram(select_shared& sh, const row_histogram& h) {
   for (int d = static_cast<int>(threadIdx.x); d < radix_buckets; d += block_threads) {
@@ -360,12 +422,11 @@ __device__ __noinline__ inline void select_step(select_shared& sh, int level, co
 
 //! One pass of the threshold search: one block per (row, chunk), grid = batch * chunks. `first`:
 //! pass 0 (level 0 into `hist0`, usability, maximum; zeroes `hist`); later passes histogram the
-//! current level into `hist`, which their last block zeroes again.
-template <class T>  // float (a template, so that several units may include this header)
+//! current level into `hist`, which their last block zeroes again. `src`: a row source.
+template <class Source>
 __global__ void __launch_bounds__(block_threads, 3)  // 80 registers: 3 blocks per SM without spills
-    select_pass_kernel(const T* probs, std::size_t vocab, std::size_t chunks, select_row* rows, row_histogram* hist0,
+    select_pass_kernel(Source src, std::size_t vocab, std::size_t chunks, select_row* rows, row_histogram* hist0,
                        row_histogram* hist, bool first) {
-  static_assert(std::is_same_v<T, float>, "float rows");
   __shared__ select_shared sh;
   const std::size_t b = blockIdx.x / chunks, c = blockIdx.x % chunks;
   select_row* row = rows + b;
@@ -384,7 +445,7 @@ __global__ void __launch_bounds__(block_threads, 3)  // 80 registers: 3 blocks p
       hist[b].msum[d] = 0;
     }
   float x[chunk_items<float>];
-  load_chunk(probs + b * vocab, vocab, c, x, 0.0f);
+  src.load(b, vocab, c, x);
   __syncthreads();
 
   const int shift = digit_shift(level), above_shift = shift + digit_bits(level);
@@ -464,17 +525,16 @@ __global__ void __launch_bounds__(block_threads, 3)  // 80 registers: 3 blocks p
 }
 
 //! The mass each chunk keeps (entries with key >= tau), for the renormalisation; rows that are
-//! usable and not passed through. One block per (row, chunk).
-template <class T>  // float
+//! usable and not passed through. One block per (row, chunk); `src`: a row source.
+template <class Source>
 __global__ void __launch_bounds__(block_threads)
-    kept_sum_kernel(const T* probs, std::size_t vocab, std::size_t chunks, const select_row* rows, double* partials) {
-  static_assert(std::is_same_v<T, float>, "float rows");
+    kept_sum_kernel(Source src, std::size_t vocab, std::size_t chunks, const select_row* rows, double* partials) {
   __shared__ double scratch[block_warps];
   const std::size_t b = blockIdx.x / chunks, c = blockIdx.x % chunks;
   const select_row& r = rows[b];
   if (r.passthrough != 0 || r.status != row_status::ok) return;
   float x[chunk_items<float>];
-  load_chunk(probs + b * vocab, vocab, c, x, 0.0f);
+  src.load(b, vocab, c, x);
   const std::uint32_t tau = r.tau;
   double s = 0.0;
 #pragma unroll
@@ -482,6 +542,12 @@ __global__ void __launch_bounds__(block_threads)
     if (prob_key(x[k]) >= tau) s += static_cast<double>(x[k]);  // (the fill adds 0)
   s = block_sum_all(s, scratch);
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+//! 1 / (the kept mass of a row) from its `chunks` chunk partials, by one warp in a fixed order (every
+//! caller gets the same bits: `rescale_kernel` and the fused verification's per-row scale).
+__device__ inline double kept_inverse(const double* partials, std::size_t chunks) {
+  return 1.0 / warp_strided_sum(partials, chunks);
 }
 
 //! The filtered, renormalised row in place: p -> key(p) >= tau ? float(p * (1 / kept)) : 0;
@@ -506,23 +572,23 @@ __global__ void __launch_bounds__(block_threads)
     float x[chunk_items<float>];
     load_chunk(probs + b * vocab, vocab, c, x, 0.0f);
     if (threadIdx.x < warp_size) {
-      const double kept = warp_strided_sum(partials + b * chunks, chunks);
-      if (threadIdx.x == 0) inv_shared = 1.0 / kept;
+      const double inv = kept_inverse(partials + b * chunks, chunks);
+      if (threadIdx.x == 0) inv_shared = inv;
     }
     __syncthreads();
     const double inv = inv_shared;
 #pragma unroll
-    for (int k = 0; k < chunk_items<float>; ++k)
-      y[k] = prob_key(x[k]) >= tau ? static_cast<float>(static_cast<double>(x[k]) * inv) : 0.0f;
+    for (int k = 0; k < chunk_items<float>; ++k) y[k] = filtered_prob(x[k], tau, inv);
   }
   store_chunk<float>(probs + b * vocab, vocab, c, y);
 }
 
 //! The workspace of the threshold search.
 struct select_parts {
-  select_row* rows;
-  row_histogram* hist0;
-  row_histogram* hist;
+  select_row* rows = nullptr;
+  row_histogram* hist0 = nullptr;
+  row_histogram* hist = nullptr;
+  select_parts() = default;
   select_parts(workspace_plan& plan, std::size_t batch)
       : rows(plan.take<select_row>(batch)), hist0(plan.take<row_histogram>(batch)), hist(plan.take<row_histogram>(batch)) {}
 };
@@ -544,9 +610,12 @@ inline select_row select_row_for(const warp_params& w, std::size_t vocab) {
   return r;
 }
 
-//! Host: uploads the rows and runs the passes the batch needs (1 + 2 per search some row runs).
-inline void run_select(cudaStream_t stream, const float* probs, std::size_t batch, std::size_t vocab,
-                       const select_parts& parts, const std::vector<select_row>& rows) {
+//! Host: uploads the `batch` search states `rows` and runs the passes the batch needs (1 + 2 per
+//! search some row runs) over the rows of the source `src`.
+template <class Source>
+void run_select(cudaStream_t stream, const Source& src, std::size_t batch, std::size_t vocab, const select_parts& parts,
+                std::span<const select_row> rows) {
+  SPECDEC_EXPECTS(rows.size() == batch, "cuda filter: one search state per row");
   copy_to_device(parts.rows, rows.data(), batch, stream);
   bool any = false, top_k = false, top_p = false;
   for (const select_row& r : rows) {
@@ -560,10 +629,20 @@ inline void run_select(cudaStream_t stream, const float* probs, std::size_t batc
   const int passes = 1 + (top_k ? radix_levels - 1 : 0) + (top_p ? radix_levels - 1 : 0);
   const unsigned grid = row_chunk_grid<float>(batch, vocab);
   for (int pass = 0; pass < passes; ++pass) {
-    select_pass_kernel<float><<<grid, block_threads, 0, stream>>>(probs, vocab, chunk_count<float>(vocab), parts.rows, parts.hist0,
-                                                          parts.hist, pass == 0);
+    select_pass_kernel<Source><<<grid, block_threads, 0, stream>>>(src, vocab, chunk_count<float>(vocab), parts.rows,
+                                                                   parts.hist0, parts.hist, pass == 0);
     check_launch("select_pass_kernel");
   }
+}
+
+//! Host: after `run_select`, the kept mass of every chunk (`kept`: batch * chunk_count<float>(vocab)
+//! doubles) of the usable rows that are not passed through.
+template <class Source>
+void run_kept_sum(cudaStream_t stream, const Source& src, std::size_t batch, std::size_t vocab, const select_row* rows,
+                  double* kept) {
+  kept_sum_kernel<Source><<<row_chunk_grid<float>(batch, vocab), block_threads, 0, stream>>>(
+      src, vocab, chunk_count<float>(vocab), rows, kept);
+  check_launch("kept_sum_kernel");
 }
 
 //! Host: the renormalisation after `run_select` (statuses written when not null).
@@ -571,8 +650,7 @@ inline void run_rescale(cudaStream_t stream, float* probs, std::size_t batch, st
                         row_status* statuses) {
   const unsigned grid = row_chunk_grid<float>(batch, vocab);
   const std::size_t chunks = chunk_count<float>(vocab);
-  kept_sum_kernel<float><<<grid, block_threads, 0, stream>>>(probs, vocab, chunks, parts.select.rows, parts.kept);
-  check_launch("kept_sum_kernel");
+  run_kept_sum(stream, prob_source{probs}, batch, vocab, parts.select.rows, parts.kept);
   rescale_kernel<float><<<grid, block_threads, 0, stream>>>(probs, vocab, chunks, parts.select.rows, parts.kept, statuses);
   check_launch("rescale_kernel");
 }
@@ -610,7 +688,7 @@ inline void warp_probs(cudaStream_t stream, std::span<float> probs, std::size_t 
   workspace_plan plan(workspace);
   const detail::filter_parts parts(plan, batch, vocab);
   if (batch == 0) return;
-  detail::run_select(stream, probs.data(), batch, vocab, parts.select, rows);
+  detail::run_select(stream, detail::prob_source{probs.data()}, batch, vocab, parts.select, rows);
   detail::run_rescale(stream, probs.data(), batch, vocab, parts, statuses.data());
 }
 
@@ -662,7 +740,7 @@ void warp_logits(cudaStream_t stream, std::span<const T> logits, std::size_t bat
   detail::launch_softmax_partials(stream, logits.data(), batch, vocab, soft.temperature, soft);
   detail::launch_softmax_write(stream, logits.data(), batch, vocab, soft.temperature, soft, probs.data(), statuses.data(),
                                nullptr, detail::softmax_output::probs);
-  detail::run_select(stream, probs.data(), batch, vocab, parts.select, rows);
+  detail::run_select(stream, detail::prob_source{probs.data()}, batch, vocab, parts.select, rows);
   detail::run_rescale(stream, probs.data(), batch, vocab, parts, nullptr);  // statuses: softmax's
 }
 

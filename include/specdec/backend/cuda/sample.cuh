@@ -225,7 +225,7 @@ inline void sample_filtered(cudaStream_t stream, std::span<const float> probs, s
   const detail::select_parts select(plan, batch);
   const detail::sample_parts parts(plan, batch, vocab);
   if (batch == 0) return;
-  detail::run_select(stream, probs.data(), batch, vocab, select, rows);
+  detail::run_select(stream, detail::prob_source{probs.data()}, batch, vocab, select, rows);
   detail::sample_rows(stream, detail::filtered_rows{probs.data(), vocab, select.rows}, batch, vocab, parts, position, what,
                       tokens.data(), statuses.data());
 }

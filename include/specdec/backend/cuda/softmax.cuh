@@ -99,6 +99,17 @@ __device__ inline double scaled_exp(double x, double m, double temperature, doub
   return exp((x - m) / temperature);
 }
 
+//! The probability of a logit x in a row with maximum `max` and sum S at temperature T, rounded to
+//! U as kernel 2 stores it: U(U(e) * (1 / S)), e = `scaled_exp` (`inv_t` = 1 / T, `inv_sum` = 1 / S).
+//! The one formula behind kernel 2, the filters on logit rows (filter.cuh) and the fused verification
+//! (verify.cuh), so that they all see the same bits.
+template <class U, class T>
+__device__ inline U softmax_entry(T x, double max, double temperature, double inv_t, double inv_sum) {
+  // __dmul_rn: never contracted into an fma with a sum the caller adds it to, so a weight read
+  // alone and the same weight inside a tile sum are the same double.
+  return static_cast<U>(__dmul_rn(static_cast<double>(static_cast<U>(scaled_exp(x, max, temperature, inv_t))), inv_sum));
+}
+
 //! Kernel 1: one block per (row, chunk); grid = batch * chunks. `temperature`: one per row, or null
 //! (all 1), as for every kernel here.
 template <class T>
@@ -229,7 +240,7 @@ __global__ void __launch_bounds__(block_threads)
       const double inv = 1.0 / r.sum, inv_t = 1.0 / temp;
 #pragma unroll
       for (int k = 0; k < chunk_items<T>; ++k)
-        y[k] = static_cast<U>(static_cast<double>(static_cast<U>(scaled_exp(x[k], r.max, temp, inv_t))) * inv);
+        y[k] = softmax_entry<U>(x[k], r.max, temp, inv_t, inv);
     } else {
 #pragma unroll
       for (int k = 0; k < chunk_items<T>; ++k) y[k] = static_cast<U>(static_cast<double>(x[k]) / temp - r.lse);

@@ -25,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +36,7 @@
 #include "specdec/acceptance/status.hpp"
 #include "specdec/backend/cuda/categorical.cuh"
 #include "specdec/backend/cuda/error.cuh"
+#include "specdec/backend/cuda/filter.cuh"
 #include "specdec/backend/cuda/memory.cuh"
 #include "specdec/backend/cuda/softmax.cuh"
 #include "specdec/backend/cuda/warp.cuh"
@@ -97,22 +99,40 @@ struct probability_rows {
   __device__ bool draft_usable(std::int64_t) const { return true; }
 };
 
+//! A logit row's top-k / top-p / min-p result in the fused path (a few scalars per row, never a
+//! row): filter.cuh's threshold key and 1 / kept mass, as `warp_logits` computes them.
+struct row_filter {
+  std::uint32_t filtered = 0;  //!< 1: the row's request sets a filter (and T > 0)
+  std::uint32_t tau = 0;       //!< keep the float probabilities whose key is >= tau
+  double inv_kept = 0.0;       //!< 1 / (the mass kept), `kept_inverse`
+};
+
 //! The probability of entry v of a logit row softmaxed at temperature T, computed exactly as
-//! softmax.cuh writes it (U(U(e_v) * (1 / S)), rounded to the row type as seq's scratch row is);
-//! T = 0 is the one-hot row on the argmax. Never stored: the fused path of `verify_from_logits`.
+//! softmax.cuh writes it (`softmax_entry`, U(U(e_v) * (1 / S)), rounded to the row type as seq's
+//! scratch row is); T = 0 is the one-hot row on the argmax (filters ignored, as seq). A filtered row
+//! gives w_v = `filtered_prob(p_v, tau, 1 / kept)` on p_v = `softmax_entry<float>`: the float
+//! probability `warp_logits` (filter.cuh) writes for it. Never stored: the fused path of
+//! `verify_from_logits`.
 template <class T>
 struct softmax_weight {
   const T* x;
   softmax_row stats;
   double temperature;
+  row_filter filter;
+  double inv_t, inv_sum;  //!< 1 / T and 1 / S, once per row (`of`)
+  __device__ static softmax_weight of(const T* x, const softmax_row& stats, double temperature, const row_filter& filter) {
+    return {x, stats, temperature, filter, 1.0 / temperature, 1.0 / stats.sum};
+  }
   __device__ double operator()(std::size_t v) const {
     if (temperature == 0.0) return static_cast<long long>(v) == stats.argmax ? 1.0 : 0.0;
-    const double e = static_cast<double>(static_cast<T>(scaled_exp(x[v], stats.max, temperature, 1.0 / temperature)));
-    return static_cast<double>(static_cast<T>(e * (1.0 / stats.sum)));
+    if (filter.filtered == 0) return static_cast<double>(softmax_entry<T>(x[v], stats.max, temperature, inv_t, inv_sum));
+    const float p = softmax_entry<float>(x[v], stats.max, temperature, inv_t, inv_sum);
+    return static_cast<double>(filtered_prob(p, filter.tau, filter.inv_kept));
   }
 };
 
-//! Rows given as logits, with each row's softmax statistics and temperature from a first pass.
+//! Rows given as logits, with each row's softmax statistics, temperature and filter result from the
+//! first passes.
 template <class T>
 struct logit_rows {
   const T* target = nullptr;
@@ -122,11 +142,15 @@ struct logit_rows {
   const softmax_row* draft_stats = nullptr;
   const double* target_temperature = nullptr;
   const double* draft_temperature = nullptr;
+  const row_filter* target_filter = nullptr;
+  const row_filter* draft_filter = nullptr;
   __device__ softmax_weight<T> target_row(std::int64_t row) const {
-    return {target + static_cast<std::size_t>(row) * vocab, target_stats[row], target_temperature[row]};
+    return softmax_weight<T>::of(target + static_cast<std::size_t>(row) * vocab, target_stats[row], target_temperature[row],
+                                 target_filter[row]);
   }
   __device__ softmax_weight<T> draft_row(std::int64_t row) const {
-    return {draft + static_cast<std::size_t>(row) * vocab, draft_stats[row], draft_temperature[row]};
+    return softmax_weight<T>::of(draft + static_cast<std::size_t>(row) * vocab, draft_stats[row], draft_temperature[row],
+                                 draft_filter[row]);
   }
   __device__ bool target_usable(std::int64_t row) const { return target_stats[row].status == row_status::ok; }
   __device__ bool draft_usable(std::int64_t row) const { return draft_stats[row].status == row_status::ok; }
@@ -476,11 +500,17 @@ __global__ void row_sums(const T* target, std::int64_t target_rows, const T* dra
 
 // ---- host side ------------------------------------------------------------------------------------
 
+//! The fused path searches the thresholds of at most this many filtered rows at a time, so that its
+//! search histograms (2 x 24 KiB per row, filter.cuh) are a fixed scratch, not a per-row cost.
+inline constexpr std::size_t filter_group_rows = 256;
+
 //! The workspace parts of one verification, taken in a fixed order from a `workspace_plan`.
 struct verify_parts {
   std::size_t batch = 0, jobs = 0, tiles = 0, sum_rows = 0, target_rows = 0, draft_rows = 0, chunks = 0;
+  std::size_t group_rows = 0;  //!< the fused path: rows of a filter group (`filter_group_rows` at most)
+  std::size_t filter_chunks = 0;  //!< the fused path: float chunks of a row (filter.cuh's kept sums)
   bool rejection = false, greedy = false;
-  bool logits = false;  //!< the fused path: per-row temperatures, softmax partials and statistics
+  bool logits = false;  //!< the fused path: per-row temperatures, softmax partials and statistics, filters
 
   template <class T>
   static verify_parts of(const chain_batch<T>& batch, rule_family family, const verify_options& options, bool logits) {
@@ -496,6 +526,9 @@ struct verify_parts {
     // Warped rows are normalised by construction, so the fused path has nothing to check.
     p.sum_rows = options.check_normalisation && !logits ? p.target_rows + p.draft_rows : 0;
     p.chunks = logits ? chunk_count<T>(batch.vocab_size) : 0;
+    // Filters are per request and the byte count must not depend on them: room for a full group.
+    p.group_rows = logits ? std::min(filter_group_rows, p.target_rows + p.draft_rows) : 0;
+    p.filter_chunks = logits ? chunk_count<float>(batch.vocab_size) : 0;
     return p;
   }
   //! Where the parts went (null pointers while counting).
@@ -509,6 +542,10 @@ struct verify_parts {
     job_result* results;
     softmax_partial* partials;
     softmax_row* stats;
+    row_filter* filters;         //!< [target rows + draft rows]
+    std::int64_t* group_row_of;  //!< [group_rows]: the logit row of each search row of a group
+    select_parts select;         //!< a group's search states and histograms
+    double* kept;                //!< [group_rows][filter_chunks]: a group's kept mass per chunk
   };
   pointers take(workspace_plan& plan) const {
     pointers w{};
@@ -525,6 +562,10 @@ struct verify_parts {
       w.temperatures = plan.take<double>(target_rows + draft_rows);
       w.partials = plan.take<softmax_partial>((target_rows + draft_rows) * chunks);
       w.stats = plan.take<softmax_row>(target_rows + draft_rows);
+      w.filters = plan.take<row_filter>(target_rows + draft_rows);
+      w.group_row_of = plan.take<std::int64_t>(group_rows);
+      w.select = select_parts(plan, group_rows);
+      w.kept = plan.take<double>(group_rows * filter_chunks);
     }
     return w;
   }
@@ -621,6 +662,41 @@ void launch_softmax_stats(cudaStream_t stream, const T* logits, std::size_t rows
   check_launch("softmax_stats");
 }
 
+//! The fused path's filter results of one group of `rows` searched rows: one warp per row writes
+//! filters[row_of[f]] = {1, tau, 1 / kept} (inv_kept 0 for a row the search found unusable: its
+//! softmax status is not ok either, so its weights are never used). (A template, so that several
+//! units may include this header.)
+template <class Search>
+__global__ void filter_results(const Search* search, const double* kept, std::size_t chunks, std::size_t rows,
+                               const std::int64_t* row_of, row_filter* filters) {
+  const std::size_t f = static_cast<std::size_t>(blockIdx.x) * (blockDim.x / warp_size) + threadIdx.x / warp_size;
+  if (f >= rows) return;  // whole warps
+  const Search r = search[f];
+  const bool ok = r.status == row_status::ok && r.passthrough == 0;
+  const double inv = ok ? kept_inverse(kept + f * chunks, chunks) : 0.0;  // (warp-uniform branch)
+  if (lane_id() == 0) filters[row_of[f]] = row_filter{1u, ok ? r.tau : 0u, inv};
+}
+
+//! Host: the fused path's filters. Each row whose request sets top-k (k < V), top-p or min-p at a
+//! temperature > 0 is searched as `warp_logits` searches it, reading its softmax probabilities on the
+//! fly (`softmax_source`), in groups of `filter_group_rows`; `filters` gets every row's result.
+template <class T>
+void launch_filters(cudaStream_t stream, const softmax_source<T>& source, std::size_t vocab, const verify_parts& parts,
+                    const verify_parts::pointers& w, std::span<const std::int64_t> row_of,
+                    std::span<const select_row> searches, std::span<const row_filter> filters) {
+  copy_to_device(w.filters, filters.data(), filters.size(), stream);
+  for (std::size_t g = 0; g < row_of.size(); g += parts.group_rows) {
+    const std::size_t n = std::min(parts.group_rows, row_of.size() - g);
+    copy_to_device(w.group_row_of, row_of.data() + g, n, stream);
+    run_select(stream, source, n, vocab, w.select, searches.subspan(g, n));
+    run_kept_sum(stream, source, n, vocab, w.select.rows, w.kept);
+    constexpr unsigned warps = 8;
+    filter_results<<<static_cast<unsigned>((n + warps - 1) / warps), warps * warp_size, 0, stream>>>(
+        w.select.rows, w.kept, parts.filter_chunks, n, w.group_row_of, w.filters);
+    check_launch("filter_results");
+  }
+}
+
 }  // namespace detail
 
 //! Device bytes `verify` needs for this batch shape, rule family and options.
@@ -672,14 +748,23 @@ std::size_t verify_from_logits_workspace_bytes(const Rule&, const chain_batch<T>
 
 //! Chain verification from logits, fused: one pass computes every row's softmax statistics (maximum,
 //! sum, argmax; a few doubles per row), and the verification then computes each probability it needs
-//! on the fly from the logit, so no [rows][V] probabilities are ever written. Per-request temperatures
-//! (T = 0: greedy's one-hot row); the probabilities are softmax.cuh's, within its stated bound of
-//! seq's, so tokens agree with seq except where a uniform or a cumulative sum falls within that bound
-//! of a boundary (tests/backend/cuda_verify.cu measures the agreement).
-//! top-k, top-p and min-p are not fused: a request that sets one is refused (warp the rows with
-//! `warp_logits` from filter.cuh and call `verify`). `check_normalisation` has nothing to check
-//! (warped rows are normalised by construction). Otherwise as `verify`.
-//! \throws specdec::error on shapes, invalid parameters, a filter, or a small workspace.
+//! on the fly from the logit, so no [rows][V] probabilities are ever written. Per-request
+//! temperatures (T = 0: greedy's one-hot row, filters ignored as in seq) and filters: for a row whose
+//! request sets top-k (k < V), top-p < 1 or min-p > 0 at T > 0, filter.cuh's radix select runs on the
+//! row's float softmax probabilities read through `softmax_source` (groups of `filter_group_rows`
+//! rows, fixed scratch) and leaves the row its threshold key and 1 / kept mass; its weights are then
+//! exactly the float probabilities `backend::cuda::warp_logits` writes, so such rows give the tokens
+//! of `warp_logits` followed by `verify` bit for bit (for float and double logits alike: filtered
+//! rows of double logits are filtered and weighted in float, as `warp_logits` does). Rows without a
+//! filter keep the softmax probabilities in the logit type, without `warp_logits`' renormalisation.
+//! Agreement with seq: the probabilities are softmax.cuh's within its stated bound of seq's (filtered
+//! rows: filter.cuh's bound, whose masks agree unless seq's probabilities sit within that bound of a
+//! boundary; double logits with a filter add float rounding, 2^-24 relative, which can also tie or
+//! cross a boundary), so tokens agree with seq except where a uniform, a cumulative sum or a filter
+//! boundary falls within those bounds (tests/backend/cuda_verify.cu measures the agreement).
+//! `check_normalisation` has nothing to check (warped rows are normalised by construction).
+//! Otherwise as `verify`.
+//! \throws specdec::error on shapes, invalid parameters (`specdec::validate`), or a small workspace.
 template <AcceptanceRule Rule, class T>
 void verify_from_logits(cudaStream_t stream, const Rule& rule, const chain_batch<T>& logits_batch,
                         std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
@@ -687,41 +772,53 @@ void verify_from_logits(cudaStream_t stream, const Rule& rule, const chain_batch
                         std::span<std::byte> workspace, const verify_options& options = {}) {
   static_assert(detail::float_or_double<T>, "cuda verify_from_logits: float or double logits");
   seq::detail::check_shapes(logits_batch, reads_draft_distribution<Rule>, streams, out);
-  const std::size_t B = logits_batch.layout.batch_size();
+  const std::size_t B = logits_batch.layout.batch_size(), V = logits_batch.vocab_size;
   SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
   SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
-  const auto temperature_only = [](const warp_params& w) {
-    validate(w);
-    SPECDEC_EXPECTS(w.top_k == 0 && w.top_p == 1.0 && w.min_p == 0.0,
-                    "cuda verify_from_logits: top-k, top-p and min-p are not fused; warp the rows with "
-                    "backend::cuda::warp_logits and call verify");
-  };
-  for (const auto& w : target_params) temperature_only(w);
-  for (const auto& w : draft_params) temperature_only(w);
+  for (const auto& w : target_params) validate(w);
+  for (const auto& w : draft_params) validate(w);
   const auto parts = detail::verify_parts::of(logits_batch, Rule::family, options, true);
   if (B == 0) return;
   workspace_plan plan(workspace);
   const auto w = parts.take(plan);
 
-  // One temperature per row: target rows first, then draft rows (padding rows get 1).
-  std::vector<double> temperatures(parts.target_rows + parts.draft_rows, 1.0);
+  // One temperature and one filter entry per row: target rows first, then draft rows (padding rows
+  // get T = 1 and no filter). Rows to search: T > 0 and some filter on (draft rows only when the rule
+  // reads them).
+  const std::size_t rows = parts.target_rows + parts.draft_rows;
+  std::vector<double> temperatures(rows, 1.0);
+  std::vector<detail::row_filter> filters(rows);
+  std::vector<std::int64_t> searched;
+  std::vector<detail::select_row> searches;
+  const auto set_row = [&](std::size_t row, const warp_params& p, bool search) {
+    temperatures[row] = p.temperature;
+    const detail::select_row r = detail::select_row_for(p, V);
+    if (!search || p.temperature == 0.0 || (r.top_k == 0 && r.top_p >= 1.0 && r.min_p <= 0.0)) return;
+    filters[row].filtered = 1;
+    searched.push_back(static_cast<std::int64_t>(row));
+    searches.push_back(r);
+  };
   for (std::size_t b = 0; b < B; ++b) {
-    const double tt = target_params[b].temperature, td = draft_params.empty() ? tt : draft_params[b].temperature;
-    for (std::size_t i = 0; i <= logits_batch.layout.num_drafts(b); ++i) temperatures[logits_batch.layout.target_row(b, i)] = tt;
+    const warp_params& tp = target_params[b];
+    const warp_params& dp = draft_params.empty() ? tp : draft_params[b];
+    for (std::size_t i = 0; i <= logits_batch.layout.num_drafts(b); ++i) set_row(logits_batch.layout.target_row(b, i), tp, true);
     if (parts.draft_rows > 0)
       for (std::size_t i = 0; i < logits_batch.layout.num_drafts(b); ++i)
-        temperatures[parts.target_rows + logits_batch.layout.draft_row(b, i)] = td;
+        set_row(parts.target_rows + logits_batch.layout.draft_row(b, i), dp, reads_draft_distribution<Rule>);
   }
   copy_to_device(w.temperatures, temperatures.data(), temperatures.size(), stream);
-  detail::launch_softmax_stats(stream, logits_batch.target_rows.data(), parts.target_rows, logits_batch.vocab_size,
-                               w.temperatures, w.partials, w.stats);
-  detail::launch_softmax_stats(stream, logits_batch.draft_rows.data(), parts.draft_rows, logits_batch.vocab_size,
-                               w.temperatures + parts.target_rows, w.partials + parts.target_rows * parts.chunks,
-                               w.stats + parts.target_rows);
+  detail::launch_softmax_stats(stream, logits_batch.target_rows.data(), parts.target_rows, V, w.temperatures, w.partials,
+                               w.stats);
+  detail::launch_softmax_stats(stream, logits_batch.draft_rows.data(), parts.draft_rows, V, w.temperatures + parts.target_rows,
+                               w.partials + parts.target_rows * parts.chunks, w.stats + parts.target_rows);
+  const detail::softmax_source<T> source{logits_batch.target_rows.data(), logits_batch.draft_rows.data(),
+                                         static_cast<std::int64_t>(parts.target_rows), w.group_row_of, w.stats,
+                                         w.temperatures};
+  detail::launch_filters(stream, source, V, parts, w, searched, searches, filters);
 
   detail::verify_view<detail::logit_rows<T>> a;
-  a.rows = {logits_batch.target_rows.data(), logits_batch.draft_rows.data(), logits_batch.vocab_size,
-            w.stats, w.stats + parts.target_rows, w.temperatures, w.temperatures + parts.target_rows};
+  a.rows = {logits_batch.target_rows.data(), logits_batch.draft_rows.data(), V, w.stats, w.stats + parts.target_rows,
+            w.temperatures, w.temperatures + parts.target_rows, w.filters, w.filters + parts.target_rows};
   detail::prepare(stream, logits_batch, streams, out, parts, w, a);
   detail::launch(stream, rule, parts, a);
 }
