@@ -58,7 +58,7 @@ struct residual_weight_of {
 //! Tile t's entries [begin, end) of a row of `size` entries.
 struct tile_range {
   std::size_t begin, end;
-  __device__ static tile_range of(std::size_t t, std::size_t size) {
+  __host__ __device__ static tile_range of(std::size_t t, std::size_t size) {
     const std::size_t b = t * sampling_tile;
     return {b, b + sampling_tile < size ? b + sampling_tile : size};
   }

@@ -72,32 +72,32 @@ __device__ inline unsigned long long order_bits(double x) {
 }
 
 //! Digit d (0 = most significant) of a composite key.
-__device__ inline unsigned digit_of(composite_key c, int d) {
+__host__ __device__ inline unsigned digit_of(composite_key c, int d) {
   return d < 8 ? static_cast<unsigned>(c.key >> (56 - 8 * d)) & 0xFFu : (c.inv >> (24 - 8 * (d - 8))) & 0xFFu;
 }
 
 //! The masks of a composite key's first `depth` digits.
-__device__ inline unsigned long long high_mask(int depth) {
+__host__ __device__ inline unsigned long long high_mask(int depth) {
   return depth == 0 ? 0ull : depth >= 8 ? ~0ull : ~0ull << (64 - 8 * depth);
 }
-__device__ inline unsigned low_mask(int depth) { return depth <= 8 ? 0u : ~0u << (32 - 8 * (depth - 8)); }
+__host__ __device__ inline unsigned low_mask(int depth) { return depth <= 8 ? 0u : ~0u << (32 - 8 * (depth - 8)); }
 
 //! Whether c's first `depth` digits equal the prefix's.
-__device__ inline bool matches(composite_key c, composite_key prefix, int depth) {
+__host__ __device__ inline bool matches(composite_key c, composite_key prefix, int depth) {
   const unsigned long long hm = high_mask(depth);
   const unsigned lm = low_mask(depth);
   return (c.key & hm) == (prefix.key & hm) && (c.inv & lm) == (prefix.inv & lm);
 }
 
 //! Whether c's first `depth` digits are >= the prefix's (lexicographically).
-__device__ inline bool at_least(composite_key c, composite_key prefix, int depth) {
+__host__ __device__ inline bool at_least(composite_key c, composite_key prefix, int depth) {
   const unsigned long long hm = high_mask(depth);
   if ((c.key & hm) != (prefix.key & hm)) return (c.key & hm) > (prefix.key & hm);
   const unsigned lm = low_mask(depth);
   return (c.inv & lm) >= (prefix.inv & lm);
 }
 
-__device__ inline bool greater(composite_key a, composite_key b) {
+__host__ __device__ inline bool greater(composite_key a, composite_key b) {
   return a.key != b.key ? a.key > b.key : a.inv > b.inv;
 }
 

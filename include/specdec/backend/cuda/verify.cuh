@@ -735,6 +735,7 @@ void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
 template <AcceptanceRule Rule, class T>
 void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
             std::span<const random::request_stream> streams, const chain_outputs& out, const verify_options& options = {}) {
+  seq::detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);  // before allocating
   device_buffer workspace(verify_workspace_bytes(rule, batch, options), stream);
   verify(stream, rule, batch, streams, out, workspace.span(), options);
 }
@@ -829,6 +830,7 @@ void verify_from_logits(cudaStream_t stream, const Rule& rule, const chain_batch
                         std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
+  seq::detail::check_shapes(logits_batch, reads_draft_distribution<Rule>, streams, out);  // before allocating
   device_buffer workspace(verify_from_logits_workspace_bytes(rule, logits_batch, options), stream);
   verify_from_logits(stream, rule, logits_batch, target_params, draft_params, streams, out, workspace.span(), options);
 }
