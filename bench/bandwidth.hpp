@@ -22,6 +22,9 @@
 
 namespace specdec_bench {
 
+inline constexpr std::size_t MB = std::size_t{1} << 20;
+inline constexpr std::size_t l3_bytes = 32 * MB;  //!< the L3 of the machine the results were taken on
+
 //! Seconds of CPU time used by the calling thread (what Google Benchmark's default "CPU" column
 //! measures). On a shared machine this leaves out the time the thread spent descheduled; where no
 //! thread clock is available it falls back to wall time.
@@ -95,6 +98,19 @@ inline bool initialize_benchmarks(int argc, char** argv) {
   args.push_back(nullptr);
   benchmark::Initialize(&n, args.data());
   return !benchmark::ReportUnrecognizedArguments(n, args.data());
+}
+
+//! A buffer of `bytes` filled with 1.0f, kept between calls (reallocated when the size changes): the
+//! data of the BM_read_bandwidth benchmarks.
+inline const aligned_buffer<float>& probe_buffer(std::size_t bytes) {
+  static aligned_buffer<float> buf;
+  const std::size_t n = bytes / sizeof(float);
+  if (buf.size != n) {
+    buf = aligned_buffer<float>();  // free the old one first
+    buf = aligned_buffer<float>(n);
+    std::fill(buf.get(), buf.get() + n, 1.0f);
+  }
+  return buf;
 }
 
 }  // namespace specdec_bench

@@ -29,9 +29,6 @@
 
 namespace specdec_bench::simd {
 
-inline constexpr std::size_t MB = std::size_t{1} << 20;
-inline constexpr std::size_t l3_bytes = 32 * MB;
-
 //! Bytes/s of one core reading DRAM: measured by `run_main` before the benchmarks, and the best of
 //! that and BM_read_bandwidth/MB:512.
 inline double g_dram_bw = 0.0;
@@ -120,14 +117,9 @@ struct loop_timer {
 
 //! One core summing a float buffer of range(0) MB (bench/bandwidth.hpp), recorded like a kernel.
 inline void BM_read_bandwidth(benchmark::State& state) {
-  static aligned_buffer<float> buf;
   const auto bytes = static_cast<std::size_t>(state.range(0)) * MB;
-  const std::size_t n = bytes / sizeof(float);
-  if (buf.size != n) {
-    buf = aligned_buffer<float>();
-    buf = aligned_buffer<float>(n);
-    std::fill(buf.get(), buf.get() + n, 1.0f);
-  }
+  const aligned_buffer<float>& buf = probe_buffer(bytes);
+  const std::size_t n = buf.size;
   const loop_timer t;
   for (auto _ : state) {
     float s = sum_floats(buf.get(), n);

@@ -71,6 +71,7 @@ namespace {
 using specdec::token_id;
 using specdec_bench::aligned_buffer;
 using namespace specdec_bench::simd;
+using specdec_bench::l3_bytes;
 
 // ---- data: rows of logits and their softmax ------------------------------------------------------
 

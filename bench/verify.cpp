@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "bandwidth.hpp"
+#include "verify_data.hpp"
 #include "baseline_naive.hpp"
 #include "specdec/acceptance/strict.hpp"
 #include "specdec/acceptance/verify.hpp"
@@ -67,180 +68,9 @@
 namespace {
 
 using specdec::token_id;
-using specdec_bench::aligned_buffer;
-
-constexpr std::size_t MB = std::size_t{1} << 20;
-constexpr std::size_t l3_bytes = 32 * MB;
-constexpr double target_acceptance = 0.70;
-constexpr std::size_t pool_pairs = 64;
+using namespace specdec_bench;  // MB, the row pool, verify_data, pair_data (verify_data.hpp)
 
 double g_dram_bw = 0.0;  // bytes/s, set by main() before the benchmarks run
-
-// ---- row pool ------------------------------------------------------------------------------------
-
-struct row_pool {
-  std::size_t V = 0;
-  double sigma = 0.0;        // sd of the logit perturbation that makes p from q
-  double mean_accept = 0.0;  // mean of 1 - TV(p, q) over the pool
-  std::vector<float> q, p;   // [pool_pairs][V]
-  std::vector<double> cdf;   // [pool_pairs][V], inclusive prefix sums of q (for sampling drafts)
-
-  const float* q_row(std::size_t j) const { return q.data() + j * V; }
-  const float* p_row(std::size_t j) const { return p.data() + j * V; }
-};
-
-void softmax_into(const std::vector<double>& logits, float* out) {
-  const double m = *std::max_element(logits.begin(), logits.end());
-  double z = 0.0;
-  for (const double l : logits) z += std::exp(l - m);
-  for (std::size_t v = 0; v < logits.size(); ++v) out[v] = static_cast<float>(std::exp(logits[v] - m) / z);
-}
-
-double acceptance(const float* p, const float* q, std::size_t V) {
-  double a = 0.0;
-  for (std::size_t v = 0; v < V; ++v) a += std::min(static_cast<double>(p[v]), static_cast<double>(q[v]));
-  return a;
-}
-
-std::unique_ptr<row_pool> make_pool(std::size_t V) {
-  auto pool = std::make_unique<row_pool>();
-  pool->V = V;
-  std::mt19937_64 rng(0x5eedULL + V);
-  std::normal_distribution<double> logit(0.0, 2.0), noise(0.0, 1.0);
-
-  // Calibrate sigma on 4 rows: mean 1 - TV(softmax(l), softmax(l + sigma z)) = target_acceptance.
-  constexpr std::size_t cal_rows = 4;
-  std::vector<std::vector<double>> cl(cal_rows, std::vector<double>(V)), cz(cal_rows, std::vector<double>(V));
-  for (std::size_t r = 0; r < cal_rows; ++r)
-    for (std::size_t v = 0; v < V; ++v) cl[r][v] = logit(rng), cz[r][v] = noise(rng);
-  std::vector<float> qa(V), pa(V);
-  std::vector<double> tmp(V);
-  const auto mean_accept = [&](double s) {
-    double a = 0.0;
-    for (std::size_t r = 0; r < cal_rows; ++r) {
-      softmax_into(cl[r], qa.data());
-      for (std::size_t v = 0; v < V; ++v) tmp[v] = cl[r][v] + s * cz[r][v];
-      softmax_into(tmp, pa.data());
-      a += acceptance(pa.data(), qa.data(), V);
-    }
-    return a / cal_rows;
-  };
-  double lo = 0.0, hi = 4.0;
-  for (int it = 0; it < 24; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    (mean_accept(mid) > target_acceptance ? lo : hi) = mid;
-  }
-  pool->sigma = 0.5 * (lo + hi);
-
-  pool->q.resize(pool_pairs * V);
-  pool->p.resize(pool_pairs * V);
-  pool->cdf.resize(pool_pairs * V);
-  std::vector<double> l(V);
-  double acc = 0.0;
-  for (std::size_t j = 0; j < pool_pairs; ++j) {
-    for (std::size_t v = 0; v < V; ++v) l[v] = logit(rng), tmp[v] = noise(rng);
-    softmax_into(l, pool->q.data() + j * V);
-    for (std::size_t v = 0; v < V; ++v) l[v] += pool->sigma * tmp[v];
-    softmax_into(l, pool->p.data() + j * V);
-    double c = 0.0;
-    for (std::size_t v = 0; v < V; ++v) pool->cdf[j * V + v] = (c += static_cast<double>(pool->q[j * V + v]));
-    acc += acceptance(pool->p_row(j), pool->q_row(j), V);
-  }
-  pool->mean_accept = acc / pool_pairs;
-  return pool;
-}
-
-const row_pool& get_pool(std::size_t V) {
-  static std::map<std::size_t, std::unique_ptr<row_pool>> pools;
-  auto& slot = pools[V];
-  if (!slot) slot = make_pool(V);
-  return *slot;
-}
-
-token_id sample_from_cdf(const row_pool& pool, std::size_t j, double u) {
-  const double* c = pool.cdf.data() + j * pool.V;
-  const double goal = u * c[pool.V - 1];
-  const auto it = std::upper_bound(c, c + pool.V, goal);
-  return static_cast<token_id>(std::min<std::ptrdiff_t>(it - c, static_cast<std::ptrdiff_t>(pool.V) - 1));
-}
-
-// ---- verify data: K copies of a [B][gamma][V] / [B][gamma + 1][V] batch ---------------------------
-
-struct verify_data {
-  std::size_t B = 0, gamma = 0, V = 0, K = 0;
-  aligned_buffer<float> draft, target;  // K consecutive batches
-  std::vector<token_id> tokens;         // [K][B][gamma]
-  std::vector<std::int32_t> num_drafts;
-  std::vector<specdec::chain_batch<float>> batches;  // one view per copy (padded layout)
-  aligned_buffer<float> naive_residual;             // [B][gamma][V], allocated by the naive benchmark
-
-  std::size_t draft_floats() const { return B * gamma * V; }
-  std::size_t target_floats() const { return B * (gamma + 1) * V; }
-  std::size_t batch_bytes() const { return (draft_floats() + target_floats()) * sizeof(float); }
-  const float* draft_copy(std::size_t k) const { return draft.get() + k * draft_floats(); }
-  const float* target_copy(std::size_t k) const { return target.get() + k * target_floats(); }
-  const token_id* tokens_copy(std::size_t k) const { return tokens.data() + k * B * gamma; }
-};
-
-std::size_t choose_copies(std::size_t B, std::size_t gamma, std::size_t V) {
-  const double row = static_cast<double>(V * sizeof(float));
-  const double batch = static_cast<double>((2 * gamma + 1) * B) * row;
-  const double tail = std::pow(target_acceptance, static_cast<double>(gamma));
-  const double read_per_call = static_cast<double>(B) * row * (2.0 * (1.0 - tail) + tail);
-  double k = std::max(std::ceil(256.0 * MB / batch), std::ceil(4.0 * l3_bytes / read_per_call));
-  k = std::min(k, std::floor(2048.0 * MB / batch));
-  return static_cast<std::size_t>(std::max(1.0, k));
-}
-
-std::unique_ptr<verify_data> make_verify_data(std::size_t B, std::size_t gamma, std::size_t V, std::size_t K) {
-  const row_pool& pool = get_pool(V);
-  auto d = std::make_unique<verify_data>();
-  d->B = B, d->gamma = gamma, d->V = V, d->K = K;
-  d->draft = aligned_buffer<float>(K * d->draft_floats());
-  d->target = aligned_buffer<float>(K * d->target_floats());
-  d->tokens.resize(K * B * gamma);
-  d->num_drafts.assign(B, static_cast<std::int32_t>(gamma));
-  std::mt19937_64 rng(0xb0a7ULL ^ (B << 32) ^ (gamma << 24) ^ V);
-  std::uniform_int_distribution<std::size_t> pick(0, pool_pairs - 1);
-  std::uniform_real_distribution<double> unif(0.0, 1.0);
-  const std::size_t row_bytes = V * sizeof(float);
-  for (std::size_t k = 0; k < K; ++k)
-    for (std::size_t b = 0; b < B; ++b) {
-      for (std::size_t i = 0; i < gamma; ++i) {
-        const std::size_t j = pick(rng);
-        std::memcpy(d->draft.get() + k * d->draft_floats() + (b * gamma + i) * V, pool.q_row(j), row_bytes);
-        std::memcpy(d->target.get() + k * d->target_floats() + (b * (gamma + 1) + i) * V, pool.p_row(j), row_bytes);
-        d->tokens[(k * B + b) * gamma + i] = sample_from_cdf(pool, j, unif(rng));
-      }
-      std::memcpy(d->target.get() + k * d->target_floats() + (b * (gamma + 1) + gamma) * V, pool.p_row(pick(rng)), row_bytes);
-    }
-  const auto layout = specdec::ragged_layout::padded(d->num_drafts, gamma);
-  for (std::size_t k = 0; k < K; ++k)
-    d->batches.push_back(specdec::chain_batch<float>{layout, V, std::span<const token_id>(d->tokens_copy(k), B * gamma),
-                                                     std::span<const float>(d->draft_copy(k), d->draft_floats()),
-                                                     std::span<const float>(d->target_copy(k), d->target_floats())});
-  return d;
-}
-
-verify_data& get_verify_data(std::size_t B, std::size_t gamma, std::size_t V) {
-  static std::unique_ptr<verify_data> slot;  // one shape at a time: strict and naive run back to back
-  if (!slot || slot->B != B || slot->gamma != gamma || slot->V != V) {
-    slot.reset();
-    slot = make_verify_data(B, gamma, V, choose_copies(B, gamma, V));
-  }
-  return *slot;
-}
-
-// Bytes a verifier must read for request outcomes `accepted` (see the header comment).
-double min_bytes(std::span<const std::int32_t> accepted, std::size_t gamma, std::size_t V) {
-  const double row = static_cast<double>(V * sizeof(float));
-  double bytes = 0.0;
-  for (const std::int32_t a : accepted) {
-    const auto tested = static_cast<double>(static_cast<std::size_t>(a) < gamma ? a + 1 : a);
-    bytes += (static_cast<std::size_t>(a) < gamma ? 2.0 * row : row) + tested * 2.0 * sizeof(float);
-  }
-  return bytes;
-}
 
 std::vector<specdec::random::request_stream> make_streams(std::size_t B) {
   std::vector<specdec::random::request_stream> s(B);
@@ -328,30 +158,6 @@ void BM_verify_naive(benchmark::State& state, std::size_t B, std::size_t gamma, 
     state.counters["seq_over_naive"] = seq->second / ((t1 - t0) / iters);
 }
 
-// Row pairs for the sampler benchmarks: N copies of pool pairs, N = 1 (cache) or >= 128 MB (dram).
-struct pair_data {
-  std::size_t V = 0, N = 0;
-  aligned_buffer<float> q, p;
-};
-
-pair_data& get_pair_data(std::size_t V, bool dram) {
-  static std::unique_ptr<pair_data> slot;
-  const std::size_t N = dram ? (4 * l3_bytes + 2 * V * sizeof(float) - 1) / (2 * V * sizeof(float)) : 1;
-  if (!slot || slot->V != V || slot->N != N) {
-    slot.reset();
-    const row_pool& pool = get_pool(V);
-    slot = std::make_unique<pair_data>();
-    slot->V = V, slot->N = N;
-    slot->q = aligned_buffer<float>(N * V);
-    slot->p = aligned_buffer<float>(N * V);
-    for (std::size_t n = 0; n < N; ++n) {
-      std::memcpy(slot->q.get() + n * V, pool.q_row(n % pool_pairs), V * sizeof(float));
-      std::memcpy(slot->p.get() + n * V, pool.p_row(n % pool_pairs), V * sizeof(float));
-    }
-  }
-  return *slot;
-}
-
 void BM_row_sample(benchmark::State& state, std::size_t V, bool dram, bool bonus) {
   pair_data& d = get_pair_data(V, dram);
   const specdec::random::stream_address addr{0x5eedULL, 0, 0, 0, specdec::random::purpose::user};
@@ -374,14 +180,9 @@ void BM_row_sample(benchmark::State& state, std::size_t V, bool dram, bool bonus
 }
 
 void BM_read_bandwidth(benchmark::State& state) {
-  static aligned_buffer<float> buf;
   const auto bytes = static_cast<std::size_t>(state.range(0)) * MB;
-  const std::size_t n = bytes / sizeof(float);
-  if (buf.size != n) {
-    buf = aligned_buffer<float>();
-    buf = aligned_buffer<float>(n);
-    std::fill(buf.get(), buf.get() + n, 1.0f);
-  }
+  const aligned_buffer<float>& buf = probe_buffer(bytes);
+  const std::size_t n = buf.size;
   for (auto _ : state) {
     float s = specdec_bench::sum_floats(buf.get(), n);
     benchmark::DoNotOptimize(s);
