@@ -136,6 +136,20 @@ inline double lemma_3_4_bound(double gamma_bar, double epsilon, double expected_
   return std::exp((-(1.0 - epsilon) * expected_max_log_q + cross_entropy) / gamma_bar);
 }
 
+namespace detail {
+//! Theorem 3.5's bound tau^(-1/gamma_bar) exp(((1 - epsilon gamma_bar) H(p) + c_U U) / gamma_bar) for the
+//! coefficient c_U of U (the statement's or the proof's), with the checks both share.
+inline double theorem_3_5(double tau, double gamma_bar, double epsilon, double entropy_p, double u, double u_coefficient) {
+  SPECDEC_EXPECTS(theory::detail::is_probability(tau), "tau must be in [0, 1]");
+  SPECDEC_EXPECTS(detail::valid_gamma_bar(gamma_bar), "gamma_bar (tokens per iteration) must be finite and >= 1");
+  SPECDEC_EXPECTS(theory::detail::is_finite(epsilon) && epsilon <= 0.0, "epsilon (beam error) must be finite and <= 0");
+  SPECDEC_EXPECTS(theory::detail::is_nonnegative(entropy_p), "entropy_p must be finite and >= 0");
+  SPECDEC_EXPECTS(theory::detail::is_nonnegative(u), "U must be finite and >= 0");
+  if (tau == 0.0) return std::numeric_limits<double>::infinity();
+  return std::exp((-std::log(tau) + (1.0 - epsilon * gamma_bar) * entropy_p + u_coefficient * u) / gamma_bar);
+}
+}  // namespace detail
+
 //! Theorem 3.5 bound, as stated (eq. (8)):
 //!   lim PPL_p(x) / PPL_p(x*) <= tau^(-1/gamma_bar) exp(((1 - epsilon gamma_bar) H(p) + (1 - epsilon + gamma_bar) U) / gamma_bar),
 //! x from approximate MTAD, x* from deterministic exact MTJD, H(p) the target's per-token entropy,
@@ -147,15 +161,7 @@ inline double lemma_3_4_bound(double gamma_bar, double epsilon, double expected_
 //! \pre tau in [0, 1]; gamma_bar finite and >= 1; epsilon finite and <= 0; entropy_p and u finite, >= 0.
 //! \throws specdec::error otherwise.
 inline double theorem_3_5_bound(double tau, double gamma_bar, double epsilon, double entropy_p, double u) {
-  SPECDEC_EXPECTS(theory::detail::is_probability(tau), "tau must be in [0, 1]");
-  SPECDEC_EXPECTS(detail::valid_gamma_bar(gamma_bar), "gamma_bar (tokens per iteration) must be finite and >= 1");
-  SPECDEC_EXPECTS(theory::detail::is_finite(epsilon) && epsilon <= 0.0, "epsilon (beam error) must be finite and <= 0");
-  SPECDEC_EXPECTS(theory::detail::is_nonnegative(entropy_p), "entropy_p must be finite and >= 0");
-  SPECDEC_EXPECTS(theory::detail::is_nonnegative(u), "U must be finite and >= 0");
-  if (tau == 0.0) return std::numeric_limits<double>::infinity();
-  const double exponent =
-      (-std::log(tau) + (1.0 - epsilon * gamma_bar) * entropy_p + (1.0 - epsilon + gamma_bar) * u) / gamma_bar;
-  return std::exp(exponent);
+  return detail::theorem_3_5(tau, gamma_bar, epsilon, entropy_p, u, 1.0 - epsilon + gamma_bar);
 }
 
 //! Theorem 3.5 bound as the appendix A.4 proof derives it (beyond the paper's statement):
@@ -166,15 +172,7 @@ inline double theorem_3_5_bound(double tau, double gamma_bar, double epsilon, do
 //! \pre as theorem_3_5_bound.
 //! \throws specdec::error otherwise.
 inline double theorem_3_5_bound_from_proof(double tau, double gamma_bar, double epsilon, double entropy_p, double u) {
-  SPECDEC_EXPECTS(theory::detail::is_probability(tau), "tau must be in [0, 1]");
-  SPECDEC_EXPECTS(detail::valid_gamma_bar(gamma_bar), "gamma_bar (tokens per iteration) must be finite and >= 1");
-  SPECDEC_EXPECTS(theory::detail::is_finite(epsilon) && epsilon <= 0.0, "epsilon (beam error) must be finite and <= 0");
-  SPECDEC_EXPECTS(theory::detail::is_nonnegative(entropy_p), "entropy_p must be finite and >= 0");
-  SPECDEC_EXPECTS(theory::detail::is_nonnegative(u), "U must be finite and >= 0");
-  if (tau == 0.0) return std::numeric_limits<double>::infinity();
-  const double exponent =
-      (-std::log(tau) + (1.0 - epsilon * gamma_bar) * entropy_p + (1.0 + (1.0 - epsilon) * gamma_bar) * u) / gamma_bar;
-  return std::exp(exponent);
+  return detail::theorem_3_5(tau, gamma_bar, epsilon, entropy_p, u, 1.0 + (1.0 - epsilon) * gamma_bar);
 }
 
 //! Theorem 3.6 bound: gamma_bar >= |log tau| / U (proof A.5): every prefix of length j <= |log tau| / U
