@@ -3,6 +3,14 @@
 // parameter upload and the kernels), Google Benchmark manual time; by default 15 repetitions and
 // only their aggregates (the median is the figure to report):
 //   bench_cuda_sampling [--benchmark_repetitions=N] [--benchmark_filter=...]
+// Benchmarks (names parsed by bench/torch_flashinfer_baselines.py, which times PyTorch and
+// FlashInfer on the same shapes and inputs):
+//   bm_softmax/<B>, bm_log_sum_exp/<B>, bm_warp_logits/<B>, bm_sample_categorical/<B>: B = 1, 32, 64
+//   bm_sample_probs/<filter>/<B>   sample_filtered from probabilities, B = 1, 32
+//   bm_sample_logits/<filter>/<B>  from logits at T = 1, B = 1, 32: there is no fused "sample from
+//                                  logits" entry point, so this is warp_logits (softmax, filter,
+//                                  renormalisation into a probability buffer) then sample_categorical
+//   <filter>: top_k (k = 50), top_p (p = 0.95), min_p (min_p = 0.1)
 // Counters: `required_bytes` per call, the bytes the operation cannot avoid moving, `bytes_per_second`
 // of those bytes and `fraction_of_bw` against the read-bandwidth probe of the same run
 // (bench/cuda_common.cuh):
@@ -11,10 +19,10 @@
 //   log_sum_exp        B V 4 (one read)
 //   warp_logits        2 B V 4 (logits read, probabilities written; the filters re-read the output)
 //   sample_categorical B V 4 (one read of the probabilities)
-//   top_p_sample       B V 4 (one read; the threshold passes re-read the rows, mostly from L2)
+//   sample_probs       B V 4 (one read; the threshold passes re-read the rows, mostly from L2)
+//   sample_logits      B V 4 (one read of the logits; ours also writes and re-reads probabilities)
 // Data: logits ~ N(0, 3^2) (Philox), probabilities = their softmax. Several copies of the inputs are
-// cycled so that no call finds its rows in L2 (50 MiB on an H100). The PyTorch and FlashInfer
-// figures for the same shapes come from bench/torch_flashinfer_baselines.py.
+// cycled so that no call finds its rows in L2 (50 MiB on an H100).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -150,34 +158,58 @@ void bm_sample_categorical(benchmark::State& state) {
   check_tokens(state, tokens);
 }
 
-//! Top-p sampling from probabilities with p = range(1) / 100 on every row.
-void bm_top_p_sample(benchmark::State& state) {
+//! The filters of the sampling benchmarks (temperature 1): top-k 50, top-p 0.95, min-p 0.1.
+constexpr specdec::warp_params top_k_50{1.0, 50, 1.0, 0.0}, top_p_95{1.0, 0, 0.95, 0.0}, min_p_10{1.0, 0, 1.0, 0.1};
+
+//! Sampling from probabilities after `filter` on every row (`sample_filtered`).
+void bm_sample_probs(benchmark::State& state, specdec::warp_params filter) {
   const auto B = static_cast<std::size_t>(state.range(0));
   device_array<token_id> tokens(B);
   device_array<row_status> status(B);
   const auto streams = streams_for(B);
-  const std::vector<double> top_p(B, static_cast<double>(state.range(1)) / 100.0);
+  const std::vector<specdec::warp_params> params(B, filter);
   time_rows(state, rows_of(B).probs, cu::sample_filtered_workspace_bytes(B, vocab), 1.0, [&](auto in, auto ws) {
-    cu::top_p_sample(nullptr, in, B, vocab, std::span<const double>(top_p),
-                     std::span<const specdec::random::request_stream>(streams), tokens.span(), status.span(), ws);
+    cu::sample_filtered(nullptr, in, B, vocab, std::span<const specdec::warp_params>(params),
+                        std::span<const specdec::random::request_stream>(streams), tokens.span(), status.span(), ws);
+  });
+  check_tokens(state, tokens);
+}
+
+//! Sampling from logits after `filter` on every row: `warp_logits` into a probability buffer, then
+//! `sample_categorical` on it (each with its own workspace).
+void bm_sample_logits(benchmark::State& state, specdec::warp_params filter) {
+  const auto B = static_cast<std::size_t>(state.range(0));
+  device_array<float> probs(B * vocab);
+  device_array<token_id> tokens(B);
+  device_array<row_status> warp_status(B), status(B);
+  device_array<std::byte> sample_ws(cu::sample_categorical_workspace_bytes(B, vocab));
+  const auto streams = streams_for(B);
+  const std::vector<specdec::warp_params> params(B, filter);
+  time_rows(state, rows_of(B).logits, cu::warp_logits_workspace_bytes<float>(B, vocab), 1.0, [&](auto in, auto ws) {
+    cu::warp_logits(nullptr, in, B, vocab, probs.span(), std::span<const specdec::warp_params>(params), warp_status.span(), ws);
+    cu::sample_categorical(nullptr, probs.cspan(), B, vocab, std::span<const specdec::random::request_stream>(streams),
+                           tokens.span(), status.span(), sample_ws.span());
   });
   check_tokens(state, tokens);
 }
 
 void batches(benchmark::internal::Benchmark* b) {
-  b->Arg(1)->Arg(8)->Arg(32)->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  b->Arg(1)->Arg(32)->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+//! The batches of the filtered sampling benchmarks.
+void filter_batches(benchmark::internal::Benchmark* b) {
+  b->Arg(1)->Arg(32)->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 BENCHMARK(bm_softmax)->Apply(batches);
 BENCHMARK(bm_log_sum_exp)->Apply(batches);
 BENCHMARK(bm_warp_logits)->Apply(batches);
 BENCHMARK(bm_sample_categorical)->Apply(batches);
-BENCHMARK(bm_top_p_sample)
-    ->Args({1, 95})
-    ->Args({32, 95})
-    ->Args({32, 50})
-    ->Args({64, 95})
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm_sample_probs, top_k, top_k_50)->Apply(filter_batches);
+BENCHMARK_CAPTURE(bm_sample_probs, top_p, top_p_95)->Apply(filter_batches);
+BENCHMARK_CAPTURE(bm_sample_probs, min_p, min_p_10)->Apply(filter_batches);
+BENCHMARK_CAPTURE(bm_sample_logits, top_k, top_k_50)->Apply(filter_batches);
+BENCHMARK_CAPTURE(bm_sample_logits, top_p, top_p_95)->Apply(filter_batches);
+BENCHMARK_CAPTURE(bm_sample_logits, min_p, min_p_10)->Apply(filter_batches);
 
 }  // namespace
 

@@ -19,18 +19,20 @@ options:
   --arch ARCHS       CMAKE_CUDA_ARCHITECTURES (default \${CUDA_ARCHITECTURES:-90}; e.g. 80, 89, "80;90")
   --build-dir DIR    build directory (default \${BUILD_DIR:-./build-gpu})
   --jobs N           parallel build jobs (default: the number of CPUs)
+  --prebuilt         use the build directory as it is (configured and built elsewhere, e.g. on a
+                     machine without a GPU, with the same paths): no configure, no build
   --no-sanitizer     skip compute-sanitizer (memcheck, racecheck)
   --no-bench         skip the benchmarks and the Python baselines
   --dry-run          check the machine and print the plan; build and run nothing (exit 0)
   -h, --help         this help
 
-environment: SPECDEC_CMAKE_ARGS (extra CMake arguments), SANITIZER_TIMEOUT (seconds per
-sanitizer run, default 1800), BENCH_ARGS (extra Google Benchmark arguments, e.g.
-"--benchmark_repetitions=5 --benchmark_report_aggregates_only=true").
+environment: SPECDEC_CMAKE_ARGS (extra CMake arguments), BENCH_ARGS (extra Google Benchmark arguments, e.g.
+"--benchmark_repetitions=5 --benchmark_report_aggregates_only=true"), BASELINE_ARGS (extra
+arguments of the baseline scripts, e.g. "--quick").
 
 results: summary.txt (one line per step, PASS/FAIL/SKIP), system.txt (date, host, git commit,
 driver, CUDA, compilers), nvidia-smi.txt, configure.log, build.log, ctest.log (+ ctest-junit.xml),
-sanitizer/<program>.<tool>.log, bench/<program>.json (+ .log), baselines/<script>.json (or .log).
+sanitizer.log, bench/<program>.json (+ .log), baselines/<script>.json (or .log).
 EOF
 }
 
@@ -40,6 +42,7 @@ JOBS="$(nproc 2>/dev/null || echo 4)"
 RESULTS="${OUT:-$PWD/gpu-results}"
 SANITIZE=1
 BENCH=1
+PREBUILT=0
 DRY_RUN=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -47,6 +50,7 @@ while [[ $# -gt 0 ]]; do
     --arch) ARCH="$2"; shift 2 ;;
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
+    --prebuilt) PREBUILT=1; shift ;;
     --no-sanitizer) SANITIZE=0; shift ;;
     --no-bench) BENCH=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
@@ -132,42 +136,56 @@ section "system"
   echo "cmake:     $(cmake --version | head -n 1)"
   echo "sanitizer: ${sanitizer:-not found}"
   echo "arch:      CMAKE_CUDA_ARCHITECTURES=$ARCH"
+  if [[ $PREBUILT -eq 1 ]]; then
+    # The compilers that built the programs, not this machine's.
+    echo "build:     prebuilt ($BUILD_DIR): $(grep -ho 'set(CMAKE_[A-Z]*_COMPILER_\(ID\|VERSION\) "[^"]*")' \
+                                           "$BUILD_DIR"/CMakeFiles/*/CMake*Compiler.cmake 2>/dev/null | sed 's/set(CMAKE_//; s/)//' | tr '\n' ' ')"
+  fi
 } | tee "$RESULTS/system.txt"
 nvidia-smi > "$RESULTS/nvidia-smi.txt" 2>&1 || true
 nvidia-smi -q >> "$RESULTS/nvidia-smi.txt" 2>&1 || true
 
-section "configure ($BUILD_DIR)"
-if configure "$BUILD_DIR" -DSPECDEC_BUILD_TESTS=ON -DSPECDEC_BUILD_BENCH=ON -DSPECDEC_BUILD_EXAMPLES=ON \
-     -DSPECDEC_ENABLE_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$ARCH" > "$RESULTS/configure.log" 2>&1; then
-  record PASS configure
+if [[ $PREBUILT -eq 1 ]]; then
+  if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+    record FAIL configure "--prebuilt: $BUILD_DIR has no CMakeCache.txt"
+    exit 1
+  fi
+  record SKIP configure "--prebuilt: $BUILD_DIR as it is"
+  record SKIP build "--prebuilt"
 else
-  tail -n 30 "$RESULTS/configure.log" >&2
-  record FAIL configure "see configure.log"
-  exit 1
-fi
+  section "configure ($BUILD_DIR)"
+  if configure "$BUILD_DIR" -DSPECDEC_BUILD_TESTS=ON -DSPECDEC_BUILD_BENCH=ON -DSPECDEC_BUILD_EXAMPLES=ON \
+       -DSPECDEC_ENABLE_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$ARCH" > "$RESULTS/configure.log" 2>&1; then
+    record PASS configure
+  else
+    tail -n 30 "$RESULTS/configure.log" >&2
+    record FAIL configure "see configure.log"
+    exit 1
+  fi
 
-# Every target whose name contains "cuda" (tests/**/*.cu -> test_*, bench/*.cu -> bench_*), and the
-# tool whose --policy cuda tests carry the gpu label.
-all_targets="$(cmake --build "$BUILD_DIR" --target help 2>/dev/null || true)"
-mapfile -t targets < <(grep -Eo '\b(test|bench)_[A-Za-z0-9_]*cuda[A-Za-z0-9_]*' <<<"$all_targets" | sort -u)
-if grep -q 'specdec-sim' <<<"$all_targets"; then targets+=(specdec-sim); fi
-echo "GPU targets: ${targets[*]:-none}"
-section "build (-j$JOBS)"
-if [[ ${#targets[@]} -eq 0 ]]; then
-  record FAIL build "no GPU targets found: is CUDA enabled? see configure.log"
-  exit 1
-fi
-# Keep going past a target that fails to build, so that the others are still validated.
-keep_going=()
-case "$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$BUILD_DIR/CMakeCache.txt")" in
-  Ninja*) keep_going=(-- -k 0) ;;
-  *Makefiles*) keep_going=(-- -k) ;;
-esac
-if cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" "${keep_going[@]}" > "$RESULTS/build.log" 2>&1; then
-  record PASS build "${#targets[@]} targets"
-else
-  grep -E 'FAILED:|error' "$RESULTS/build.log" | head -n 20 >&2 || true
-  record FAIL build "see build.log; the targets that built are still run"
+  # Every target whose name contains "cuda" (tests/**/*.cu -> test_*, bench/*.cu -> bench_*), and the
+  # tool whose --policy cuda tests carry the gpu label.
+  all_targets="$(cmake --build "$BUILD_DIR" --target help 2>/dev/null || true)"
+  mapfile -t targets < <(grep -Eo '\b(test|bench)_[A-Za-z0-9_]*cuda[A-Za-z0-9_]*' <<<"$all_targets" | sort -u)
+  if grep -q 'specdec-sim' <<<"$all_targets"; then targets+=(specdec-sim); fi
+  echo "GPU targets: ${targets[*]:-none}"
+  section "build (-j$JOBS)"
+  if [[ ${#targets[@]} -eq 0 ]]; then
+    record FAIL build "no GPU targets found: is CUDA enabled? see configure.log"
+    exit 1
+  fi
+  # Keep going past a target that fails to build, so that the others are still validated.
+  keep_going=()
+  case "$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$BUILD_DIR/CMakeCache.txt")" in
+    Ninja*) keep_going=(-- -k 0) ;;
+    *Makefiles*) keep_going=(-- -k) ;;
+  esac
+  if cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" "${keep_going[@]}" > "$RESULTS/build.log" 2>&1; then
+    record PASS build "${#targets[@]} targets"
+  else
+    grep -E 'FAILED:|error' "$RESULTS/build.log" | head -n 20 >&2 || true
+    record FAIL build "see build.log; the targets that built are still run"
+  fi
 fi
 
 section "GPU tests (ctest -L gpu)"
@@ -182,24 +200,18 @@ if grep -q 'Skipped' "$RESULTS/ctest.log"; then
   record FAIL "ctest -L gpu: skipped tests" "a GPU test skipped on a machine with a GPU: see ctest.log"
 fi
 
-mapfile -t gpu_tests < <(find "$BUILD_DIR/tests/bin" -maxdepth 1 -type f -executable -name 'test_*cuda*' 2>/dev/null | sort)
 if [[ $SANITIZE -eq 1 ]]; then
-  section "compute-sanitizer"
+  section "compute-sanitizer (ctest -L sanitizer: memcheck and racecheck of every GPU test program)"
   if [[ -z "$sanitizer" ]]; then
     record SKIP compute-sanitizer "not found"
+  # In parallel: the runs are independent processes, mostly bound by the tool's host side.
+  elif ctest --test-dir "$BUILD_DIR" -L sanitizer -V -j "$JOBS" > "$RESULTS/sanitizer.log" 2>&1; then
+    record PASS "ctest -L sanitizer" "$(grep -Eo '[0-9]+% tests passed.*' "$RESULTS/sanitizer.log" | head -n 1)"
   else
-    mkdir -p "$RESULTS/sanitizer"
-    for exe in "${gpu_tests[@]}"; do
-      name="$(basename "$exe")"
-      for tool in memcheck racecheck; do
-        log="$RESULTS/sanitizer/$name.$tool.log"
-        if timeout "${SANITIZER_TIMEOUT:-1800}" "$sanitizer" --tool "$tool" --error-exitcode 99 "$exe" > "$log" 2>&1; then
-          record PASS "compute-sanitizer $tool $name"
-        else
-          record FAIL "compute-sanitizer $tool $name" "exit $?; see sanitizer/$name.$tool.log"
-        fi
-      done
-    done
+    record FAIL "ctest -L sanitizer" "see sanitizer.log"
+  fi
+  if [[ -n "$sanitizer" ]] && grep -q 'Skipped' "$RESULTS/sanitizer.log"; then
+    record FAIL "ctest -L sanitizer: skipped tests" "a sanitizer run skipped on a machine with the tool: see sanitizer.log"
   fi
 fi
 
@@ -232,7 +244,7 @@ if [[ $BENCH -eq 1 ]]; then
       name="$(basename "$script" .py)"
       # Adapt to what the script offers: JSON output, and speedups against specdec's benchmark JSON.
       script_help="$(python3 "$script" --help 2>&1 || true)"
-      script_args=()
+      read -r -a script_args <<< "${BASELINE_ARGS:-}"
       ext=log
       if grep -q -- '--json' <<<"$script_help"; then script_args+=(--json); ext=json; fi
       if grep -q -- '--specdec' <<<"$script_help" && [[ ${#bench_json[@]} -gt 0 ]]; then

@@ -111,6 +111,27 @@ TEST_CASE("cuda verify gives seq's tokens, counts and flags for every rule", "[c
   CHECK(rejected > 0);
 }
 
+TEST_CASE("cuda verify gives seq's tokens at the GPU benchmarks' shapes", "[cuda][verify][shapes]") {
+  // B 1/16/64, gamma 4/8, V 32000/128256: with tests/backend/simd_cases.hpp's case of the same name
+  // (the same inputs: same generator and seed), seq, simd and cuda give the same tokens. Tagged
+  // [shapes]: the sanitizer runs leave it out (its batches are up to 0.5 GB).
+  std::size_t requests = 0, rejected = 0;
+  specdec_test::for_each_bench_shape_batch([&](const specdec_test::bench_shape& sh, const auto& batch) {
+    specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+      const auto a = run_seq(rule, batch);
+      const auto b = run_cuda(rule, batch);
+      CAPTURE(name, sh.B, sh.gamma, sh.V);
+      REQUIRE(a.tokens == b.tokens);
+      REQUIRE(a.num_accepted == b.num_accepted);
+      REQUIRE(a.status == b.status);
+      for (const auto n : a.num_accepted) rejected += static_cast<std::size_t>(n) < sh.gamma;
+      requests += sh.B;
+    });
+  });
+  INFO(requests << " requests identical, " << rejected << " with a rejection");
+  CHECK(rejected > 0);
+}
+
 TEST_CASE("cuda verify: the workspace overload, a small workspace, an empty batch", "[cuda][verify]") {
   philox_stream s(stream_address{0xC0DA, 2, 0, 0, purpose::user});
   const std::size_t V = 4097;

@@ -285,6 +285,31 @@ TEMPLATE_LIST_TEST_CASE("simd verify gives seq's tokens, counts and flags for ev
   CHECK(rejected > 0);
 }
 
+TEMPLATE_LIST_TEST_CASE("simd verify gives seq's tokens at the GPU benchmarks' shapes", "[simd][verify][shapes]",
+                        specdec_simd_archs) {
+  // B 1/16/64, gamma 4/8, V 32000/128256: with tests/backend/cuda_verify.cu's case of the same name
+  // (the same inputs: same generator and seed), seq, simd and cuda give the same tokens.
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  std::size_t requests = 0, rejected = 0;
+  specdec_test::for_each_bench_shape_batch([&](const specdec_test::bench_shape& sh, const auto& batch) {
+    specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+      specdec_test::owned_outputs a(batch), b(batch);
+      specdec::backend::seq::verify(rule, batch.view(), batch.stream_span(), a.view(), {});
+      specdec::backend::simd::verify<Arch>(rule, batch.view(), batch.stream_span(), b.view(), {});
+      CAPTURE(name, sh.B, sh.gamma, sh.V);
+      REQUIRE(a.tokens == b.tokens);
+      REQUIRE(a.num_accepted == b.num_accepted);
+      REQUIRE(a.status == b.status);
+      for (const auto n : a.num_accepted) rejected += static_cast<std::size_t>(n) < sh.gamma;
+      requests += sh.B;
+    });
+  });
+  INFO(Arch::name() << ": " << requests << " requests identical, " << rejected << " with a rejection");
+  CHECK(rejected > 0);
+}
+
 TEMPLATE_LIST_TEST_CASE("specdec::verify with a simd policy runs the simd backend and matches exec::seq", "[simd][verify]", specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;

@@ -79,4 +79,54 @@ std::vector<request_data<T>> make_requests(specdec::random::philox_stream& s, st
   return reqs;
 }
 
+//! The benchmarks' shapes (bench/cuda_verify.cu): B requests with exactly `gamma` drafts each at
+//! vocabulary V. Rows are drawn from a pool of `pool` random probability rows (a fifth of the targets
+//! equal to their q: certain acceptance and a zero residual), so that large shapes stay cheap to make;
+//! drafts are sampled from q. No spoiled requests.
+template <class T>
+std::vector<request_data<T>> make_shape_requests(specdec::random::philox_stream& s, std::size_t B, std::size_t gamma,
+                                                 std::size_t V, std::size_t pool = 24) {
+  std::vector<std::vector<T>> rows;
+  for (std::size_t i = 0; i < pool; ++i) rows.push_back(random_probability_row<T>(s, V, 0.1));
+  const auto pick = [&] { return rows[static_cast<std::size_t>(s.uniform() * static_cast<double>(pool)) % pool]; };
+  std::vector<request_data<T>> reqs(B);
+  for (std::size_t b = 0; b < B; ++b) {
+    auto& r = reqs[b];
+    r.stream = specdec::random::request_stream{0x5A9E5, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(gamma)};
+    for (std::size_t i = 0; i < gamma; ++i) {
+      auto q = pick();
+      auto p = s.uniform() < 0.2 ? q : pick();
+      r.drafts.push_back(specdec::sample_categorical(std::span<const T>(q), s.uniform()).token);
+      r.draft_rows.push_back(std::move(q));
+      r.target_rows.push_back(std::move(p));
+    }
+    r.target_rows.push_back(pick());
+  }
+  return reqs;
+}
+
+//! The shapes of the GPU benchmarks and of the cross-backend check (B, gamma, V).
+struct bench_shape {
+  std::size_t B, gamma, V;
+};
+inline std::vector<bench_shape> bench_shapes() {
+  std::vector<bench_shape> shapes;
+  for (const std::size_t V : {std::size_t{32000}, std::size_t{128256}})
+    for (const std::size_t gamma : {std::size_t{4}, std::size_t{8}})
+      for (const std::size_t B : {std::size_t{1}, std::size_t{16}, std::size_t{64}}) shapes.push_back({B, gamma, V});
+  return shapes;
+}
+
+//! Calls `check(shape, batch)` with a packed float batch of `make_shape_requests` for each of
+//! `bench_shapes()`, each drawn from its own stream, so that every backend's test sees the same inputs.
+template <class Check>
+void for_each_bench_shape_batch(Check&& check) {
+  for (const auto& sh : bench_shapes()) {
+    specdec::random::philox_stream s(specdec::random::stream_address{
+        0x5A9E, static_cast<std::uint32_t>(sh.V), static_cast<std::uint32_t>(sh.gamma), 0, specdec::random::purpose::user});
+    const auto batch = build_batch(make_shape_requests<float>(s, sh.B, sh.gamma, sh.V), sh.V, true);
+    check(sh, batch);
+  }
+}
+
 }  // namespace specdec_test

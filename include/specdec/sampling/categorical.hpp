@@ -80,8 +80,11 @@ inline double reduce_lanes(std::array<double, sampling_lanes> lanes) noexcept {
 }
 
 //! Whether a weight is usable: >= 0 (so not NaN) and finite. Host and device (the cuda backend).
+//! Written without a short circuit, so that GPU loops over a row compile to straight-line code whose
+//! loads can all be in flight at once (a branch per entry serialises them).
 SPECDEC_HOST_DEVICE constexpr bool usable_weight(double w) noexcept {
-  return w >= 0.0 && w <= std::numeric_limits<double>::max();
+  const bool non_negative = w >= 0.0, finite = w <= std::numeric_limits<double>::max();
+  return non_negative & finite;
 }
 
 //! Tile masses of a row, with a small inline buffer (rows up to 256 tiles = 524288 entries do not

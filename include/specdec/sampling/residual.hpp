@@ -29,11 +29,14 @@ namespace detail {
 //! The residual weight max(0, p - accepted_mass(p, q)) of one entry; NaN when p or q is NaN, infinite
 //! or negative, so that the row is reported `not_finite` (max(0, .) would hide it). Shared by every
 //! backend (host and device), so that their weights are the same doubles.
+//! Branch-free (`accepted_mass` is evaluated on unusable inputs too, and its value then discarded), so
+//! that the GPU's loops over a row pair keep many loads in flight (see `usable_weight`).
 template <class AcceptedMass>
 SPECDEC_HOST_DEVICE constexpr double residual_weight(double pv, double qv, const AcceptedMass& accepted_mass) {
-  if (!usable_weight(pv) || !usable_weight(qv)) return std::numeric_limits<double>::quiet_NaN();
+  const bool p_usable = usable_weight(pv), q_usable = usable_weight(qv);
   const double r = pv - accepted_mass(pv, qv);
-  return r > 0.0 ? r : 0.0;
+  const double kept = r > 0.0 ? r : 0.0;
+  return p_usable & q_usable ? kept : std::numeric_limits<double>::quiet_NaN();
 }
 }  // namespace detail
 

@@ -64,19 +64,29 @@ struct tile_range {
   }
 };
 
-//! Rule 2's order: calls `visit(v)` for this lane's entries of the tile, v = begin + lane, + 32, ...
-//! in increasing order. Every per-tile pass (masses, argmax, flags) walks the tile this way.
-//! A whole tile has a fixed trip count (64), unrolled so that many loads are in flight per lane: one
-//! warp per tile must still stream its 8-16 KB quickly when the batch is small.
-template <class Visit>
-__device__ void for_lane_entries(tile_range tile, Visit&& visit) {
+//! Entries a lane loads before it uses any (`for_lane_loaded`).
+inline constexpr int load_batch = 16;
+
+//! Rule 2's order (v = begin + lane, + 32, ... in increasing order; every per-tile pass, masses,
+//! argmax and flags, walks its tile this way), with the loads separated from their use: for a whole tile each lane computes
+//! `load(v)` for `load_batch` of its entries into registers, then calls `visit(v, load(v))` for them
+//! in increasing v. Whatever `visit` does (accumulations, votes) then cannot stand between two loads,
+//! so each lane has `load_batch` loads in flight: a pass over a row pair ran at a fraction of the
+//! bandwidth when the compiler interleaved each load with the additions of the entry before it.
+template <class Load, class Visit>
+__device__ void for_lane_loaded(tile_range tile, const Load& load, Visit&& visit) {
+  using value = decltype(load(std::size_t{}));
   const std::size_t first = tile.begin + static_cast<std::size_t>(lane_id());
   if (tile.end - tile.begin == sampling_tile) {
-#pragma unroll 32
-    for (std::size_t k = 0; k < sampling_tile / warp_size; ++k) visit(first + k * warp_size);
+    for (std::size_t k0 = 0; k0 < sampling_tile / warp_size; k0 += load_batch) {
+      value x[load_batch];
+#pragma unroll
+      for (int k = 0; k < load_batch; ++k) x[k] = load(first + (k0 + k) * warp_size);
+#pragma unroll
+      for (int k = 0; k < load_batch; ++k) visit(first + (k0 + k) * warp_size, x[k]);
+    }
   } else {
-#pragma unroll 8
-    for (std::size_t v = first; v < tile.end; v += warp_size) visit(v);
+    for (std::size_t v = first; v < tile.end; v += warp_size) visit(v, load(v));
   }
 }
 
@@ -85,8 +95,7 @@ __device__ void for_lane_entries(tile_range tile, Visit&& visit) {
 template <class Weight>
 __device__ double warp_tile_mass(const Weight& weight, tile_range tile, bool& usable) {
   double acc = 0.0;
-  for_lane_entries(tile, [&](std::size_t v) {
-    const double w = weight(v);
+  for_lane_loaded(tile, weight, [&](std::size_t, double w) {
     usable = usable & specdec::detail::usable_weight(w);
     acc += w;
   });
@@ -100,12 +109,32 @@ struct located {
 };
 
 //! Stages tile `tile`'s weights in shared memory (strip k at `shared + k * strip_stride`; entries past
-//! the row end are +0, which changes no sum).
+//! the row end are +0, which changes no sum). Each lane computes `stage_batch` weights into registers
+//! before storing any: a store through `shared` between two loads would keep the compiler from
+//! issuing the loads together, and one warp staging its 64 entries per lane one load at a time took
+//! ~40 us on an H100 (HBM latency x 64).
+inline constexpr int stage_batch = 16;
 template <class Weight>
 __device__ void stage_tile(const Weight& weight, tile_range tile, double* shared) {
-  for (std::size_t e = static_cast<std::size_t>(lane_id()); e < sampling_tile; e += warp_size) {
-    const std::size_t v = tile.begin + e;
-    shared[(e / sampling_strip) * strip_stride + e % sampling_strip] = v < tile.end ? weight(v) : 0.0;
+  constexpr int per_lane = static_cast<int>(sampling_tile) / warp_size;
+  const bool full = tile.end - tile.begin == sampling_tile;
+  for (int k0 = 0; k0 < per_lane; k0 += stage_batch) {
+    double w[stage_batch];
+    if (full) {
+#pragma unroll
+      for (int k = 0; k < stage_batch; ++k) w[k] = weight(tile.begin + static_cast<std::size_t>((k0 + k) * warp_size + lane_id()));
+    } else {
+#pragma unroll
+      for (int k = 0; k < stage_batch; ++k) {
+        const std::size_t v = tile.begin + static_cast<std::size_t>((k0 + k) * warp_size + lane_id());
+        w[k] = v < tile.end ? weight(v) : 0.0;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < stage_batch; ++k) {
+      const auto e = static_cast<std::size_t>((k0 + k) * warp_size + lane_id());
+      shared[(e / sampling_strip) * strip_stride + e % sampling_strip] = w[k];
+    }
   }
   __syncwarp();
 }
@@ -156,6 +185,10 @@ template <class Weight>
 __device__ located warp_locate(const Weight& weight, std::size_t size, const double* tile_mass, bool usable, double u,
                                double* shared) {
   const std::size_t tiles = specdec::detail::tile_count(size);
+  // A caller may locate a second row with the same `shared` (the residual's fallback to p): every
+  // lane must be done reading the first call's tile masses before they are overwritten (a hazard
+  // compute-sanitizer racecheck reported in locate_rejection).
+  __syncwarp();
   // The tile masses are read twice in sequence below; a row of up to 2080 tiles (V <= 4.2M) first
   // copies them to shared memory in one coalesced round, so each step is a shared load, not an L2 one.
   if (tiles <= sampling_lanes * strip_stride) {

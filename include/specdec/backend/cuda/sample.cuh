@@ -64,7 +64,8 @@ struct threshold_weight {
   std::uint32_t tau;
   __device__ double operator()(std::size_t v) const {
     const float p = x[v];
-    return p >= 0.0f && prob_key(p) < tau ? 0.0 : static_cast<double>(p);
+    const bool below = (p >= 0.0f) & (prob_key(p) < tau);  // no short circuit: straight-line loops
+    return below ? 0.0 : static_cast<double>(p);
   }
 };
 

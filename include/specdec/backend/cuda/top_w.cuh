@@ -128,13 +128,19 @@ __device__ inline void find_bucket(const unsigned* hist, unsigned k, unsigned* d
   }
 }
 
+//! Shared slots for the W winners: W rounded up to a multiple of 4. The ranking loop below is unrolled
+//! by 4 and nvcc loads the keys of its remainder in pairs (LDS.128 / LDS.64, sm_90, CUDA 13.0) even
+//! when only one is used, so the arrays must extend to the next multiple of 4 (compute-sanitizer
+//! memcheck reported 16-byte reads past a 12-byte window for W = 1 before this padding).
+__host__ __device__ constexpr std::size_t chosen_slots(std::size_t w) { return (w + 3) / 4 * 4; }
+
 //! One block per row: the W largest of keys[row * n, row * n + n) (see the file comment).
 template <class K>
 __global__ void __launch_bounds__(top_w_threads)
     top_w_kernel(const K* keys, std::size_t n, std::size_t w, std::int64_t* out) {
   extern __shared__ unsigned long long top_w_shared[];
   unsigned long long* chosen_key = top_w_shared;
-  auto* chosen_inv = reinterpret_cast<unsigned*>(chosen_key + w);
+  auto* chosen_inv = reinterpret_cast<unsigned*>(chosen_key + chosen_slots(w));
   __shared__ unsigned hist[256];
   __shared__ unsigned s_digit, s_k, s_count, s_selected;
   const K* x = keys + blockIdx.x * n;
@@ -280,7 +286,7 @@ void launch_top_w(cudaStream_t stream, const top_w_shape& shape, const T* scores
                   const random::stream_address* streams, std::int64_t* out, double* keys, bool sequential) {
   if (shape.rows == 0 || w == 0) return;
   const auto grid = static_cast<unsigned>(shape.rows);
-  const std::size_t shared = w * (sizeof(unsigned long long) + sizeof(unsigned));
+  const std::size_t shared = chosen_slots(w) * (sizeof(unsigned long long) + sizeof(unsigned));
   if (shape.gumbel) {
     gumbel_keys_kernel<T><<<grid, top_w_threads, 0, stream>>>(scores, n, streams, keys, sequential);
     check_launch("specdec::backend::cuda::top_w: gumbel_keys_kernel");

@@ -298,12 +298,15 @@ __global__ void residual_tiles(Rule rule, verify_view<Rows> a) {
   const residual_weight_of<decltype(p), decltype(q), Rule> residual{p, q, {rule}};
   double residual_acc = 0.0, p_acc = 0.0;
   bool q_has_mass = false;
-  for_lane_entries(tile, [&](std::size_t v) {
-    const double w = residual(v);
+  struct pair {
+    double p, q;
+  };
+  for_lane_loaded(tile, [&](std::size_t v) { return pair{p(v), q(v)}; }, [&](std::size_t, pair x) {
+    const double w = specdec::detail::residual_weight(x.p, x.q, residual.mass);  // = residual(v)
     usable = usable & specdec::detail::usable_weight(w);
     residual_acc += w;
-    p_acc += p(v);
-    q_has_mass = q_has_mass | (q(v) > 0.0);
+    p_acc += x.p;
+    q_has_mass = q_has_mass | (x.q > 0.0);
   });
   const double m = reduce_lanes(residual_acc), pm = reduce_lanes(p_acc);
   usable = warp_all(usable);
@@ -315,15 +318,17 @@ __global__ void residual_tiles(Rule rule, verify_view<Rows> a) {
   }
 }
 
-//! The union (`any`) or intersection (!any) of a flag over a job's tiles.
+//! The union (`any`) or intersection (!any) of a flag over a job's tiles, in every lane; called by
+//! all 32 lanes of a warp (each lane reads every 32nd tile's flags, then a vote: one round of loads,
+//! not one per tile).
 template <class Rows>
 __device__ bool tile_flag_over(const verify_view<Rows>& a, std::int32_t job, std::uint32_t flag, bool any) {
   bool result = !any;
-  for (std::size_t t = 0; t < a.tiles; ++t) {
+  for (std::size_t t = static_cast<std::size_t>(lane_id()); t < a.tiles; t += warp_size) {
     const bool set = (a.tile_flags[static_cast<std::size_t>(job) * a.tiles + t] & flag) != 0;
     result = any ? (result || set) : (result && set);
   }
-  return result;
+  return any ? warp_any(result) : warp_all(result);
 }
 
 //! Writes request b's output row: its accepted drafts, then `correction` at `stop`, then -1.
@@ -398,8 +403,7 @@ __global__ void target_tiles(verify_view<Rows> a) {
   } else {
     arg_best best{0.0, -1};
     bool positive = false;
-    for_lane_entries(tile, [&](std::size_t v) {
-      const double x = p(v);
+    for_lane_loaded(tile, p, [&](std::size_t v, double x) {
       usable = usable & usable_scalar(x);  // seq's greedy_usable: no NaN, inf or negative entry
       positive = positive | (x > 0.0);
       best = better(best, arg_best{x, static_cast<long long>(v)});
@@ -429,8 +433,10 @@ __global__ void locate_targets(verify_view<Rows> a) {
                                       a.tile_mass + static_cast<std::size_t>(j) * a.tiles, usable, u, shared);
     result = {found.token, found.status};
   } else {
-    arg_best best{0.0, -1};
-    for (std::size_t t = 0; t < a.tiles; ++t) best = better(best, a.tile_best[static_cast<std::size_t>(j) * a.tiles + t]);
+    arg_best best{0.0, -1};  // `better` keeps the lower index on ties: any reduction order gives seq's argmax
+    for (std::size_t t = static_cast<std::size_t>(lane_id()); t < a.tiles; t += warp_size)
+      best = better(best, a.tile_best[static_cast<std::size_t>(j) * a.tiles + t]);
+    best = warp_argmax(best);
     if (usable && tile_flag_over(a, j, p_positive, true))
       result = {static_cast<token_id>(best.index), row_status::ok};
     else
