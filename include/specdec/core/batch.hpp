@@ -25,11 +25,19 @@ class ragged_layout {
 
   //! Concatenated rows. \throws specdec::error if any n_b < 0.
   static ragged_layout packed(std::span<const std::int32_t> num_drafts) {
-    ragged_layout l(num_drafts);
-    l.offsets_.resize(num_drafts.size() + 1, 0);
-    for (std::size_t b = 0; b < num_drafts.size(); ++b) l.offsets_[b + 1] = l.offsets_[b] + num_drafts[b];
-    l.max_drafts_ = num_drafts.empty() ? 0 : static_cast<std::size_t>(*std::max_element(num_drafts.begin(), num_drafts.end()));
+    ragged_layout l;
+    l.assign_packed(num_drafts);
     return l;
+  }
+  //! Makes this layout `packed(num_drafts)`, reusing its buffers (no allocation once they are large
+  //! enough: what a decode loop calls every step). \throws specdec::error if any n_b < 0.
+  void assign_packed(std::span<const std::int32_t> num_drafts) {
+    for (const auto n : num_drafts) SPECDEC_EXPECTS(n >= 0, "a request has a negative number of drafts");
+    num_drafts_.assign(num_drafts.begin(), num_drafts.end());
+    offsets_.resize(num_drafts.size() + 1);
+    offsets_[0] = 0;
+    for (std::size_t b = 0; b < num_drafts.size(); ++b) offsets_[b + 1] = offsets_[b] + num_drafts[b];
+    max_drafts_ = num_drafts.empty() ? 0 : static_cast<std::size_t>(*std::max_element(num_drafts.begin(), num_drafts.end()));
   }
   //! [B][max_drafts] rows. \throws specdec::error if any n_b < 0 or n_b > max_drafts.
   static ragged_layout padded(std::span<const std::int32_t> num_drafts, std::size_t max_drafts) {

@@ -1,0 +1,205 @@
+//! \file model/sequence.hpp
+//! \brief `SequenceModel`: the interface an inference engine with its own KV cache implements, so that
+//! the step decoder (decode/batch_decoder.hpp) can run on it; and adapters that make every `Model`
+//! (and every `StatefulModel`) one.
+//!
+//! A sequence model holds the state of many sequences, each named by a `sequence_id`. One call,
+//! `forward(appends, logits)`, extends a ragged batch of sequences by a few tokens each and writes the
+//! next-token logits of exactly the positions asked for; `rollback(s, n)` drops the last n tokens of
+//! sequence s (a rejected draft), `release(s)` frees it. A sequence exists from its first append (length
+//! 0 before). This is the shape of a paged-KV engine's step: its scheduler batches the appends, the
+//! model runs once, and the sampler reads the requested rows (docs/engine.md).
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "specdec/contracts.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/model/concepts.hpp"
+#include "specdec/model/score.hpp"
+
+namespace specdec {
+
+//! Names a sequence of a `SequenceModel`.
+using sequence_id = std::uint64_t;
+
+//! One sequence's part of a `forward` call: `tokens` are appended to the sequence's state, and the
+//! logits after each of the last `rows` appended positions are written (row k is the next-token
+//! logits after the state plus tokens[0 .. tokens.size() - rows + k]). Chain drafting asks for the
+//! last position, chain verification for the last gamma + 1.
+//! `parents` is reserved for tree-shaped appends (a parent index per appended token); it must be
+//! empty: no tree verification uses it yet.
+struct sequence_append {
+  sequence_id sequence = 0;
+  std::span<const token_id> tokens;
+  std::size_t rows = 0;
+  std::span<const std::int32_t> parents{};
+};
+
+//! A batched, stateful model of many sequences (a KV-cached engine).
+//! - `m.forward(appends, logits)`: applies every append in order and writes their rows one after the
+//!   other (append 0's rows first), `logits.size() == (sum of rows) * vocab_size()`;
+//! - `m.rollback(s, n)` removes the last n tokens of sequence s (`n <= m.length(s)`);
+//! - `m.release(s)` frees sequence s (a later append starts it again from length 0);
+//! - `m.length(s)` is the number of tokens in sequence s's state.
+//! Preconditions a model may check (the adapters do, with `specdec::error`): every appended token is in
+//! the vocabulary, `rows <= tokens.size()`, `rows == 0` or the state before the append plus the tokens is
+//! not empty.
+template <class M>
+concept SequenceModel = requires(M& m, const M& cm, std::span<const sequence_append> appends, std::span<float> logits,
+                                 sequence_id s, std::size_t n) {
+  { cm.vocab_size() } -> std::convertible_to<std::size_t>;
+  m.forward(appends, logits);
+  m.rollback(s, n);
+  m.release(s);
+  { cm.length(s) } -> std::convertible_to<std::size_t>;
+};
+
+//! What a sequence model computed (kept by the adapters; compare with what the cost model charges).
+struct sequence_model_stats {
+  std::size_t calls = 0;                 //!< forward calls
+  std::size_t appended_positions = 0;    //!< tokens appended (what a KV-cached engine computes)
+  std::size_t rows = 0;                  //!< logit rows written
+  std::size_t recomputed_positions = 0;  //!< positions the wrapped model evaluated (a recomputing adapter re-reads the context)
+  std::size_t rolled_back = 0;           //!< tokens removed by rollback
+};
+
+namespace detail {
+//! Checks one append against a state of `length` tokens and a vocabulary of V.
+inline void check_append(const sequence_append& a, std::size_t length, std::size_t V) {
+  SPECDEC_EXPECTS(a.parents.empty(), "specdec::SequenceModel: tree-shaped appends (parents) are not supported");
+  SPECDEC_EXPECTS(a.rows <= a.tokens.size(), "specdec::SequenceModel: an append asks for more rows than it appends");
+  for ([[maybe_unused]] const token_id t : a.tokens)
+    SPECDEC_EXPECTS(in_vocabulary(t, V), "specdec::SequenceModel: an appended token is outside the vocabulary");
+  SPECDEC_EXPECTS(length + a.tokens.size() > 0 || a.rows == 0, "specdec::SequenceModel: logits of an empty sequence");
+}
+
+//! The total rows of `appends`, checked against the size of `logits`.
+inline std::size_t check_rows(std::span<const sequence_append> appends, std::size_t logits_size, std::size_t V) {
+  std::size_t rows = 0;
+  for (const auto& a : appends) rows += a.rows;
+  SPECDEC_EXPECTS(logits_size == rows * V, "specdec::SequenceModel: logits must hold the requested rows");
+  return rows;
+}
+}  // namespace detail
+
+//! Any `Model` as a `SequenceModel`: keeps each sequence's tokens and computes the requested rows by
+//! scoring the whole context (`score`, model/score.hpp: one `score` call on a `ParallelScoringModel`,
+//! else one `next_logits` per row). Correct for every model, and as slow as recomputation is: use it for
+//! reference models and tests; an engine implements `SequenceModel` itself.
+template <Model M>
+class recomputing_sequence_model {
+ public:
+  explicit recomputing_sequence_model(const M& model) : model_(&model) {}
+
+  std::size_t vocab_size() const { return model_->vocab_size(); }
+  std::size_t length(sequence_id s) const {
+    const auto it = states_.find(s);
+    return it == states_.end() ? 0 : it->second.size();
+  }
+  const sequence_model_stats& stats() const noexcept { return stats_; }
+  //! The tokens of sequence s's state.
+  std::span<const token_id> tokens(sequence_id s) const {
+    const auto it = states_.find(s);
+    return it == states_.end() ? std::span<const token_id>{} : std::span<const token_id>(it->second);
+  }
+
+  //! \throws specdec::error on a broken precondition (nothing is appended then).
+  void forward(std::span<const sequence_append> appends, std::span<float> logits) {
+    const std::size_t V = vocab_size();
+    detail::check_rows(appends, logits.size(), V);
+    for (const auto& a : appends) detail::check_append(a, length(a.sequence), V);
+    ++stats_.calls;
+    std::size_t row = 0;
+    for (const auto& a : appends) {
+      std::vector<token_id>& state = states_[a.sequence];
+      const std::size_t before = state.size() + a.tokens.size() - a.rows;  // context of the first row, minus its last token
+      state.insert(state.end(), a.tokens.begin(), a.tokens.end());
+      stats_.appended_positions += a.tokens.size();
+      if (a.rows == 0) continue;
+      // Row k follows state[0 .. before + k]: score state[0 .. before + 1) then the next rows - 1 tokens.
+      const std::span<const token_id> all(state);
+      score(*model_, all.first(before + 1), all.subspan(before + 1, a.rows - 1), logits.subspan(row * V, a.rows * V));
+      stats_.recomputed_positions += before + a.rows;
+      stats_.rows += a.rows;
+      row += a.rows;
+    }
+  }
+  //! \throws specdec::error when n exceeds the sequence's length.
+  void rollback(sequence_id s, std::size_t n) {
+    SPECDEC_EXPECTS(n <= length(s), "specdec::SequenceModel::rollback: past the start of the sequence");
+    if (n == 0) return;
+    auto& state = states_[s];
+    state.resize(state.size() - n);
+    stats_.rolled_back += n;
+  }
+  void release(sequence_id s) { states_.erase(s); }
+
+ private:
+  const M* model_;
+  std::unordered_map<sequence_id, std::vector<token_id>> states_;
+  sequence_model_stats stats_;
+};
+
+//! A `StatefulModel` per sequence as a `SequenceModel`: `make()` returns a fresh `StatefulModel` for
+//! each new sequence; rows are read with `next_logits` after appending token by token.
+template <class Factory>
+  requires StatefulModel<std::invoke_result_t<Factory&>>
+class stateful_sequence_model {
+ public:
+  using state_model = std::invoke_result_t<Factory&>;
+  explicit stateful_sequence_model(Factory make, std::size_t vocab) : make_(std::move(make)), vocab_(vocab) {}
+
+  std::size_t vocab_size() const { return vocab_; }
+  std::size_t length(sequence_id s) const {
+    const auto it = states_.find(s);
+    return it == states_.end() ? 0 : static_cast<std::size_t>(it->second.length());
+  }
+  const sequence_model_stats& stats() const noexcept { return stats_; }
+
+  //! \throws specdec::error on a broken precondition (nothing is appended then).
+  void forward(std::span<const sequence_append> appends, std::span<float> logits) {
+    detail::check_rows(appends, logits.size(), vocab_);
+    for (const auto& a : appends) detail::check_append(a, length(a.sequence), vocab_);
+    ++stats_.calls;
+    std::size_t row = 0;
+    for (const auto& a : appends) {
+      auto it = states_.find(a.sequence);
+      if (it == states_.end()) it = states_.emplace(a.sequence, make_()).first;
+      state_model& m = it->second;
+      const std::size_t first_row = a.tokens.size() - a.rows;
+      if (first_row > 0) m.append(a.tokens.first(first_row));
+      for (std::size_t k = 0; k < a.rows; ++k) {
+        m.append(a.tokens.subspan(first_row + k, 1));
+        m.next_logits(logits.subspan((row + k) * vocab_, vocab_));
+      }
+      stats_.appended_positions += a.tokens.size();
+      stats_.recomputed_positions += a.tokens.size();
+      stats_.rows += a.rows;
+      row += a.rows;
+    }
+  }
+  //! \throws specdec::error when n exceeds the sequence's length.
+  void rollback(sequence_id s, std::size_t n) {
+    SPECDEC_EXPECTS(n <= length(s), "specdec::SequenceModel::rollback: past the start of the sequence");
+    if (n == 0) return;
+    states_.at(s).rollback(n);
+    stats_.rolled_back += n;
+  }
+  void release(sequence_id s) { states_.erase(s); }
+
+ private:
+  Factory make_;
+  std::size_t vocab_;
+  std::unordered_map<sequence_id, state_model> states_;
+  sequence_model_stats stats_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,307 @@
+// The step decoder (decode/batch_decoder.hpp) on SequenceModels: decode()'s tokens for the same
+// options, batch invariance (alone, in a batch of 64 of other parameters, joining and leaving
+// mid-run), KV consistency after every step, the exact target distribution through the new path
+// (chi-squared, with a negative control that must fail), greedy = greedy target decoding, and bad input.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "specdec/acceptance/greedy.hpp"
+#include "specdec/acceptance/lenient.hpp"
+#include "specdec/acceptance/strict.hpp"
+#include "specdec/decode/batch_decoder.hpp"
+#include "specdec/decode/decode.hpp"
+#include "specdec/model/adapters.hpp"
+#include "specdec/model/sequence.hpp"
+#include "specdec/models/kv_cache.hpp"
+#include "support/chi_squared.hpp"
+#include "support/sequence_enumeration.hpp"
+
+namespace {
+using specdec::token_id;
+constexpr std::size_t V = 6;
+
+// Context-dependent models: the logits depend on the last two tokens.
+auto wave_logits(double shift) {
+  return [shift](std::span<const token_id> ctx, std::span<float> out) {
+    const int last = ctx.empty() ? 0 : ctx.back(), before = ctx.size() < 2 ? 0 : ctx[ctx.size() - 2];
+    for (std::size_t v = 0; v < out.size(); ++v)
+      out[v] = static_cast<float>(std::sin(1.7 * double(v) + 0.9 * last + 0.4 * before + shift) * 2.0);
+  };
+}
+
+// A Markov model of a table p[prev][next] (log-probabilities as logits).
+auto table_logits(std::vector<double> table, std::size_t vocab) {
+  return [table, vocab](std::span<const token_id> ctx, std::span<float> out) {
+    const auto last = static_cast<std::size_t>(ctx.back());
+    for (std::size_t v = 0; v < vocab; ++v) out[v] = static_cast<float>(std::log(table[last * vocab + v]));
+  };
+}
+
+// A model whose rows are NaN after token `poison` (to check per-request error handling).
+auto poisoned_logits(token_id poison) {
+  return [poison, base = wave_logits(0.0)](std::span<const token_id> ctx, std::span<float> out) {
+    base(ctx, out);
+    if (!ctx.empty() && ctx.back() == poison) out[0] = std::nanf("");
+  };
+}
+
+specdec::request_options options_for(std::uint32_t id, std::size_t gamma, double temperature, std::size_t max_new) {
+  specdec::request_options o;
+  o.prompt = {static_cast<token_id>(id % V), static_cast<token_id>((id * 7 + 1) % V)};
+  o.seed = 1000 + id;
+  o.request_id = id;
+  o.gamma = gamma;
+  o.max_new_tokens = max_new;
+  o.target_params.temperature = temperature;
+  o.draft_params.temperature = temperature == 0.0 ? 0.0 : 1.1;
+  return o;
+}
+
+// Runs the decoder until every request finished; returns each handle's tokens.
+template <class Decoder>
+std::map<specdec::request_handle, std::vector<token_id>> run_all(Decoder& d) {
+  std::map<specdec::request_handle, std::vector<token_id>> out;
+  while (d.active() > 0)
+    for (const auto& e : d.step()) out[e.request].insert(out[e.request].end(), e.tokens.begin(), e.tokens.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("batch_decoder gives decode()'s tokens and counters, request by request", "[decode][batch]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(0.7));
+  specdec::recomputing_sequence_model<decltype(target)> t(target);
+  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
+  const auto check = [&](const auto& rule, const char* name) {
+    specdec::batch_decoder decoder(specdec::exec::seq, t, q, rule);
+    std::vector<specdec::request_options> opts;
+    std::vector<specdec::request_handle> handles;
+    for (std::uint32_t id = 0; id < 12; ++id) {
+      opts.push_back(options_for(id, id % 5, id % 4 == 0 ? 0.0 : 0.8 + 0.1 * (id % 3), 10 + 3 * id));
+      if (id == 5) opts.back().stop_tokens = {3};
+      handles.push_back(decoder.add(opts.back()));
+    }
+    const auto got = run_all(decoder);
+    for (std::size_t i = 0; i < opts.size(); ++i) {
+      specdec::decode_options o;
+      o.max_new_tokens = opts[i].max_new_tokens;
+      o.target_params = opts[i].target_params;
+      o.seed = opts[i].seed;
+      o.request_id = opts[i].request_id;
+      if (!opts[i].stop_tokens.empty()) o.stop_token = opts[i].stop_tokens[0];
+      const auto ref = specdec::decode(specdec::exec::seq, target, draft, opts[i].draft_params, opts[i].gamma, rule,
+                                       opts[i].prompt, o);
+      CAPTURE(name, i);
+      CHECK(got.at(handles[i]) == ref.tokens);
+    }
+  };
+  SECTION("strict") { check(specdec::strict, "strict"); }
+  SECTION("lenient") { check(specdec::lenient_rule{0.6}, "lenient"); }
+  SECTION("greedy") { check(specdec::greedy, "greedy"); }
+}
+
+TEST_CASE("batch_decoder: a request's tokens do not depend on its batch", "[decode][batch]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(0.5));
+  const auto probe = options_for(77, 4, 1.0, 60);
+  std::vector<token_id> alone;
+  {
+    specdec::recomputing_sequence_model<decltype(target)> t(target);
+    specdec::recomputing_sequence_model<decltype(draft)> q(draft);
+    specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+    const auto h = decoder.add(probe);
+    alone = run_all(decoder).at(h);
+  }
+  REQUIRE(alone.size() == 60);
+  // In a batch of 64 with other seeds, lengths, temperatures and budgets; others join every step
+  // and some are cancelled.
+  specdec::recomputing_sequence_model<decltype(target)> t(target);
+  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  std::vector<specdec::request_handle> others;
+  for (std::uint32_t id = 0; id < 40; ++id) others.push_back(decoder.add(options_for(id, id % 7, 0.5 + 0.05 * id, 5 + id)));
+  const auto long_one = decoder.add(options_for(99, 2, 1.0, 500));
+  std::map<specdec::request_handle, std::vector<token_id>> out;
+  std::uint32_t next_id = 100;
+  specdec::request_handle probe_handle = 0;
+  for (int step = 0; decoder.active() > 0; ++step) {
+    if (step == 3) probe_handle = decoder.add(probe);
+    if (step < 24) others.push_back(decoder.add(options_for(next_id++, 2 + step % 3, 0.9, 7)));
+    if (step == 5) decoder.cancel(long_one);
+    for (const auto& e : decoder.step()) out[e.request].insert(out[e.request].end(), e.tokens.begin(), e.tokens.end());
+  }
+  CHECK(out.at(probe_handle) == alone);
+  CHECK(out.at(long_one).size() <= 5 * 3);  // cancelled after 5 rounds of at most 3 tokens
+}
+
+TEST_CASE("batch_decoder keeps each model's state equal to a fresh evaluation of the committed tokens",
+          "[decode][batch][kv]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(1.3));  // a poor draft: many rejections
+  specdec::kv_cached_model<decltype(target)> t(target);
+  specdec::kv_cached_model<decltype(draft)> q(draft);
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  std::map<specdec::request_handle, std::vector<token_id>> committed;
+  for (std::uint32_t id = 0; id < 16; ++id) {
+    const auto o = options_for(id, 1 + id % 6, 1.0, 30);
+    const auto h = decoder.add(o);
+    committed[h] = o.prompt;
+  }
+  std::size_t checked = 0;
+  while (decoder.active() > 0) {
+    for (const auto& e : decoder.step()) {
+      auto& c = committed[e.request];
+      c.insert(c.end(), e.tokens.begin(), e.tokens.end());
+      if (e.finished != specdec::finish_reason::none) continue;
+      // Target: every committed token but the pending correction; draft: a prefix of them.
+      const auto tt = t.tokens(e.request), qt = q.tokens(e.request);
+      REQUIRE(tt.size() + 1 == c.size());
+      REQUIRE(std::equal(tt.begin(), tt.end(), c.begin()));
+      REQUIRE(qt.size() < c.size());
+      REQUIRE(std::equal(qt.begin(), qt.end(), c.begin()));
+      REQUIRE(t.consistent(e.request));
+      REQUIRE(q.consistent(e.request));
+      ++checked;
+    }
+  }
+  CHECK(checked > 50);
+  CHECK(t.stats().rolled_back > 0);  // rejections happened and were rolled back
+  CHECK(q.stats().rolled_back > 0);
+}
+
+TEST_CASE("batch_decoder: greedy SD equals greedy target decoding", "[decode][batch]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(0.9));
+  specdec::kv_cached_model<decltype(target)> t(target);
+  specdec::kv_cached_model<decltype(draft)> q(draft);
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::greedy);
+  std::vector<specdec::request_options> opts;
+  std::vector<specdec::request_handle> handles;
+  for (std::uint32_t id = 0; id < 8; ++id) {
+    opts.push_back(options_for(id, 1 + id % 5, 0.0, 40));
+    handles.push_back(decoder.add(opts.back()));
+  }
+  const auto got = run_all(decoder);
+  for (std::size_t i = 0; i < opts.size(); ++i) {
+    specdec::decode_options o;
+    o.max_new_tokens = 40;
+    o.target_params.temperature = 0.0;
+    CHECK(got.at(handles[i]) == specdec::decode_target_only(target, opts[i].prompt, o).tokens);
+  }
+}
+
+TEST_CASE("batch_decoder preserves the target's sequence distribution (strict), and a lenient run fails the test",
+          "[decode][batch][statistical]") {
+  constexpr std::size_t vocab = 4;
+  constexpr int horizon = 3;
+  const auto pair = specdec_test::make_markov_pair(vocab, 0xBA7C4, 0.6);
+  const auto target = specdec::make_model(vocab, table_logits(pair.target, vocab));
+  const auto draft = specdec::make_model(vocab, table_logits(pair.draft, vocab));
+  const auto law = specdec_test::target_sequence_distribution(pair, 1, horizon);
+  const auto sample = [&](const auto& rule, std::uint64_t seed) {
+    specdec::kv_cached_model<decltype(target)> t(target);
+    specdec::kv_cached_model<decltype(draft)> q(draft);
+    specdec::batch_decoder decoder(specdec::exec::seq, t, q, rule);
+    std::vector<std::uint64_t> counts(law.size(), 0);
+    constexpr std::uint32_t n = 40000, per_batch = 2000;
+    for (std::uint32_t first = 0; first < n; first += per_batch) {
+      for (std::uint32_t id = first; id < first + per_batch; ++id) {
+        specdec::request_options o;
+        o.prompt = {1};
+        o.seed = seed;
+        o.request_id = id;
+        o.gamma = 1 + id % 4;
+        o.max_new_tokens = horizon;
+        decoder.add(o);
+      }
+      for (const auto& [h, tokens] : run_all(decoder)) {
+        REQUIRE(tokens.size() == static_cast<std::size_t>(horizon));
+        std::size_t index = 0;
+        for (const token_id x : tokens) index = index * vocab + static_cast<std::size_t>(x);
+        ++counts[index];
+      }
+    }
+    return specdec_test::chi_squared_gof(counts, law);
+  };
+  const auto exact = sample(specdec::strict, 20261124);
+  INFO("strict: " << exact);
+  CHECK(exact.p_value > specdec_test::gof_alpha);
+  const auto control = sample(specdec::lenient_rule{0.3}, 20261124);
+  INFO("lenient 0.3 (negative control): " << control);
+  CHECK(control.p_value < specdec_test::gof_alpha);
+}
+
+TEST_CASE("batch_decoder: bad input gets an error or a per-request status", "[decode][batch][bad_input]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(0.5));
+  specdec::recomputing_sequence_model<decltype(target)> t(target);
+  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  auto o = options_for(1, 3, 1.0, 10);
+  SECTION("refused at add") {
+    auto bad = o;
+    bad.prompt.clear();
+    CHECK_THROWS_AS(decoder.add(bad), specdec::error);
+    bad = o;
+    bad.prompt.push_back(static_cast<token_id>(V));
+    CHECK_THROWS_AS(decoder.add(bad), specdec::error);
+    bad = o;
+    bad.stop_tokens = {-1};
+    CHECK_THROWS_AS(decoder.add(bad), specdec::error);
+    bad = o;
+    bad.target_params.top_p = 1.5;
+    CHECK_THROWS_AS(decoder.add(bad), specdec::error);
+    CHECK(decoder.active() == 0);
+    CHECK_THROWS_AS(decoder.cancel(12345), specdec::error);
+    CHECK_THROWS_AS(decoder.tokens(12345), specdec::error);
+  }
+  SECTION("max_new_tokens = 0 finishes at once, the others run on") {
+    auto zero = o;
+    zero.max_new_tokens = 0;
+    const auto hz = decoder.add(zero);
+    const auto h = decoder.add(o);
+    const auto events = decoder.step();
+    REQUIRE(events.size() == 2);
+    CHECK(events[0].request == hz);
+    CHECK(events[0].tokens.empty());
+    CHECK(events[0].finished == specdec::finish_reason::length);
+    CHECK(events[1].request == h);
+    CHECK(!events[1].tokens.empty());
+  }
+  SECTION("rollback past the start") {
+    CHECK_THROWS_AS(t.rollback(999, 1), specdec::error);
+  }
+  SECTION("the models' vocabularies differ") {
+    const auto small = specdec::make_model(V - 1, wave_logits(0.0));
+    specdec::recomputing_sequence_model<decltype(small)> s(small);
+    CHECK_THROWS_AS(specdec::batch_decoder(specdec::exec::seq, t, s, specdec::strict), specdec::error);
+  }
+}
+
+TEST_CASE("batch_decoder: a model's NaN row ends that request alone", "[decode][batch][bad_input]") {
+  const auto target = specdec::make_model(V, poisoned_logits(5));
+  const auto draft = specdec::make_model(V, wave_logits(0.5));
+  specdec::recomputing_sequence_model<decltype(target)> t(target);
+  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  std::size_t errors = 0, completed = 0;
+  std::vector<specdec::request_handle> handles;
+  for (std::uint32_t id = 0; id < 24; ++id) handles.push_back(decoder.add(options_for(id, 3, 1.0, 40)));
+  while (decoder.active() > 0)
+    for (const auto& e : decoder.step()) {
+      for (const token_id x : e.tokens) REQUIRE(specdec::in_vocabulary(x, V));
+      if (e.finished == specdec::finish_reason::error) {
+        ++errors;
+        CHECK(specdec::has_flag(e.status, specdec::verify_status::invalid_row));
+        CHECK(decoder.tokens(e.request).size() < 40);
+      }
+      if (e.finished == specdec::finish_reason::length) ++completed;
+    }
+  CHECK(errors > 0);     // some requests met token 5 and its NaN row
+  CHECK(errors + completed == 24);
+}
