@@ -4,9 +4,11 @@
 //!
 //! A step, for every active request: choose its draft length (its gamma, at most the tokens it may
 //! still emit minus one); draft chain-wise, one batched draft forward per drafted position (all
-//! requests together); one batched target forward of every request's pending tokens and drafts;
-//! warp each request's rows with its parameters; one batched `verify` through the execution policy;
-//! then commit the emitted tokens and roll both models back past the rejected drafts.
+//! requests together; each row warped with the request's draft parameters and sampled); one batched
+//! target forward of every request's pending tokens and drafts; one batched `verify_from_logits`
+//! through the execution policy, which warps only the rows it reads with each request's parameters
+//! (the draft rows as they were warped to sample, so q is the distribution actually sampled); then
+//! commit the emitted tokens and roll both models back past the rejected drafts.
 //! Randomness: request r's round k uses `request_stream{seed, request_id, k}` with the purposes of
 //! `decode` (draft position j: purpose draft; accept tests and residuals as in `verify`), so a
 //! request's tokens depend only on its own options, never on the batch it runs in, and equal
@@ -18,9 +20,9 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <vector>
 
@@ -61,6 +63,14 @@ enum class finish_reason : std::uint8_t {
 //! Handle of a request (also the sequence id of both models).
 using request_handle = sequence_id;
 
+//! Where the last step's time went (seconds, steady clock): the models' forwards, sampling the drafts
+//! (warping each draft row), the verification call, and the whole step; the rest of the step is the
+//! decoder's own bookkeeping.
+struct step_timing {
+  double draft_forward = 0.0, draft_sampling = 0.0, target_forward = 0.0, verification = 0.0, total = 0.0;
+  double bookkeeping() const noexcept { return total - draft_forward - draft_sampling - target_forward - verification; }
+};
+
 //! What a step did for one request.
 struct step_event {
   request_handle request = 0;
@@ -73,6 +83,10 @@ struct step_event {
 //! drafting and the acceptance rule `Rule` for every request.
 template <exec::ExecutionPolicy Policy, SequenceModel Target, SequenceModel Draft, AcceptanceRule Rule>
 class batch_decoder {
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
+                "specdec::batch_decoder: the rows live in host memory; use exec::seq or exec::simd (a cuda "
+                "decoder would need device buffers, not written yet)");
+
  public:
   //! \throws specdec::error when the models' vocabularies differ or the cost model is invalid.
   batch_decoder(Policy policy, Target& target, Draft& draft, Rule rule, cost_model cost = {})
@@ -120,6 +134,8 @@ class batch_decoder {
   std::span<const token_id> tokens(request_handle h) const { return find(h).output; }
   //! Request h's counters. \throws specdec::error for an unknown request.
   const decode_stats& stats(request_handle h) const { return find(h).stats; }
+  //! Where the last step's time went.
+  const step_timing& last_step_timing() const noexcept { return timing_; }
 
  private:
   struct request {
@@ -156,8 +172,11 @@ class batch_decoder {
     return {r.options.seed, r.options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
   }
 
+  using clock = std::chrono::steady_clock;
+  static double seconds(clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
   void draft_round(std::size_t j);
-  void score_and_warp();
+  void score();
   void commit(request& r, std::size_t b);
 
   Policy policy_;
@@ -175,7 +194,9 @@ class batch_decoder {
   std::vector<sequence_append> appends_;
   std::vector<std::int32_t> num_drafts_;
   std::vector<token_id> drafts_, appended_;
-  std::vector<float> logits_, q_rows_, p_rows_;
+  std::vector<float> logits_, q_logits_, q_row_, target_logits_;
+  std::vector<warp_params> target_params_, draft_params_;
+  step_timing timing_;
   std::vector<random::request_stream> streams_;
   std::vector<token_id> out_tokens_;
   std::vector<std::int32_t> out_accepted_;
@@ -203,28 +224,33 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
     }
   if (appends_.empty()) return;
   logits_.resize(appends_.size() * vocab_);
+  auto t0 = clock::now();
   draft_->forward(std::span<const sequence_append>(appends_), std::span<float>(logits_));
+  auto t1 = clock::now();
+  timing_.draft_forward += seconds(t0, t1);
   std::size_t row = 0;
+  q_row_.resize(vocab_);
   for (request* r : running_) {
     if (r->gamma <= j) continue;
     const std::size_t b = static_cast<std::size_t>(r - requests_.data());
-    const std::span<float> q(q_rows_.data() + (draft_offset_[b] + j) * vocab_, vocab_);
     const std::span<const float> logits(logits_.data() + row++ * vocab_, vocab_);
-    if (warp_logits(logits, q, r->options.draft_params) != row_status::ok) {
+    if (warp_logits(logits, std::span<float>(q_row_), r->options.draft_params) != row_status::ok) {
       // No usable draft row: stop drafting this request here (the verification sees fewer drafts).
       r->gamma = j;
       continue;
     }
-    const auto x = sample_categorical(std::span<const float>(q), stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
+    std::copy(logits.begin(), logits.end(), q_logits_.begin() + static_cast<std::ptrdiff_t>((draft_offset_[b] + j) * vocab_));
+    const auto x = sample_categorical(std::span<const float>(q_row_), stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
     drafts_[draft_offset_[b] + j] = x.token;
   }
+  timing_.draft_sampling += seconds(t1, clock::now());
 }
 
 //! One batched target forward of every running request's pending tokens and drafts, asking for the
-//! gamma + 1 rows verification reads, each warped with the request's parameters into p_rows_ (a row
-//! without usable mass becomes NaN, which `verify` reports as `invalid_row` for that request alone).
+//! gamma + 1 rows verification reads (logits; `verify_from_logits` warps the rows it reads, and
+//! reports a row without usable mass as `invalid_row` for that request alone).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::score_and_warp() {
+void batch_decoder<P, T, D, R>::score() {
   appends_.clear();
   appended_.clear();
   for (request* r : running_) {
@@ -241,20 +267,16 @@ void batch_decoder<P, T, D, R>::score_and_warp() {
     appends_.push_back({r->handle, std::span<const token_id>(appended_).subspan(appended_offset_[b], n), r->gamma + 1});
     rows += r->gamma + 1;
   }
-  logits_.resize(rows * vocab_);
-  p_rows_.resize(rows * vocab_);
-  target_->forward(std::span<const sequence_append>(appends_), std::span<float>(logits_));
-  std::size_t row = 0;
-  for (request* r : running_)
-    for (std::size_t i = 0; i <= r->gamma; ++i, ++row) {
-      const std::span<float> p(p_rows_.data() + row * vocab_, vocab_);
-      if (warp_logits(std::span<const float>(logits_.data() + row * vocab_, vocab_), p, r->options.target_params) != row_status::ok)
-        std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());
-    }
+  target_logits_.resize(rows * vocab_);
+  const auto t0 = clock::now();
+  target_->forward(std::span<const sequence_append>(appends_), std::span<float>(target_logits_));
+  timing_.target_forward += seconds(t0, clock::now());
 }
 
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 std::span<const step_event> batch_decoder<P, T, D, R>::step() {
+  const auto start = clock::now();
+  timing_ = {};
   reported_.clear();
   events_.clear();
   running_.clear();
@@ -279,35 +301,42 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     widest = std::max(widest, r->gamma);
   }
   drafts_.resize(total);
-  q_rows_.resize(total * vocab_);
+  q_logits_.resize(total * vocab_);
   for (std::size_t j = 0; j < widest; ++j) draft_round(j);
 
   if (!running_.empty()) {
-    score_and_warp();
+    score();
     // The drafts of each request, packed (draft_round may have shortened some).
     num_drafts_.clear();
     streams_.clear();
+    target_params_.clear();
+    draft_params_.clear();
     std::size_t at = 0;
     for (request* r : running_) {
       const std::size_t b = static_cast<std::size_t>(r - requests_.data());
       std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b]), r->gamma, drafts_.begin() + static_cast<std::ptrdiff_t>(at));
-      std::copy_n(q_rows_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b] * vocab_), r->gamma * vocab_,
-                  q_rows_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
+      std::copy_n(q_logits_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b] * vocab_), r->gamma * vocab_,
+                  q_logits_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
       at += r->gamma;
       num_drafts_.push_back(static_cast<std::int32_t>(r->gamma));
       streams_.push_back(stream_of(*r));
+      target_params_.push_back(r->options.target_params);
+      draft_params_.push_back(r->options.draft_params);
     }
     batch_.layout.assign_packed(num_drafts_);
     batch_.vocab_size = vocab_;
     batch_.draft_tokens = std::span<const token_id>(drafts_).first(at);
-    batch_.draft_rows = std::span<const float>(q_rows_).first(at * vocab_);
-    batch_.target_rows = std::span<const float>(p_rows_);
+    batch_.draft_rows = std::span<const float>(q_logits_).first(at * vocab_);
+    batch_.target_rows = std::span<const float>(target_logits_);
     const std::size_t stride = batch_.layout.max_drafts() + 1;
     out_tokens_.resize(running_.size() * stride);
     out_accepted_.resize(running_.size());
     out_status_.resize(running_.size());
-    verify(policy_, rule_, batch_, std::span<const random::request_stream>(streams_),
-           chain_outputs{out_tokens_, out_accepted_, out_status_});
+    const auto t0 = clock::now();
+    verify_from_logits(policy_, rule_, batch_, std::span<const warp_params>(target_params_),
+                       std::span<const warp_params>(draft_params_), std::span<const random::request_stream>(streams_),
+                       chain_outputs{out_tokens_, out_accepted_, out_status_});
+    timing_.verification = seconds(t0, clock::now());
     for (std::size_t k = 0; k < running_.size(); ++k) commit(*running_[k], k);
   }
 
@@ -318,6 +347,7 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     if (r.finished != finish_reason::none) reported_.push_back(std::move(r));
   }
   std::erase_if(requests_, [](const request& r) { return r.finished != finish_reason::none; });
+  timing_.total = seconds(start, clock::now());
   return events_;
 }
 
