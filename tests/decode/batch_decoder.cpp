@@ -105,6 +105,40 @@ TEST_CASE("batch_decoder gives decode()'s tokens and counters, request by reques
   SECTION("greedy") { check(specdec::greedy, "greedy"); }
 }
 
+namespace {
+// A length policy that looks at the counters: longer drafts while everything was accepted.
+struct adaptive_length {
+  std::size_t next_length(const specdec::decode_stats& s) const { return s.iterations == 0 ? 2 : (s.accepted == s.drafted ? 5 : 1); }
+};
+}  // namespace
+
+TEST_CASE("batch_decoder: a LengthPolicy as the length stage gives decode()'s tokens with that policy", "[decode][batch]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(0.4));
+  specdec::recomputing_sequence_model<decltype(target)> t(target);
+  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  std::vector<specdec::request_options> opts;
+  std::vector<specdec::request_handle> handles;
+  for (std::uint32_t id = 0; id < 6; ++id) {
+    opts.push_back(options_for(id, 4, 0.9, 30));
+    opts.back().length = specdec::length_stage(adaptive_length{});
+    handles.push_back(decoder.add(opts.back()));
+  }
+  const auto got = run_all(decoder);
+  for (std::size_t i = 0; i < opts.size(); ++i) {
+    specdec::decode_options o;
+    o.max_new_tokens = opts[i].max_new_tokens;
+    o.target_params = opts[i].target_params;
+    o.seed = opts[i].seed;
+    o.request_id = opts[i].request_id;
+    specdec::chain_drafter<decltype(draft)> drafter(draft, opts[i].draft_params);
+    const auto ref = specdec::decode(specdec::exec::seq, target, drafter, adaptive_length{}, specdec::strict, opts[i].prompt, o);
+    CAPTURE(i);
+    CHECK(got.at(handles[i]) == ref.tokens);
+  }
+}
+
 TEST_CASE("batch_decoder: a request's tokens do not depend on its batch", "[decode][batch]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.5));

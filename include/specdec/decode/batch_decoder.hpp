@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "specdec/distributions/warp.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/exec/policy.hpp"
+#include "specdec/length/fixed.hpp"
 #include "specdec/model/sequence.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
@@ -47,9 +49,18 @@ struct request_options {
   warp_params target_params{};             //!< how the target's rows are warped before verification
   warp_params draft_params{};              //!< how the draft's rows are warped before drafting from them
   std::size_t gamma = 4;                   //!< drafts per round (fewer near max_new_tokens)
+  //! The verification-length stage: when set, the round's draft length is `length(stats)` (the
+  //! request's counters so far) instead of `gamma`; `length_stage(policy)` wraps any `LengthPolicy`.
+  std::function<std::size_t(const decode_stats&)> length{};
   std::size_t max_new_tokens = 64;         //!< 0: the request finishes at the next step with no token
   std::vector<token_id> stop_tokens;       //!< generation ends after emitting one of them
 };
+
+//! A `LengthPolicy` as a request's length stage (`request_options::length`); the policy is copied.
+template <LengthPolicy L>
+std::function<std::size_t(const decode_stats&)> length_stage(L policy) {
+  return [policy = std::move(policy)](const decode_stats& s) { return static_cast<std::size_t>(policy.next_length(s)); };
+}
 
 //! Why a request finished.
 enum class finish_reason : std::uint8_t {
@@ -110,7 +121,7 @@ class batch_decoder {
     r.handle = next_handle_++;
     r.pending_target = options.prompt;
     r.pending_draft = options.prompt;
-    r.output.reserve(options.max_new_tokens);
+    r.output.reserve(std::min<std::size_t>(options.max_new_tokens, 4096));
     r.options = std::move(options);
     requests_.push_back(std::move(r));
     return requests_.back().handle;
@@ -295,7 +306,7 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   for (request* r : running_) {
     const std::size_t b = static_cast<std::size_t>(r - requests_.data());
     const std::size_t remaining = r->options.max_new_tokens - r->output.size();
-    r->gamma = std::min(r->options.gamma, remaining - 1);
+    r->gamma = std::min(r->options.length ? r->options.length(r->stats) : r->options.gamma, remaining - 1);
     draft_offset_[b] = total;
     total += r->gamma;
     widest = std::max(widest, r->gamma);

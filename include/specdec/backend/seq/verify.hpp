@@ -81,13 +81,14 @@ struct seq_kernels {
   }
 };
 
-//! Rows warped from logits on demand (only the rows that are read), into per-request scratch.
+//! Rows warped from logits on demand (only the rows that are read), into scratch rows.
 template <class T, class Kernels = seq_kernels>
 struct warped_logit_rows {
   const chain_batch<T>& batch;
   std::size_t b;
   warp_params target_params, draft_params;
-  std::vector<T> target_scratch, draft_scratch;
+  std::vector<T>& target_scratch;
+  std::vector<T>& draft_scratch;
   row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch); }
   row_ref<T> draft(std::size_t i) { return warp(batch.draft_row(b, i), draft_params, draft_scratch); }
 
@@ -244,8 +245,12 @@ void verify_from_logits_with(const Rule& rule, const chain_batch<T>& batch, std:
   SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
   for (const auto& w : target_params) validate(w);
   for (const auto& w : draft_params) validate(w);
+  // Two scratch rows per thread, kept from call to call: a decode loop calling this every step
+  // allocates nothing once they are V long.
+  thread_local std::vector<T> target_scratch, draft_scratch;
   verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) {
-    return warped_logit_rows<T, K>{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], {}, {}};
+    return warped_logit_rows<T, K>{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b],
+                                   target_scratch, draft_scratch};
   });
 }
 }  // namespace detail
