@@ -62,6 +62,17 @@ specdec::request_options options_for(std::uint32_t id, std::size_t gamma, double
   return o;
 }
 
+// decode()'s options for the same request (one stop token at most).
+specdec::decode_options decode_options_for(const specdec::request_options& r) {
+  specdec::decode_options o;
+  o.max_new_tokens = r.max_new_tokens;
+  o.target_params = r.target_params;
+  o.seed = r.seed;
+  o.request_id = r.request_id;
+  if (!r.stop_tokens.empty()) o.stop_token = r.stop_tokens[0];
+  return o;
+}
+
 // Runs the decoder until every request finished; returns each handle's tokens.
 template <class Decoder>
 std::map<specdec::request_handle, std::vector<token_id>> run_all(Decoder& d) {
@@ -88,12 +99,7 @@ TEST_CASE("batch_decoder gives decode()'s tokens and counters, request by reques
     }
     const auto got = run_all(decoder);
     for (std::size_t i = 0; i < opts.size(); ++i) {
-      specdec::decode_options o;
-      o.max_new_tokens = opts[i].max_new_tokens;
-      o.target_params = opts[i].target_params;
-      o.seed = opts[i].seed;
-      o.request_id = opts[i].request_id;
-      if (!opts[i].stop_tokens.empty()) o.stop_token = opts[i].stop_tokens[0];
+      const auto o = decode_options_for(opts[i]);
       const auto ref = specdec::decode(specdec::exec::seq, target, draft, opts[i].draft_params, opts[i].gamma, rule,
                                        opts[i].prompt, o);
       CAPTURE(name, i);
@@ -127,11 +133,7 @@ TEST_CASE("batch_decoder: a LengthPolicy as the length stage gives decode()'s to
   }
   const auto got = run_all(decoder);
   for (std::size_t i = 0; i < opts.size(); ++i) {
-    specdec::decode_options o;
-    o.max_new_tokens = opts[i].max_new_tokens;
-    o.target_params = opts[i].target_params;
-    o.seed = opts[i].seed;
-    o.request_id = opts[i].request_id;
+    const auto o = decode_options_for(opts[i]);
     specdec::chain_drafter<decltype(draft)> drafter(draft, opts[i].draft_params);
     const auto ref = specdec::decode(specdec::exec::seq, target, drafter, adaptive_length{}, specdec::strict, opts[i].prompt, o);
     CAPTURE(i);

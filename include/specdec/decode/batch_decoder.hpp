@@ -121,6 +121,8 @@ class batch_decoder {
     r.handle = next_handle_++;
     r.pending_target = options.prompt;
     r.pending_draft = options.prompt;
+    // At most gamma + 1 tokens are pending after a round (fewer allocations in the first steps).
+    r.pending_draft.reserve(std::max(options.prompt.size(), options.gamma + 1));
     r.output.reserve(std::min<std::size_t>(options.max_new_tokens, 4096));
     r.options = std::move(options);
     requests_.push_back(std::move(r));
