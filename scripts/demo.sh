@@ -21,10 +21,13 @@ configure "$BUILD_DIR" -DSPECDEC_BUILD_TESTS=OFF -DSPECDEC_BUILD_BENCH=OFF -DSPE
   -DSPECDEC_ENABLE_CUDA=OFF >&2
 
 section "build specdec_demo and specdec-sim"
-cmake --build "$BUILD_DIR" --target specdec_demo specdec-sim -j "$JOBS" >&2
+cmake --build "$BUILD_DIR" --target specdec_demo specdec_sv_batch_goodput specdec-sim -j "$JOBS" >&2
 
 section "run"
 "$BUILD_DIR/examples/specdec_demo" "$@"
+
+section "SV's batch scheduler on the step decoder against every fixed gamma (goodput, continuous batching)"
+"$BUILD_DIR/examples/specdec_sv_batch_goodput" "$@"
 
 section "specdec-sim sprinter (SPRINTER Figures 5 and 6: theory curves with Monte-Carlo points)"
 "$BUILD_DIR/tools/specdec-sim" sprinter --quiet --csv "$PWD/specdec-sim-sprinter.csv" --plot "$PWD/specdec-sim-sprinter.png"

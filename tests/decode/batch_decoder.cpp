@@ -15,6 +15,7 @@
 #include "specdec/acceptance/strict.hpp"
 #include "specdec/decode/batch_decoder.hpp"
 #include "specdec/decode/decode.hpp"
+#include "specdec/length/sv_batch.hpp"
 #include "specdec/model/adapters.hpp"
 #include "specdec/model/sequence.hpp"
 #include "specdec/models/kv_cache.hpp"
@@ -72,6 +73,11 @@ specdec::decode_options decode_options_for(const specdec::request_options& r) {
   if (!r.stop_tokens.empty()) o.stop_token = r.stop_tokens[0];
   return o;
 }
+
+// A verification latency that grows with the drafted tokens verified (for SV's batch stage).
+struct scheduler_latency {
+  double operator()(int k) const { return 1.0 + 0.01 * k; }
+};
 
 // Runs the decoder until every request finished; returns each handle's tokens.
 template <class Decoder>
@@ -239,10 +245,11 @@ TEST_CASE("batch_decoder preserves the target's sequence distribution (strict), 
   const auto target = specdec::make_model(vocab, table_logits(pair.target, vocab));
   const auto draft = specdec::make_model(vocab, table_logits(pair.draft, vocab));
   const auto law = specdec_test::target_sequence_distribution(pair, 1, horizon);
-  const auto sample = [&](const auto& rule, std::uint64_t seed) {
+  const auto sample = [&](const auto& rule, std::uint64_t seed, bool sv_stage = false) {
     specdec::kv_cached_model<decltype(target)> t(target);
     specdec::kv_cached_model<decltype(draft)> q(draft);
     specdec::batch_decoder decoder(specdec::exec::seq, t, q, rule);
+    if (sv_stage) decoder.set_batch_length_stage(specdec::sv_batch_length<scheduler_latency>{{}, 0.05});
     std::vector<std::uint64_t> counts(law.size(), 0);
     constexpr std::uint32_t n = 40000, per_batch = 2000;
     for (std::uint32_t first = 0; first < n; first += per_batch) {
@@ -267,6 +274,10 @@ TEST_CASE("batch_decoder preserves the target's sequence distribution (strict), 
   const auto exact = sample(specdec::strict, 20261124);
   INFO("strict: " << exact);
   CHECK(exact.p_value > specdec_test::gof_alpha);
+  // SV's batch scheduler picks each round's lengths from past rounds only: still exact.
+  const auto scheduled = sample(specdec::strict, 20261125, true);
+  INFO("strict, SV batch length stage: " << scheduled);
+  CHECK(scheduled.p_value > specdec_test::gof_alpha);
   const auto control = sample(specdec::lenient_rule{0.3}, 20261124);
   INFO("lenient 0.3 (negative control): " << control);
   CHECK(control.p_value < specdec_test::gof_alpha);
@@ -340,4 +351,23 @@ TEST_CASE("batch_decoder: a model's NaN row ends that request alone", "[decode][
     }
   CHECK(errors > 0);     // some requests met token 5 and its NaN row
   CHECK(errors + completed == 24);
+}
+
+TEST_CASE("sv_batch_length: lengths within each request's bound, none when verifying costs too much", "[decode][batch][sv]") {
+  std::vector<specdec::decode_stats> stats(4);
+  for (std::size_t b = 0; b < stats.size(); ++b)
+    for (int r = 0; r < 20; ++r) stats[b].record_round(4, b == 0 ? 4 : (b == 1 ? 0 : static_cast<std::size_t>(r % 3)));
+  std::vector<specdec::length_request> requests;
+  for (std::size_t b = 0; b < stats.size(); ++b) requests.push_back({&stats[b], 2 + b});
+  std::vector<std::size_t> lengths{2, 3, 4, 5};
+  specdec::sv_batch_length<scheduler_latency>{{}, 0.01}(requests, lengths);
+  for (std::size_t b = 0; b < lengths.size(); ++b) CHECK(lengths[b] <= requests[b].max_length);
+  CHECK(lengths[0] == 2);  // always accepted: its whole allowance
+  CHECK(lengths[1] == 0);  // never accepted: nothing
+  struct costly {
+    double operator()(int k) const { return 1.0 + 10.0 * k; }
+  };
+  std::vector<std::size_t> none{2, 3, 4, 5};
+  specdec::sv_batch_length<costly>{{}, 0.0}(requests, none);
+  CHECK(none == std::vector<std::size_t>{0, 0, 0, 0});
 }

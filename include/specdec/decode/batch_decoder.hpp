@@ -62,6 +62,20 @@ std::function<std::size_t(const decode_stats&)> length_stage(L policy) {
   return [policy = std::move(policy)](const decode_stats& s) { return static_cast<std::size_t>(policy.next_length(s)); };
 }
 
+//! What a batch length stage sees of a running request: its counters so far and the longest draft
+//! its own length stage allows this round.
+struct length_request {
+  const decode_stats* stats = nullptr;
+  std::size_t max_length = 0;
+};
+
+//! A stage that chooses every request's draft length of a round together (SV's batch scheduler,
+//! length/sv_batch.hpp): `lengths` comes in holding each request's `max_length` and the stage may
+//! lower any of them. A choice that depends only on the counters (what the requests did before this
+//! round), not on this round's drafts, keeps a lossless rule lossless: the round's length is fixed
+//! before anything of the round is drawn.
+using batch_length_stage = std::function<void(std::span<const length_request>, std::span<std::size_t>)>;
+
 //! Why a request finished.
 enum class finish_reason : std::uint8_t {
   none,        //!< still running
@@ -149,6 +163,9 @@ class batch_decoder {
   const decode_stats& stats(request_handle h) const { return find(h).stats; }
   //! Where the last step's time went.
   const step_timing& last_step_timing() const noexcept { return timing_; }
+  //! Sets (or, with an empty function, removes) the batch length stage, run every step after each
+  //! request's own length stage.
+  void set_batch_length_stage(batch_length_stage stage) { batch_length_ = std::move(stage); }
 
  private:
   struct request {
@@ -210,6 +227,9 @@ class batch_decoder {
   std::vector<float> logits_, q_logits_, q_row_, target_logits_;
   std::vector<warp_params> target_params_, draft_params_;
   step_timing timing_;
+  batch_length_stage batch_length_;
+  std::vector<length_request> length_requests_;
+  std::vector<std::size_t> lengths_;
   std::vector<random::request_stream> streams_;
   std::vector<token_id> out_tokens_;
   std::vector<std::int32_t> out_accepted_;
@@ -304,11 +324,23 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   const std::size_t B = requests_.size();
   draft_offset_.assign(B, 0);
   appended_offset_.assign(B, 0);
+  for (request* r : running_) {
+    const std::size_t remaining = r->options.max_new_tokens - r->output.size();
+    r->gamma = std::min(r->options.length ? r->options.length(r->stats) : r->options.gamma, remaining - 1);
+  }
+  if (batch_length_ && !running_.empty()) {
+    length_requests_.clear();
+    lengths_.clear();
+    for (request* r : running_) {
+      length_requests_.push_back({&r->stats, r->gamma});
+      lengths_.push_back(r->gamma);
+    }
+    batch_length_(std::span<const length_request>(length_requests_), std::span<std::size_t>(lengths_));
+    for (std::size_t k = 0; k < running_.size(); ++k) running_[k]->gamma = std::min(running_[k]->gamma, lengths_[k]);
+  }
   std::size_t total = 0, widest = 0;
   for (request* r : running_) {
     const std::size_t b = static_cast<std::size_t>(r - requests_.data());
-    const std::size_t remaining = r->options.max_new_tokens - r->output.size();
-    r->gamma = std::min(r->options.length ? r->options.length(r->stats) : r->options.gamma, remaining - 1);
     draft_offset_[b] = total;
     total += r->gamma;
     widest = std::max(widest, r->gamma);
