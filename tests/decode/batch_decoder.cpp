@@ -371,3 +371,25 @@ TEST_CASE("sv_batch_length: lengths within each request's bound, none when verif
   specdec::sv_batch_length<costly>{{}, 0.0}(requests, none);
   CHECK(none == std::vector<std::size_t>{0, 0, 0, 0});
 }
+
+TEST_CASE("batch_decoder on StatefulModels (stateful_sequence_model) gives the same tokens", "[decode][batch]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(0.6));
+  const auto tokens_with = [&](auto& t, auto& q) {
+    specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+    std::vector<specdec::request_handle> handles;
+    for (std::uint32_t id = 0; id < 5; ++id) handles.push_back(decoder.add(options_for(id, 1 + id, 1.0, 25)));
+    const auto got = run_all(decoder);
+    std::vector<std::vector<token_id>> out;
+    for (const auto h : handles) out.push_back(got.at(h));
+    return out;
+  };
+  specdec::recomputing_sequence_model<decltype(target)> rt(target);
+  specdec::recomputing_sequence_model<decltype(draft)> rq(draft);
+  auto make_target = [&] { return specdec::make_stateful(target); };
+  auto make_draft = [&] { return specdec::make_stateful(draft); };
+  specdec::stateful_sequence_model<decltype(make_target)> st(make_target, V);
+  specdec::stateful_sequence_model<decltype(make_draft)> sq(make_draft, V);
+  CHECK(tokens_with(st, sq) == tokens_with(rt, rq));
+  CHECK(st.stats().rolled_back > 0);
+}
