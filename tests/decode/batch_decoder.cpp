@@ -393,3 +393,25 @@ TEST_CASE("batch_decoder on StatefulModels (stateful_sequence_model) gives the s
   CHECK(tokens_with(st, sq) == tokens_with(rt, rq));
   CHECK(st.stats().rolled_back > 0);
 }
+
+TEST_CASE("batch_decoder: a draft model's NaN row ends that request alone, after its verified tokens", "[decode][batch][bad_input]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, poisoned_logits(2));
+  specdec::recomputing_sequence_model<decltype(target)> t(target);
+  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  for (std::uint32_t id = 0; id < 24; ++id) decoder.add(options_for(id, 3, 1.0, 40));
+  std::size_t errors = 0, completed = 0;
+  while (decoder.active() > 0)
+    for (const auto& e : decoder.step()) {
+      for (const token_id x : e.tokens) REQUIRE(specdec::in_vocabulary(x, V));
+      if (e.finished == specdec::finish_reason::error) {
+        ++errors;
+        CHECK(specdec::has_flag(e.status, specdec::verify_status::invalid_row));
+        CHECK(!e.tokens.empty());  // the round's verified tokens (at least the target's own)
+      }
+      completed += e.finished == specdec::finish_reason::length;
+    }
+  CHECK(errors > 0);
+  CHECK(errors + completed == 24);
+}

@@ -82,7 +82,9 @@ enum class finish_reason : std::uint8_t {
   length,      //!< max_new_tokens emitted
   stop_token,  //!< a stop token emitted (it is the last token)
   cancelled,   //!< `cancel`
-  error,       //!< a model returned an unusable row; `status` says which flags the verification set
+  error,       //!< a model returned an unusable row for this request (`status` has `invalid_row`): the
+               //!< target's ends the round at that row; the draft's ends drafting, the round's drafts
+               //!< so far are verified and their tokens emitted, then the request ends
 };
 
 //! Handle of a request (also the sequence id of both models).
@@ -179,6 +181,7 @@ class batch_decoder {
     verify_status status = verify_status::ok;
     std::size_t gamma = 0;                 // this round's draft length
     bool pending_in_draft = false;         // this round appended pending_draft to the draft model
+    bool draft_failed = false;             // the draft model returned a row without usable mass
     std::size_t drafts_in_draft = 0;       // drafts this round appended to the draft model
     std::size_t first_emitted = 0;         // output index of this step's first token
   };
@@ -268,8 +271,10 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
     const std::size_t b = static_cast<std::size_t>(r - requests_.data());
     const std::span<const float> logits(logits_.data() + row++ * vocab_, vocab_);
     if (warp_logits(logits, std::span<float>(q_row_), r->options.draft_params) != row_status::ok) {
-      // No usable draft row: stop drafting this request here (the verification sees fewer drafts).
+      // No usable draft row: the request drafts no further; the round verifies the drafts it has,
+      // then the request ends with `error` and `invalid_row` (the draft model is broken for it).
       r->gamma = j;
+      r->draft_failed = true;
       continue;
     }
     std::copy(logits.begin(), logits.end(), q_logits_.begin() + static_cast<std::ptrdiff_t>((draft_offset_[b] + j) * vocab_));
@@ -401,11 +406,12 @@ template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceR
 void batch_decoder<P, T, D, R>::commit(request& r, std::size_t k) {
   const std::size_t gamma = r.gamma, stride = batch_.layout.max_drafts() + 1;
   const auto a = static_cast<std::size_t>(out_accepted_[k]);
-  const verify_status status = out_status_[k];
+  const verify_status status = out_status_[k] | (r.draft_failed ? verify_status::invalid_row : verify_status::ok);
   const std::span<const token_id> row(out_tokens_.data() + k * stride, stride);
   r.first_emitted = r.output.size();
   r.status |= status;
-  const bool valid = is_valid(status);
+  const bool valid = is_valid(out_status_[k]);  // the round's own verification
+  const bool failed = !is_valid(status);         // it, or the draft model, reported an error
   // Drafts the target keeps: the accepted prefix; the correction or bonus is pending for both models.
   const std::span<const token_id> drafts(row.first(a));
   const token_id next = valid ? row[a] : no_token;
@@ -441,7 +447,7 @@ void batch_decoder<P, T, D, R>::commit(request& r, std::size_t k) {
       why = finish_reason::stop_token;
       break;
     }
-  if (why == finish_reason::none && !valid) why = finish_reason::error;
+  if (why == finish_reason::none && failed) why = finish_reason::error;
   if (why == finish_reason::none && r.output.size() >= r.options.max_new_tokens) why = finish_reason::length;
   r.stats.emitted = r.output.size();
   if (why != finish_reason::none) release(r, why);
