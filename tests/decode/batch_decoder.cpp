@@ -89,7 +89,7 @@ std::map<specdec::request_handle, std::vector<token_id>> run_all(Decoder& d) {
 }
 }  // namespace
 
-TEST_CASE("batch_decoder gives decode()'s tokens and counters, request by request", "[decode][batch]") {
+TEST_CASE("batch_decoder gives the single-request loop's tokens, request by request", "[decode][batch]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.7));
   specdec::recomputing_sequence_model<decltype(target)> t(target);
@@ -106,7 +106,10 @@ TEST_CASE("batch_decoder gives decode()'s tokens and counters, request by reques
     const auto got = run_all(decoder);
     for (std::size_t i = 0; i < opts.size(); ++i) {
       const auto o = decode_options_for(opts[i]);
-      const auto ref = specdec::decode(specdec::exec::seq, target, draft, opts[i].draft_params, opts[i].gamma, rule,
+      // The single-request loop with a chain drafter (decode()'s convenience overload runs on the
+      // step decoder itself, so the loop is the independent reference).
+      specdec::chain_drafter<decltype(draft)> drafter(draft, opts[i].draft_params);
+      const auto ref = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts[i].gamma}, rule,
                                        opts[i].prompt, o);
       CAPTURE(name, i);
       CHECK(got.at(handles[i]) == ref.tokens);
@@ -414,4 +417,33 @@ TEST_CASE("batch_decoder: a draft model's NaN row ends that request alone, after
     }
   CHECK(errors > 0);
   CHECK(errors + completed == 24);
+}
+
+TEST_CASE("decode()'s chain overload, on the step decoder, gives the loop's tokens, counters and status", "[decode][batch]") {
+  const auto target = specdec::make_model(V, wave_logits(0.0));
+  const auto draft = specdec::make_model(V, wave_logits(0.7));
+  for (std::uint32_t id = 0; id < 8; ++id) {
+    const auto opts = options_for(id, id % 6, id % 3 == 0 ? 0.0 : 1.0, 20 + 5 * id);
+    auto o = decode_options_for(opts);
+    o.cost = specdec::cost_model{0.1, 1.0, 0.02};
+    if (id == 3) o.stop_token = 4;
+    const auto fast = specdec::decode(specdec::exec::seq, target, draft, opts.draft_params, opts.gamma, specdec::strict, opts.prompt, o);
+    specdec::chain_drafter<decltype(draft)> drafter(draft, opts.draft_params);
+    const auto loop = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts.gamma}, specdec::strict, opts.prompt, o);
+    CAPTURE(id);
+    CHECK(fast.tokens == loop.tokens);
+    CHECK(fast.status == loop.status);
+    const auto& a = fast.stats;
+    const auto& b = loop.stats;
+    CHECK(a.iterations == b.iterations);
+    CHECK(a.target_calls == b.target_calls);
+    CHECK(a.target_positions == b.target_positions);
+    CHECK(a.draft_calls == b.draft_calls);
+    CHECK(a.drafted == b.drafted);
+    CHECK(a.accepted == b.accepted);
+    CHECK(a.emitted == b.emitted);
+    CHECK(a.drafted_at == b.drafted_at);
+    CHECK(a.accepted_at == b.accepted_at);
+    CHECK(a.simulated_time == Approx(b.simulated_time));
+  }
 }

@@ -18,6 +18,7 @@
 
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/verify.hpp"
+#include "specdec/decode/batch_decoder.hpp"
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/stats.hpp"
 #include "specdec/distributions/warp.hpp"
@@ -27,6 +28,7 @@
 #include "specdec/length/fixed.hpp"
 #include "specdec/model/concepts.hpp"
 #include "specdec/model/score.hpp"
+#include "specdec/model/sequence.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
 
@@ -123,10 +125,45 @@ decode_result decode(const Policy& policy, const Target& target, D& drafter, con
   return r;
 }
 
-//! Speculative decoding with a chain drafter over `draft` (warped with `draft_params`) and a fixed gamma.
+//! Speculative decoding with a chain drafter over `draft` (warped with `draft_params`) and a fixed
+//! gamma: one request on the step decoder (decode/batch_decoder.hpp, over recomputing adapters of the
+//! two models), so the same tokens as the loop above with `chain_drafter` and `fixed_length`. There a
+//! model's unusable row ends the generation with `invalid_row` in `status` instead of an exception.
+//! An empty prompt, or the cuda policy (whose verification reads device memory), takes the loop above.
+//! \throws specdec::error on bad options.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, AcceptanceRule Rule>
 decode_result decode(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
                      std::size_t gamma, const Rule& rule, std::span<const token_id> prompt, const decode_options& options) {
+  if constexpr (exec::backend_of<Policy> != exec::backend::cuda) {
+    if (!prompt.empty()) {
+      validate(options.target_params);
+      validate(options.cost);
+      const auto start = std::chrono::steady_clock::now();
+      decode_result r;
+      if (options.max_new_tokens == 0) return r;
+      recomputing_sequence_model<Target> t(target);
+      recomputing_sequence_model<Draft> q(draft);
+      batch_decoder decoder(policy, t, q, rule, options.cost);
+      request_options o;
+      o.prompt.assign(prompt.begin(), prompt.end());
+      o.seed = options.seed;
+      o.request_id = options.request_id;
+      o.target_params = options.target_params;
+      o.draft_params = draft_params;
+      o.gamma = gamma;
+      o.max_new_tokens = options.max_new_tokens;
+      if (options.stop_token) o.stop_tokens.push_back(*options.stop_token);
+      const request_handle h = decoder.add(std::move(o));
+      while (decoder.active() > 0)
+        for (const step_event& e : decoder.step()) {
+          r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());
+          r.status = e.status;
+          if (e.finished != finish_reason::none) r.stats = decoder.stats(h);
+        }
+      r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return r;
+    }
+  }
   chain_drafter<Draft> drafter(draft, draft_params);
   return decode(policy, target, drafter, fixed_length{gamma}, rule, prompt, options);
 }
