@@ -88,6 +88,48 @@ inline std::size_t check_rows(std::span<const sequence_append> appends, std::siz
   SPECDEC_EXPECTS(logits_size == rows * V, "specdec::SequenceModel: logits must hold the requested rows");
   return rows;
 }
+
+//! The per-sequence state of the reference adapters: each sequence's tokens and `width` floats per
+//! token beside them (none for `recomputing_sequence_model`; the cached row of V logits for
+//! `kv_cached_model`), with the length, rollback and release every `SequenceModel` needs.
+class sequence_store {
+ public:
+  struct entry {
+    std::vector<token_id> tokens;
+    std::vector<float> payload;  //!< [tokens.size()][width]
+  };
+  explicit sequence_store(std::size_t width = 0) : width_(width) {}
+
+  const entry* find(sequence_id s) const {
+    const auto it = entries_.find(s);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+  entry& operator[](sequence_id s) { return entries_[s]; }
+  std::size_t length(sequence_id s) const {
+    const entry* e = find(s);
+    return e == nullptr ? 0 : e->tokens.size();
+  }
+  std::span<const token_id> tokens(sequence_id s) const {
+    const entry* e = find(s);
+    return e == nullptr ? std::span<const token_id>{} : std::span<const token_id>(e->tokens);
+  }
+  //! \throws specdec::error when n exceeds the sequence's length.
+  void rollback(sequence_id s, std::size_t n) {
+    SPECDEC_EXPECTS(n <= length(s), "specdec::SequenceModel::rollback: past the start of the sequence");
+    if (n == 0) return;
+    entry& e = entries_[s];
+    e.tokens.resize(e.tokens.size() - n);
+    e.payload.resize(e.tokens.size() * width_);
+    stats.rolled_back += n;
+  }
+  void release(sequence_id s) { entries_.erase(s); }
+
+  sequence_model_stats stats;
+
+ private:
+  std::size_t width_;
+  std::unordered_map<sequence_id, entry> entries_;
+};
 }  // namespace detail
 
 //! Any `Model` as a `SequenceModel`: keeps each sequence's tokens and computes the requested rows by
@@ -100,52 +142,40 @@ class recomputing_sequence_model {
   explicit recomputing_sequence_model(const M& model) : model_(&model) {}
 
   std::size_t vocab_size() const { return model_->vocab_size(); }
-  std::size_t length(sequence_id s) const {
-    const auto it = states_.find(s);
-    return it == states_.end() ? 0 : it->second.size();
-  }
-  const sequence_model_stats& stats() const noexcept { return stats_; }
+  std::size_t length(sequence_id s) const { return store_.length(s); }
+  const sequence_model_stats& stats() const noexcept { return store_.stats; }
   //! The tokens of sequence s's state.
-  std::span<const token_id> tokens(sequence_id s) const {
-    const auto it = states_.find(s);
-    return it == states_.end() ? std::span<const token_id>{} : std::span<const token_id>(it->second);
-  }
+  std::span<const token_id> tokens(sequence_id s) const { return store_.tokens(s); }
 
   //! \throws specdec::error on a broken precondition (nothing is appended then).
   void forward(std::span<const sequence_append> appends, std::span<float> logits) {
     const std::size_t V = vocab_size();
     detail::check_rows(appends, logits.size(), V);
     for (const auto& a : appends) detail::check_append(a, length(a.sequence), V);
-    ++stats_.calls;
+    sequence_model_stats& stats = store_.stats;
+    ++stats.calls;
     std::size_t row = 0;
     for (const auto& a : appends) {
-      std::vector<token_id>& state = states_[a.sequence];
+      std::vector<token_id>& state = store_[a.sequence].tokens;
       const std::size_t before = state.size() + a.tokens.size() - a.rows;  // context of the first row, minus its last token
       state.insert(state.end(), a.tokens.begin(), a.tokens.end());
-      stats_.appended_positions += a.tokens.size();
+      stats.appended_positions += a.tokens.size();
       if (a.rows == 0) continue;
       // Row k follows state[0 .. before + k]: score state[0 .. before + 1) then the next rows - 1 tokens.
       const std::span<const token_id> all(state);
       score(*model_, all.first(before + 1), all.subspan(before + 1, a.rows - 1), logits.subspan(row * V, a.rows * V));
-      stats_.recomputed_positions += before + a.rows;
-      stats_.rows += a.rows;
+      stats.recomputed_positions += before + a.rows;
+      stats.rows += a.rows;
       row += a.rows;
     }
   }
   //! \throws specdec::error when n exceeds the sequence's length.
-  void rollback(sequence_id s, std::size_t n) {
-    SPECDEC_EXPECTS(n <= length(s), "specdec::SequenceModel::rollback: past the start of the sequence");
-    if (n == 0) return;
-    auto& state = states_[s];
-    state.resize(state.size() - n);
-    stats_.rolled_back += n;
-  }
-  void release(sequence_id s) { states_.erase(s); }
+  void rollback(sequence_id s, std::size_t n) { store_.rollback(s, n); }
+  void release(sequence_id s) { store_.release(s); }
 
  private:
   const M* model_;
-  std::unordered_map<sequence_id, std::vector<token_id>> states_;
-  sequence_model_stats stats_;
+  detail::sequence_store store_;
 };
 
 //! A `StatefulModel` per sequence as a `SequenceModel`: `make()` returns a fresh `StatefulModel` for

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "specdec/contracts.hpp"
@@ -22,19 +21,13 @@ namespace specdec {
 template <Model M>
 class kv_cached_model {
  public:
-  explicit kv_cached_model(const M& model) : model_(&model) {}
+  explicit kv_cached_model(const M& model) : model_(&model), store_(model.vocab_size()) {}
 
   std::size_t vocab_size() const { return model_->vocab_size(); }
-  std::size_t length(sequence_id s) const {
-    const auto it = cache_.find(s);
-    return it == cache_.end() ? 0 : it->second.tokens.size();
-  }
-  const sequence_model_stats& stats() const noexcept { return stats_; }
+  std::size_t length(sequence_id s) const { return store_.length(s); }
+  const sequence_model_stats& stats() const noexcept { return store_.stats; }
   //! The tokens of sequence s's state.
-  std::span<const token_id> tokens(sequence_id s) const {
-    const auto it = cache_.find(s);
-    return it == cache_.end() ? std::span<const token_id>{} : std::span<const token_id>(it->second.tokens);
-  }
+  std::span<const token_id> tokens(sequence_id s) const { return store_.tokens(s); }
 
   //! Appends, evaluating each new position once, and copies out the requested rows.
   //! \throws specdec::error on a broken precondition (nothing is appended then).
@@ -42,59 +35,47 @@ class kv_cached_model {
     const std::size_t V = vocab_size();
     detail::check_rows(appends, logits.size(), V);
     for (const auto& a : appends) detail::check_append(a, length(a.sequence), V);
-    ++stats_.calls;
+    sequence_model_stats& stats = store_.stats;
+    ++stats.calls;
     std::size_t row = 0;
     for (const auto& a : appends) {
-      entry& e = cache_[a.sequence];
+      auto& e = store_[a.sequence];  // payload: row i follows tokens[0..i]
       for (const token_id t : a.tokens) {
         e.tokens.push_back(t);
-        e.rows.resize(e.tokens.size() * V);
-        model_->next_logits(std::span<const token_id>(e.tokens), std::span<float>(e.rows).last(V));
+        e.payload.resize(e.tokens.size() * V);
+        model_->next_logits(std::span<const token_id>(e.tokens), std::span<float>(e.payload).last(V));
       }
-      stats_.appended_positions += a.tokens.size();
-      stats_.recomputed_positions += a.tokens.size();
+      stats.appended_positions += a.tokens.size();
+      stats.recomputed_positions += a.tokens.size();
       const std::size_t first = e.tokens.size() - a.rows;
-      std::copy_n(e.rows.begin() + static_cast<std::ptrdiff_t>(first * V), a.rows * V,
+      std::copy_n(e.payload.begin() + static_cast<std::ptrdiff_t>(first * V), a.rows * V,
                   logits.begin() + static_cast<std::ptrdiff_t>(row * V));
-      stats_.rows += a.rows;
+      stats.rows += a.rows;
       row += a.rows;
     }
   }
   //! \throws specdec::error when n exceeds the sequence's length.
-  void rollback(sequence_id s, std::size_t n) {
-    SPECDEC_EXPECTS(n <= length(s), "specdec::kv_cached_model::rollback: past the start of the sequence");
-    if (n == 0) return;
-    entry& e = cache_[s];
-    e.tokens.resize(e.tokens.size() - n);
-    e.rows.resize(e.tokens.size() * vocab_size());
-    stats_.rolled_back += n;
-  }
-  void release(sequence_id s) { cache_.erase(s); }
+  void rollback(sequence_id s, std::size_t n) { store_.rollback(s, n); }
+  void release(sequence_id s) { store_.release(s); }
 
   //! Whether sequence s's cached rows equal a fresh evaluation of its tokens, bit for bit (what a KV
   //! cache must guarantee after any sequence of appends and rollbacks).
   bool consistent(sequence_id s) const {
-    const auto it = cache_.find(s);
-    if (it == cache_.end()) return true;
-    const entry& e = it->second;
+    const auto* e = store_.find(s);
+    if (e == nullptr) return true;
     const std::size_t V = vocab_size();
-    if (e.rows.size() != e.tokens.size() * V) return false;
+    if (e->payload.size() != e->tokens.size() * V) return false;
     std::vector<float> fresh(V);
-    for (std::size_t i = 0; i < e.tokens.size(); ++i) {
-      model_->next_logits(std::span<const token_id>(e.tokens).first(i + 1), std::span<float>(fresh));
-      if (!std::equal(fresh.begin(), fresh.end(), e.rows.begin() + static_cast<std::ptrdiff_t>(i * V))) return false;
+    for (std::size_t i = 0; i < e->tokens.size(); ++i) {
+      model_->next_logits(std::span<const token_id>(e->tokens).first(i + 1), std::span<float>(fresh));
+      if (!std::equal(fresh.begin(), fresh.end(), e->payload.begin() + static_cast<std::ptrdiff_t>(i * V))) return false;
     }
     return true;
   }
 
  private:
-  struct entry {
-    std::vector<token_id> tokens;
-    std::vector<float> rows;  // [tokens.size()][V]: row i follows tokens[0..i]
-  };
   const M* model_;
-  std::unordered_map<sequence_id, entry> cache_;
-  sequence_model_stats stats_;
+  detail::sequence_store store_;
 };
 
 }  // namespace specdec
