@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "specdec/acceptance/greedy.hpp"
@@ -79,6 +80,17 @@ struct scheduler_latency {
   double operator()(int k) const { return 1.0 + 0.01 * k; }
 };
 
+// Recomputing adapters over a target and a draft model, and a decoder with `rule` on them.
+template <class M, class N, class Rule>
+struct recomputing_rig {
+  specdec::recomputing_sequence_model<M> t;
+  specdec::recomputing_sequence_model<N> q;
+  specdec::batch_decoder<specdec::exec::sequenced_policy, specdec::recomputing_sequence_model<M>,
+                         specdec::recomputing_sequence_model<N>, Rule>
+      decoder;
+  recomputing_rig(const M& target, const N& draft, Rule rule) : t(target), q(draft), decoder(specdec::exec::seq, t, q, rule) {}
+};
+
 // Runs the decoder until every request finished; returns each handle's tokens.
 template <class Decoder>
 std::map<specdec::request_handle, std::vector<token_id>> run_all(Decoder& d) {
@@ -92,10 +104,9 @@ std::map<specdec::request_handle, std::vector<token_id>> run_all(Decoder& d) {
 TEST_CASE("batch_decoder gives the single-request loop's tokens, request by request", "[decode][batch]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.7));
-  specdec::recomputing_sequence_model<decltype(target)> t(target);
-  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
   const auto check = [&](const auto& rule, const char* name) {
-    specdec::batch_decoder decoder(specdec::exec::seq, t, q, rule);
+    recomputing_rig rig(target, draft, rule);
+    auto& decoder = rig.decoder;
     std::vector<specdec::request_options> opts;
     std::vector<specdec::request_handle> handles;
     for (std::uint32_t id = 0; id < 12; ++id) {
@@ -130,9 +141,8 @@ struct adaptive_length {
 TEST_CASE("batch_decoder: a LengthPolicy as the length stage gives decode()'s tokens with that policy", "[decode][batch]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.4));
-  specdec::recomputing_sequence_model<decltype(target)> t(target);
-  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
-  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  recomputing_rig rig(target, draft, specdec::strict);
+  auto& decoder = rig.decoder;
   std::vector<specdec::request_options> opts;
   std::vector<specdec::request_handle> handles;
   for (std::uint32_t id = 0; id < 6; ++id) {
@@ -156,18 +166,16 @@ TEST_CASE("batch_decoder: a request's tokens do not depend on its batch", "[deco
   const auto probe = options_for(77, 4, 1.0, 60);
   std::vector<token_id> alone;
   {
-    specdec::recomputing_sequence_model<decltype(target)> t(target);
-    specdec::recomputing_sequence_model<decltype(draft)> q(draft);
-    specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+    recomputing_rig rig(target, draft, specdec::strict);
+    auto& decoder = rig.decoder;
     const auto h = decoder.add(probe);
     alone = run_all(decoder).at(h);
   }
   REQUIRE(alone.size() == 60);
   // In a batch of 64 with other seeds, lengths, temperatures and budgets; others join every step
   // and some are cancelled.
-  specdec::recomputing_sequence_model<decltype(target)> t(target);
-  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
-  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  recomputing_rig rig(target, draft, specdec::strict);
+  auto& decoder = rig.decoder;
   std::vector<specdec::request_handle> others;
   for (std::uint32_t id = 0; id < 40; ++id) others.push_back(decoder.add(options_for(id, id % 7, 0.5 + 0.05 * id, 5 + id)));
   const auto long_one = decoder.add(options_for(99, 2, 1.0, 500));
@@ -289,9 +297,8 @@ TEST_CASE("batch_decoder preserves the target's sequence distribution (strict), 
 TEST_CASE("batch_decoder: bad input gets an error or a per-request status", "[decode][batch][bad_input]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.5));
-  specdec::recomputing_sequence_model<decltype(target)> t(target);
-  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
-  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  recomputing_rig rig(target, draft, specdec::strict);
+  auto& decoder = rig.decoder;
   auto o = options_for(1, 3, 1.0, 10);
   SECTION("refused at add") {
     auto bad = o;
@@ -324,35 +331,44 @@ TEST_CASE("batch_decoder: bad input gets an error or a per-request status", "[de
     CHECK(!events[1].tokens.empty());
   }
   SECTION("rollback past the start") {
-    CHECK_THROWS_AS(t.rollback(999, 1), specdec::error);
+    CHECK_THROWS_AS(rig.t.rollback(999, 1), specdec::error);
   }
   SECTION("the models' vocabularies differ") {
     const auto small = specdec::make_model(V - 1, wave_logits(0.0));
     specdec::recomputing_sequence_model<decltype(small)> s(small);
-    CHECK_THROWS_AS(specdec::batch_decoder(specdec::exec::seq, t, s, specdec::strict), specdec::error);
+    CHECK_THROWS_AS(specdec::batch_decoder(specdec::exec::seq, rig.t, s, specdec::strict), specdec::error);
   }
 }
 
-TEST_CASE("batch_decoder: a model's NaN row ends that request alone", "[decode][batch][bad_input]") {
-  const auto target = specdec::make_model(V, poisoned_logits(5));
-  const auto draft = specdec::make_model(V, wave_logits(0.5));
-  specdec::recomputing_sequence_model<decltype(target)> t(target);
-  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
-  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+namespace {
+// Runs 24 requests of 40 tokens to the end on `decoder`: every emitted token must be in the
+// vocabulary, and every request that ends with an error must carry `invalid_row` and pass
+// `check_error(event)`. Returns {requests ended by an error, requests that reached their length}.
+template <class Decoder, class CheckError>
+std::pair<std::size_t, std::size_t> run_with_bad_rows(Decoder& decoder, CheckError&& check_error) {
+  for (std::uint32_t id = 0; id < 24; ++id) decoder.add(options_for(id, 3, 1.0, 40));
   std::size_t errors = 0, completed = 0;
-  std::vector<specdec::request_handle> handles;
-  for (std::uint32_t id = 0; id < 24; ++id) handles.push_back(decoder.add(options_for(id, 3, 1.0, 40)));
   while (decoder.active() > 0)
     for (const auto& e : decoder.step()) {
       for (const token_id x : e.tokens) REQUIRE(specdec::in_vocabulary(x, V));
       if (e.finished == specdec::finish_reason::error) {
         ++errors;
         CHECK(specdec::has_flag(e.status, specdec::verify_status::invalid_row));
-        CHECK(decoder.tokens(e.request).size() < 40);
+        check_error(e);
       }
-      if (e.finished == specdec::finish_reason::length) ++completed;
+      completed += e.finished == specdec::finish_reason::length;
     }
-  CHECK(errors > 0);     // some requests met token 5 and its NaN row
+  return {errors, completed};
+}
+}  // namespace
+
+TEST_CASE("batch_decoder: a model's NaN row ends that request alone", "[decode][batch][bad_input]") {
+  const auto target = specdec::make_model(V, poisoned_logits(5));
+  const auto draft = specdec::make_model(V, wave_logits(0.5));
+  recomputing_rig rig(target, draft, specdec::strict);
+  const auto [errors, completed] =
+      run_with_bad_rows(rig.decoder, [&](const specdec::step_event& e) { CHECK(rig.decoder.tokens(e.request).size() < 40); });
+  CHECK(errors > 0);  // some requests met token 5 and its NaN row
   CHECK(errors + completed == 24);
 }
 
@@ -400,21 +416,10 @@ TEST_CASE("batch_decoder on StatefulModels (stateful_sequence_model) gives the s
 TEST_CASE("batch_decoder: a draft model's NaN row ends that request alone, after its verified tokens", "[decode][batch][bad_input]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, poisoned_logits(2));
-  specdec::recomputing_sequence_model<decltype(target)> t(target);
-  specdec::recomputing_sequence_model<decltype(draft)> q(draft);
-  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
-  for (std::uint32_t id = 0; id < 24; ++id) decoder.add(options_for(id, 3, 1.0, 40));
-  std::size_t errors = 0, completed = 0;
-  while (decoder.active() > 0)
-    for (const auto& e : decoder.step()) {
-      for (const token_id x : e.tokens) REQUIRE(specdec::in_vocabulary(x, V));
-      if (e.finished == specdec::finish_reason::error) {
-        ++errors;
-        CHECK(specdec::has_flag(e.status, specdec::verify_status::invalid_row));
-        CHECK(!e.tokens.empty());  // the round's verified tokens (at least the target's own)
-      }
-      completed += e.finished == specdec::finish_reason::length;
-    }
+  recomputing_rig rig(target, draft, specdec::strict);
+  const auto [errors, completed] = run_with_bad_rows(rig.decoder, [](const specdec::step_event& e) {
+    CHECK(!e.tokens.empty());  // the round's verified tokens (at least the target's own)
+  });
   CHECK(errors > 0);
   CHECK(errors + completed == 24);
 }

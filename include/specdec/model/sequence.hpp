@@ -123,6 +123,13 @@ class sequence_store {
     stats.rolled_back += n;
   }
   void release(sequence_id s) { entries_.erase(s); }
+  //! The checks every `forward` makes before it changes anything, and its call count.
+  //! \throws specdec::error on a broken precondition.
+  void begin_forward(std::span<const sequence_append> appends, std::size_t logits_size, std::size_t V) {
+    check_rows(appends, logits_size, V);
+    for (const auto& a : appends) check_append(a, length(a.sequence), V);
+    ++stats.calls;
+  }
 
   sequence_model_stats stats;
 
@@ -150,10 +157,8 @@ class recomputing_sequence_model {
   //! \throws specdec::error on a broken precondition (nothing is appended then).
   void forward(std::span<const sequence_append> appends, std::span<float> logits) {
     const std::size_t V = vocab_size();
-    detail::check_rows(appends, logits.size(), V);
-    for (const auto& a : appends) detail::check_append(a, length(a.sequence), V);
+    store_.begin_forward(appends, logits.size(), V);
     sequence_model_stats& stats = store_.stats;
-    ++stats.calls;
     std::size_t row = 0;
     for (const auto& a : appends) {
       std::vector<token_id>& state = store_[a.sequence].tokens;

@@ -33,10 +33,8 @@ class kv_cached_model {
   //! \throws specdec::error on a broken precondition (nothing is appended then).
   void forward(std::span<const sequence_append> appends, std::span<float> logits) {
     const std::size_t V = vocab_size();
-    detail::check_rows(appends, logits.size(), V);
-    for (const auto& a : appends) detail::check_append(a, length(a.sequence), V);
+    store_.begin_forward(appends, logits.size(), V);
     sequence_model_stats& stats = store_.stats;
-    ++stats.calls;
     std::size_t row = 0;
     for (const auto& a : appends) {
       auto& e = store_[a.sequence];  // payload: row i follows tokens[0..i]
