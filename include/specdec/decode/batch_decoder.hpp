@@ -364,9 +364,11 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     std::size_t at = 0;
     for (request* r : running_) {
       const std::size_t b = static_cast<std::size_t>(r - requests_.data());
-      std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b]), r->gamma, drafts_.begin() + static_cast<std::ptrdiff_t>(at));
-      std::copy_n(q_logits_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b] * vocab_), r->gamma * vocab_,
-                  q_logits_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
+      if (at != draft_offset_[b]) {  // only after a request drafted fewer than it was allotted
+        std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b]), r->gamma, drafts_.begin() + static_cast<std::ptrdiff_t>(at));
+        std::copy_n(q_logits_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b] * vocab_), r->gamma * vocab_,
+                    q_logits_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
+      }
       at += r->gamma;
       num_drafts_.push_back(static_cast<std::int32_t>(r->gamma));
       streams_.push_back(stream_of(*r));
