@@ -37,8 +37,8 @@ TEST_CASE("decode runs on the Model and ParallelScoringModel archetypes with eve
   specdec::decode_options o;
   o.max_new_tokens = 40;
   const auto r = specdec::decode(specdec::exec::seq, scoring_target, draft, specdec::warp_params{}, 3, specdec::strict,
-                                 std::vector<specdec::token_id>{}, o);
+                                 std::vector<specdec::token_id>{0}, o);
   CHECK(r.stats.acceptance_rate() == 1.0);
-  const auto base = specdec::decode_target_only(plain_target, std::vector<specdec::token_id>{}, o);
+  const auto base = specdec::decode_target_only(plain_target, std::vector<specdec::token_id>{0}, o);
   CHECK(base.tokens.size() == 40);
 }

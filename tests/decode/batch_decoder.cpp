@@ -4,6 +4,7 @@
 // (chi-squared, with a negative control that must fail), greedy = greedy target decoding, and bad input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -22,19 +23,14 @@
 #include "specdec/models/kv_cache.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sequence_enumeration.hpp"
+#include "support/kv_checks.hpp"
+#include "support/wave_models.hpp"
 
 namespace {
 using specdec::token_id;
 constexpr std::size_t V = 6;
 
-// Context-dependent models: the logits depend on the last two tokens.
-auto wave_logits(double shift) {
-  return [shift](std::span<const token_id> ctx, std::span<float> out) {
-    const int last = ctx.empty() ? 0 : ctx.back(), before = ctx.size() < 2 ? 0 : ctx[ctx.size() - 2];
-    for (std::size_t v = 0; v < out.size(); ++v)
-      out[v] = static_cast<float>(std::sin(1.7 * double(v) + 0.9 * last + 0.4 * before + shift) * 2.0);
-  };
-}
+using specdec_test::wave_logits;
 
 // A Markov model of a table p[prev][next] (log-probabilities as logits).
 auto table_logits(std::vector<double> table, std::size_t vocab) {
@@ -101,7 +97,7 @@ std::map<specdec::request_handle, std::vector<token_id>> run_all(Decoder& d) {
 }
 }  // namespace
 
-TEST_CASE("batch_decoder gives the single-request loop's tokens, request by request", "[decode][batch]") {
+TEST_CASE("batch_decoder: chain drafting on the draft model and a chain drafter stage give the same tokens", "[decode][batch]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.7));
   const auto check = [&](const auto& rule, const char* name) {
@@ -117,8 +113,9 @@ TEST_CASE("batch_decoder gives the single-request loop's tokens, request by requ
     const auto got = run_all(decoder);
     for (std::size_t i = 0; i < opts.size(); ++i) {
       const auto o = decode_options_for(opts[i]);
-      // The single-request loop with a chain drafter (decode()'s convenience overload runs on the
-      // step decoder itself, so the loop is the independent reference).
+      // The same request with a chain drafter as its drafter stage: drafted one call per request on
+      // the whole context and verified from probabilities, not batched on the draft model and
+      // verified from logits.
       specdec::chain_drafter<decltype(draft)> drafter(draft, opts[i].draft_params);
       const auto ref = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts[i].gamma}, rule,
                                        opts[i].prompt, o);
@@ -211,14 +208,7 @@ TEST_CASE("batch_decoder keeps each model's state equal to a fresh evaluation of
       auto& c = committed[e.request];
       c.insert(c.end(), e.tokens.begin(), e.tokens.end());
       if (e.finished != specdec::finish_reason::none) continue;
-      // Target: every committed token but the pending correction; draft: a prefix of them.
-      const auto tt = t.tokens(e.request), qt = q.tokens(e.request);
-      REQUIRE(tt.size() + 1 == c.size());
-      REQUIRE(std::equal(tt.begin(), tt.end(), c.begin()));
-      REQUIRE(qt.size() < c.size());
-      REQUIRE(std::equal(qt.begin(), qt.end(), c.begin()));
-      REQUIRE(t.consistent(e.request));
-      REQUIRE(q.consistent(e.request));
+      specdec_test::require_kv_consistent(t, q, e.request, c);
       ++checked;
     }
   }
@@ -241,10 +231,16 @@ TEST_CASE("batch_decoder: greedy SD equals greedy target decoding", "[decode][ba
   }
   const auto got = run_all(decoder);
   for (std::size_t i = 0; i < opts.size(); ++i) {
-    specdec::decode_options o;
-    o.max_new_tokens = 40;
-    o.target_params.temperature = 0.0;
-    CHECK(got.at(handles[i]) == specdec::decode_target_only(target, opts[i].prompt, o).tokens);
+    // Greedy target decoding, written out: the argmax (lowest id on ties) of each next-token row.
+    std::vector<token_id> context = opts[i].prompt, expected;
+    std::vector<float> row(V);
+    while (expected.size() < 40) {
+      target.next_logits(std::span<const token_id>(context), std::span<float>(row));
+      const auto best = static_cast<token_id>(std::max_element(row.begin(), row.end()) - row.begin());
+      expected.push_back(best);
+      context.push_back(best);
+    }
+    CHECK(got.at(handles[i]) == expected);
   }
 }
 
@@ -424,7 +420,7 @@ TEST_CASE("batch_decoder: a draft model's NaN row ends that request alone, after
   CHECK(errors + completed == 24);
 }
 
-TEST_CASE("decode()'s chain overload, on the step decoder, gives the loop's tokens, counters and status", "[decode][batch]") {
+TEST_CASE("decode()'s two overloads (chain drafting, a Drafter stage) give the same tokens, counters and status", "[decode][batch]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.7));
   for (std::uint32_t id = 0; id < 8; ++id) {
@@ -434,12 +430,12 @@ TEST_CASE("decode()'s chain overload, on the step decoder, gives the loop's toke
     if (id == 3) o.stop_token = 4;
     const auto fast = specdec::decode(specdec::exec::seq, target, draft, opts.draft_params, opts.gamma, specdec::strict, opts.prompt, o);
     specdec::chain_drafter<decltype(draft)> drafter(draft, opts.draft_params);
-    const auto loop = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts.gamma}, specdec::strict, opts.prompt, o);
+    const auto staged = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts.gamma}, specdec::strict, opts.prompt, o);
     CAPTURE(id);
-    CHECK(fast.tokens == loop.tokens);
-    CHECK(fast.status == loop.status);
+    CHECK(fast.tokens == staged.tokens);
+    CHECK(fast.status == staged.status);
     const auto& a = fast.stats;
-    const auto& b = loop.stats;
+    const auto& b = staged.stats;
     CHECK(a.iterations == b.iterations);
     CHECK(a.target_calls == b.target_calls);
     CHECK(a.target_positions == b.target_positions);

@@ -90,7 +90,7 @@ TEST_CASE("the measured tokens per target call match Leviathan's closed form", "
   o.seed = 11;
   o.max_new_tokens = 150000;
   const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, gamma, specdec::strict,
-                                 std::vector<token_id>{}, o);
+                                 std::vector<token_id>{0}, o);  // context-free models: the prompt changes no row
   // Every round emits its accepted drafts plus one token (only the last may be cut by the budget).
   const double rounds = double(r.stats.iterations);
   const double per_round = (double(r.stats.accepted) + rounds) / rounds;
@@ -126,10 +126,14 @@ TEST_CASE("stop token, zero budget and simulated time", "[decode]") {
   const auto draft = specdec::make_model(V, markov_logits(0.3));
   specdec::decode_options o;
   o.max_new_tokens = 0;
-  CHECK(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{}, o).tokens.empty());
+  CHECK(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{0}, o).tokens.empty());
+  // A generation starts from at least one token (a BOS token for an unconditional one).
+  CHECK_THROWS_AS(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{}, o),
+                  specdec::error);
+  CHECK_THROWS_AS(specdec::decode_target_only(target, std::vector<token_id>{}, o), specdec::error);
   o.max_new_tokens = 200;
   o.stop_token = 2;
-  const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::lenient_rule(0.5), std::vector<token_id>{}, o);
+  const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::lenient_rule(0.5), std::vector<token_id>{0}, o);
   REQUIRE(!r.tokens.empty());
   if (r.tokens.size() < o.max_new_tokens) CHECK(r.tokens.back() == 2);
   for (std::size_t i = 0; i + 1 < r.tokens.size(); ++i) CHECK(r.tokens[i] != 2);
@@ -138,6 +142,6 @@ TEST_CASE("stop token, zero budget and simulated time", "[decode]") {
                           double(r.stats.target_positions) * o.cost.t_target_per_token;
   CHECK(r.stats.simulated_time == Approx(expected));
   o.cost.t_draft = -1;
-  CHECK_THROWS_AS(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{}, o),
+  CHECK_THROWS_AS(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{0}, o),
                   specdec::error);
 }

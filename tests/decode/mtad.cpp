@@ -159,7 +159,7 @@ TEST_CASE("Theorem 3.6 is tight when every token moves the log ratio by exactly 
     o.max_new_tokens = 4000;
     const auto r = specdec::decode_mtad(specdec::exec::seq, target, draft,
                                         {.gamma = gamma, .width = 2, .mode = specdec::beam_mode::search, .tau = tau},
-                                        std::vector<token_id>{}, o);
+                                        std::vector<token_id>{0}, o);  // context-free models
     const int every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, static_cast<int>(gamma));
     std::cout << "Theorem 3.6 (tight): U = " << U << ", tau = " << tau << ": gamma_bar = " << r.block_efficiency()
               << ", |log tau|/U = " << specdec::theory::mtad::theorem_3_6_bound(tau, U) << ", per iteration " << every << "\n";

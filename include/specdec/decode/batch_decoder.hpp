@@ -1,37 +1,55 @@
 //! \file decode/batch_decoder.hpp
-//! \brief The step decoder: speculative decoding of many requests at once on two `SequenceModel`s
-//! (model/sequence.hpp), one round per `step()`, the way an engine's scheduler runs it.
+//! \brief The step decoder, the library's one generation loop: speculative decoding of many requests
+//! at once on a target and a draft `SequenceModel` (model/sequence.hpp), one round per `step()`, the
+//! way an engine's scheduler runs it. Every method is a choice of stages per request (DESIGN.md §5):
 //!
-//! A step, for every active request: choose its draft length (its gamma, at most the tokens it may
-//! still emit minus one); draft chain-wise, one batched draft forward per drafted position (all
-//! requests together; each row warped with the request's draft parameters and sampled); one batched
-//! target forward of every request's pending tokens and drafts; one batched `verify_from_logits`
-//! through the execution policy, which warps only the rows it reads with each request's parameters
-//! (the draft rows as they were warped to sample, so q is the distribution actually sampled); then
-//! commit the emitted tokens and roll both models back past the rejected drafts.
-//! Randomness: request r's round k uses `request_stream{seed, request_id, k}` with the purposes of
-//! `decode` (draft position j: purpose draft; accept tests and residuals as in `verify`), so a
-//! request's tokens depend only on its own options, never on the batch it runs in, and equal
-//! `decode(policy, target, draft, draft_params, gamma, rule, prompt, options)` token for token.
+//! | stage | choices |
+//! |---|---|
+//! | draft length (before drafting) | `gamma`; a `LengthPolicy` (`length_stage`); a batch stage (SV's scheduler on running rates, length/sv_batch.hpp) |
+//! | drafting | batched chain drafting on the draft model (default); a `draft_stage` (draft/stage.hpp): any `Drafter`, beams (MTAD), verifier-gated runs (SPRINTER) |
+//! | verified length (after drafting) | all drafts (default); a `verify_length_stage` (SV's goodput-optimal lengths from a companion, decode/sv.hpp) |
+//! | acceptance | the decoder's chain `Rule` (any `AcceptanceRule`); `mtad_rule` (joint likelihood, acceptance/mtad.hpp); `last_token` (SPRINTER, acceptance/last_token.hpp) |
+//!
+//! A step, for every running request: choose its draft length (at most the tokens it may still emit,
+//! minus one for the correction or bonus token of chain and joint rules); draft (chain drafting: one
+//! batched draft forward per drafted position, each row warped with the request's draft parameters
+//! and sampled; a drafter stage: one call per request on its whole context); choose how many drafts
+//! the target verifies; one batched target forward of every request's pending tokens and verified
+//! drafts; verification, grouped by kind of request: one batched `verify_from_logits` through the execution
+//! policy for chain-drafted requests (it warps only the rows it reads, and q is the row the draft was
+//! sampled from), one batched `verify` for stage-drafted chain requests (their q rows come as
+//! probabilities), `mtad_verify` and `check_last_token` per request; then commit the emitted tokens and
+//! roll both models back past the rejected drafts.
+//! Randomness: request r's round k uses `request_stream{seed, request_id, k}` (draft position j:
+//! purpose draft; accept tests and residuals as in `verify`), so a request's tokens depend only on its
+//! own options, never on the batch it runs in.
 //! Model state: after a step each model holds a request's prompt and committed tokens except the last
-//! one or few, which are "pending" and go in front of the next step's append (the target's state
-//! ends before the correction or bonus token, the draft's before the tokens it never appended).
-//! Buffers are members, reused step after step.
+//! one or few, which are "pending" and go in front of the next step's append (the target's state ends
+//! before the correction or bonus token, the draft's before the tokens it never appended). A request
+//! that drafts through a stage never touches the draft model.
+//! Buffers are members, reused step after step: a warm step of chain-drafted, chain-verified requests
+//! allocates nothing (bench/decode_step.cpp counts it).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
+#include <variant>
 #include <vector>
 
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/last_token.hpp"
+#include "specdec/acceptance/mtad.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/stats.hpp"
 #include "specdec/distributions/warp.hpp"
+#include "specdec/draft/stage.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/exec/policy.hpp"
 #include "specdec/length/fixed.hpp"
@@ -41,19 +59,26 @@
 
 namespace specdec {
 
+//! A request's acceptance stage: the decoder's chain `Rule` (`chain_acceptance`), MTAD's joint rule,
+//! or SPRINTER's last-token check (which needs a drafter stage that marks the verifier's tokens).
+struct chain_acceptance {};
+using request_acceptance = std::variant<chain_acceptance, mtad_rule, last_token_rule>;
+
 //! A request of the step decoder.
 struct request_options {
-  std::vector<token_id> prompt;            //!< not empty
+  std::vector<token_id> prompt;            //!< not empty (a BOS token starts an unconditional generation)
   std::uint64_t seed = 0;
   std::uint32_t request_id = 0;            //!< with `seed`, names the request's random streams
   warp_params target_params{};             //!< how the target's rows are warped before verification
   warp_params draft_params{};              //!< how the draft's rows are warped before drafting from them
   std::size_t gamma = 4;                   //!< drafts per round (fewer near max_new_tokens)
-  //! The verification-length stage: when set, the round's draft length is `length(stats)` (the
-  //! request's counters so far) instead of `gamma`; `length_stage(policy)` wraps any `LengthPolicy`.
+  //! The draft-length stage: when set, the round's draft length is `length(stats)` (the request's
+  //! counters so far) instead of `gamma`; `length_stage(policy)` wraps any `LengthPolicy`.
   std::function<std::size_t(const decode_stats&)> length{};
   std::size_t max_new_tokens = 64;         //!< 0: the request finishes at the next step with no token
   std::vector<token_id> stop_tokens;       //!< generation ends after emitting one of them
+  draft_stage drafter{};                   //!< empty: chain drafting on the decoder's draft model
+  request_acceptance acceptance{};         //!< how the target judges the drafts
 };
 
 //! A `LengthPolicy` as a request's length stage (`request_options::length`); the policy is copied.
@@ -76,38 +101,63 @@ struct length_request {
 //! before anything of the round is drawn.
 using batch_length_stage = std::function<void(std::span<const length_request>, std::span<std::size_t>)>;
 
+//! Handle of a request (also the sequence id of both models).
+using request_handle = sequence_id;
+
+//! What a verified-length stage sees of a drafted request (chain and joint rules only).
+struct drafted_request {
+  request_handle request = 0;
+  const decode_stats* stats = nullptr;     //!< its counters before this round
+  std::span<const token_id> context;       //!< prompt and emitted tokens
+  std::span<const token_id> drafts;        //!< this round's drafts
+  std::span<const float> q_rows;           //!< their q rows [drafts][V] (probabilities); empty for beam drafts
+  random::request_stream stream;           //!< this round's stream
+};
+
+//! A stage that chooses, after drafting, how many of each request's drafts the target verifies
+//! (a prefix; the rest are dropped): `lengths` comes in holding every request's draft count and the
+//! stage may lower any of them. Whether the output stays lossless depends on what the choice looks at
+//! (decode/sv.hpp: a choice about draft j that does not depend on x_j itself keeps it exact).
+using verify_length_stage = std::function<void(std::span<const drafted_request>, std::span<std::size_t>)>;
+
 //! Why a request finished.
 enum class finish_reason : std::uint8_t {
   none,        //!< still running
   length,      //!< max_new_tokens emitted
   stop_token,  //!< a stop token emitted (it is the last token)
   cancelled,   //!< `cancel`
-  error,       //!< a model returned an unusable row for this request (`status` has `invalid_row`): the
-               //!< target's ends the round at that row; the draft's ends drafting, the round's drafts
-               //!< so far are verified and their tokens emitted, then the request ends
+  error,       //!< a model returned an unusable row for this request, or its drafter stage threw
+               //!< `numerical_error` (`status` has `invalid_row`): the target's row ends the round at
+               //!< that row; the draft model's ends drafting, the round's drafts so far are verified and
+               //!< their tokens emitted, then the request ends
 };
 
-//! Handle of a request (also the sequence id of both models).
-using request_handle = sequence_id;
-
-//! Where the last step's time went (seconds, steady clock): the models' forwards, sampling the drafts
-//! (warping each draft row), the verification call, and the whole step; the rest of the step is the
-//! decoder's own bookkeeping.
+//! Where the last step's time went (seconds, steady clock): the draft model's forwards, sampling the
+//! drafts (warping each draft row), the drafter stages (their models and sampling), the target's
+//! forward, verification (host warps of stage-drafted and joint requests included), and the whole
+//! step; the rest of the step is the decoder's own bookkeeping.
 struct step_timing {
-  double draft_forward = 0.0, draft_sampling = 0.0, target_forward = 0.0, verification = 0.0, total = 0.0;
-  double bookkeeping() const noexcept { return total - draft_forward - draft_sampling - target_forward - verification; }
+  double draft_forward = 0.0, draft_sampling = 0.0, draft_stages = 0.0, target_forward = 0.0, verification = 0.0, total = 0.0;
+  double bookkeeping() const noexcept {
+    return total - draft_forward - draft_sampling - draft_stages - target_forward - verification;
+  }
 };
 
-//! What a step did for one request.
+//! What a step did for one request. The spans stay valid until the next step.
 struct step_event {
   request_handle request = 0;
-  std::span<const token_id> tokens;        //!< emitted this step (valid until the next step)
+  std::span<const token_id> tokens;        //!< emitted this step
   finish_reason finished = finish_reason::none;
   verify_status status = verify_status::ok;
+  std::size_t drafted = 0;                 //!< tokens drafted this round
+  std::size_t verified = 0;                //!< drafts judged: by the target (chain, joint), or the whole run (last_token)
+  std::span<const token_id> drafts;        //!< the drafts sent to the target (chain, joint: the verified ones)
+  std::span<const float> target_logits;    //!< the target's rows for this request ([rows][V]; empty: no target call)
 };
 
-//! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary, with chain
-//! drafting and the acceptance rule `Rule` for every request.
+//! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary. `Rule` is the
+//! chain rule of requests with `chain_acceptance` (`no_sequence_model` is the draft model of a decoder
+//! whose requests all draft through stages).
 template <exec::ExecutionPolicy Policy, SequenceModel Target, SequenceModel Draft, AcceptanceRule Rule>
 class batch_decoder {
   static_assert(exec::backend_of<Policy> != exec::backend::cuda,
@@ -123,8 +173,8 @@ class batch_decoder {
   }
 
   //! Adds a request; it runs from the next `step()`.
-  //! \throws specdec::error on an empty prompt, a token or stop token outside the vocabulary, or
-  //!         invalid warp parameters.
+  //! \throws specdec::error on an empty prompt, a token or stop token outside the vocabulary, invalid
+  //!         warp parameters, or the last-token rule without a drafter stage.
   request_handle add(request_options options) {
     SPECDEC_EXPECTS(!options.prompt.empty(), "specdec::batch_decoder::add: the prompt is empty");
     for ([[maybe_unused]] const token_id t : options.prompt)
@@ -134,12 +184,20 @@ class batch_decoder {
     validate(options.target_params);
     validate(options.draft_params);
     request r;
+    r.group = std::holds_alternative<last_token_rule>(options.acceptance) ? verify_group::last_token
+             : std::holds_alternative<mtad_rule>(options.acceptance)     ? verify_group::joint
+             : options.drafter                                           ? verify_group::stage_chain
+                                                                         : verify_group::chain;
+    SPECDEC_EXPECTS(r.group != verify_group::last_token || options.drafter,
+                    "specdec::batch_decoder::add: the last-token rule needs a drafter stage that marks the verifier's tokens");
     r.handle = next_handle_++;
+    r.prompt_size = options.prompt.size();
+    r.context = options.prompt;
+    r.context.reserve(options.prompt.size() + std::min<std::size_t>(options.max_new_tokens, 4096));
     r.pending_target = options.prompt;
     r.pending_draft = options.prompt;
     // At most gamma + 1 tokens are pending after a round (fewer allocations in the first steps).
-    r.pending_draft.reserve(std::max(options.prompt.size(), options.gamma + 1));
-    r.output.reserve(std::min<std::size_t>(options.max_new_tokens, 4096));
+    r.pending_draft.reserve(std::max(options.prompt.size(), std::min<std::size_t>(options.gamma, 64) + 1));
     r.options = std::move(options);
     requests_.push_back(std::move(r));
     return requests_.back().handle;
@@ -160,30 +218,56 @@ class batch_decoder {
   //! Running requests (added, not yet reported finished).
   std::size_t active() const noexcept { return requests_.size(); }
   //! Every token request h emitted so far. \throws specdec::error for an unknown request.
-  std::span<const token_id> tokens(request_handle h) const { return find(h).output; }
+  std::span<const token_id> tokens(request_handle h) const {
+    const request& r = find(h);
+    return std::span<const token_id>(r.context).subspan(r.prompt_size);
+  }
   //! Request h's counters. \throws specdec::error for an unknown request.
   const decode_stats& stats(request_handle h) const { return find(h).stats; }
   //! Where the last step's time went.
   const step_timing& last_step_timing() const noexcept { return timing_; }
   //! Sets (or, with an empty function, removes) the batch length stage, run every step after each
-  //! request's own length stage.
+  //! request's own length stage, before drafting.
   void set_batch_length_stage(batch_length_stage stage) { batch_length_ = std::move(stage); }
+  //! Sets (or removes) the verified-length stage, run every step after drafting.
+  void set_verify_length_stage(verify_length_stage stage) { verify_length_ = std::move(stage); }
 
  private:
+  // Verification groups, in the order of the target forward and of the draft slots.
+  enum class verify_group : std::uint8_t { chain, stage_chain, joint, last_token };
+
   struct request {
     request_handle handle = 0;
     request_options options;
-    std::vector<token_id> output;          // emitted tokens
+    verify_group group = verify_group::chain;
+    std::size_t prompt_size = 0;
+    std::vector<token_id> context;         // prompt, then every emitted token
     std::vector<token_id> pending_target;  // committed, not yet in the target's state
     std::vector<token_id> pending_draft;   // committed, not yet in the draft's state
     decode_stats stats;
     finish_reason finished = finish_reason::none;
     verify_status status = verify_status::ok;
-    std::size_t gamma = 0;                 // this round's draft length
+    // This round.
+    std::size_t gamma = 0;                 // the draft length allowed
+    std::size_t drafted = 0;               // tokens drafted
+    std::size_t verified = 0;              // drafts sent to the target (chain, joint)
     bool pending_in_draft = false;         // this round appended pending_draft to the draft model
-    bool draft_failed = false;             // the draft model returned a row without usable mass
+    bool draft_failed = false;             // the draft model or the drafter stage failed
     std::size_t drafts_in_draft = 0;       // drafts this round appended to the draft model
     std::size_t first_emitted = 0;         // output index of this step's first token
+    std::size_t slot = 0;                  // offset of its drafts in drafts_ (rows of V in q_probs_, q_logits_)
+    std::size_t drafts_at = 0;             // offset of its verified drafts in drafts_ (slot, or packed)
+    std::size_t target_row = 0, target_rows = 0, target_drafts = 0;  // its rows of target_logits_; drafts appended
+    stage_draft block;                     // what its drafter stage wrote
+    // This round's outcome.
+    std::vector<token_id> emitted;         // the tokens verification emitted
+    std::size_t target_kept = 0;           // appended drafts the target keeps
+    std::size_t accepted = 0;              // drafts kept (decode_stats::accepted)
+    std::size_t judged = 0;                // drafts judged (decode_stats::drafted)
+    verify_status round_status = verify_status::ok;
+
+    std::span<const token_id> output() const { return std::span<const token_id>(context).subspan(prompt_size); }
+    std::size_t output_size() const noexcept { return context.size() - prompt_size; }
   };
 
   request& find(request_handle h) {
@@ -204,13 +288,30 @@ class batch_decoder {
   random::request_stream stream_of(const request& r) const {
     return {r.options.seed, r.options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
   }
+  std::span<const float> q_probs(const request& r) const {
+    return std::span<const float>(q_probs_).subspan(r.slot * vocab_, r.drafted * vocab_);
+  }
+  std::span<const float> target_logits(const request& r) const {
+    return std::span<const float>(target_logits_).subspan(r.target_row * vocab_, r.target_rows * vocab_);
+  }
 
   using clock = std::chrono::steady_clock;
   static double seconds(clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+  void choose_lengths();
+  void draft_with_stages();
+  void assign_slots();
   void draft_round(std::size_t j);
+  void choose_verified();
   void score();
-  void commit(request& r, std::size_t b);
+  void verify_chains(verify_group g);
+  void verify_joint(request& r);
+  void verify_last_token(request& r);
+  void take_chain_row(request& r, std::size_t k, std::size_t stride);
+  void commit(request& r);
+  // Warps `rows` target rows of r into p_probs_ (a row without usable mass is filled with NaN, which
+  // verification reports as `invalid_row`).
+  std::span<const float> warp_target_rows(const request& r, std::size_t first, std::size_t rows, std::size_t at);
 
   Policy policy_;
   Target* target_;
@@ -221,39 +322,164 @@ class batch_decoder {
   request_handle next_handle_ = 1;
   std::vector<request> requests_;  // running
   std::vector<request> reported_;  // finished, reported by the last step
+  batch_length_stage batch_length_;
+  verify_length_stage verify_length_;
 
   // Per-step buffers (reused).
-  std::vector<request*> running_;
+  std::vector<request*> running_;  // in verify_group order (stable)
   std::vector<sequence_append> appends_;
   std::vector<std::int32_t> num_drafts_;
   std::vector<token_id> drafts_, appended_;
-  std::vector<float> logits_, q_logits_, q_row_, target_logits_;
+  std::vector<float> logits_, q_logits_, q_probs_, target_logits_, p_probs_;
   std::vector<warp_params> target_params_, draft_params_;
+  std::vector<double> log_q_;
   step_timing timing_;
-  batch_length_stage batch_length_;
   std::vector<length_request> length_requests_;
+  std::vector<drafted_request> drafted_requests_;
   std::vector<std::size_t> lengths_;
   std::vector<random::request_stream> streams_;
   std::vector<token_id> out_tokens_;
   std::vector<std::int32_t> out_accepted_;
   std::vector<verify_status> out_status_;
-  std::vector<std::size_t> draft_offset_, appended_offset_;
+  std::vector<std::size_t> appended_offset_;
   chain_batch<float> batch_;
   std::vector<step_event> events_;
 };
 
 // ---- a step ---------------------------------------------------------------------------------------
 
-//! Drafted position j of every running request with gamma > j: one batched draft forward (pending
-//! tokens, or the previous draft), then each request's q row warped and sampled at stream position j.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+std::span<const step_event> batch_decoder<P, T, D, R>::step() {
+  const auto start = clock::now();
+  timing_ = {};
+  reported_.clear();
+  events_.clear();
+  running_.clear();
+  // Requests cancelled or with nothing to emit finish without a round.
+  for (auto& r : requests_) {
+    r.first_emitted = r.output_size();
+    r.pending_in_draft = r.draft_failed = false;
+    r.drafts_in_draft = r.drafted = r.verified = r.target_rows = r.target_drafts = r.drafts_at = r.judged = r.target_row = 0;
+    r.emitted.clear();
+    if (r.finished == finish_reason::none && r.options.max_new_tokens == 0) release(r, finish_reason::length);
+    if (r.finished == finish_reason::none) running_.push_back(&r);
+  }
+  std::stable_sort(running_.begin(), running_.end(), [](const request* a, const request* b) { return a->group < b->group; });
+
+  if (!running_.empty()) {
+    choose_lengths();
+    draft_with_stages();
+    assign_slots();
+    std::size_t widest = 0;
+    for (const request* r : running_)
+      if (!r->options.drafter) widest = std::max(widest, r->gamma);
+    for (std::size_t j = 0; j < widest; ++j) draft_round(j);
+    choose_verified();
+    score();
+    const auto t0 = clock::now();
+    verify_chains(verify_group::chain);
+    verify_chains(verify_group::stage_chain);
+    for (request* r : running_)
+      if (r->group == verify_group::joint)
+        verify_joint(*r);
+      else if (r->group == verify_group::last_token)
+        verify_last_token(*r);
+    timing_.verification = seconds(t0, clock::now());
+    for (request* r : running_) commit(*r);
+  }
+
+  // Events of every request; the finished ones move to reported_ (a move keeps a vector's buffer, so
+  // the events' spans stay valid).
+  for (auto& r : requests_) {
+    events_.push_back({r.handle, r.output().subspan(r.first_emitted), r.finished, r.status, r.drafted, r.judged,
+                       std::span<const token_id>(drafts_).subspan(r.drafts_at, r.target_drafts), target_logits(r)});
+    if (r.finished != finish_reason::none) reported_.push_back(std::move(r));
+  }
+  std::erase_if(requests_, [](const request& r) { return r.finished != finish_reason::none; });
+  timing_.total = seconds(start, clock::now());
+  return events_;
+}
+
+//! Each request's draft length: its stage (or gamma), capped by the tokens it may still emit (minus
+//! one for a chain or joint rule's correction or bonus), then the batch stage.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::choose_lengths() {
+  for (request* r : running_) {
+    const std::size_t remaining = r->options.max_new_tokens - r->output_size();
+    const std::size_t cap = r->group == verify_group::last_token ? remaining : remaining - 1;
+    r->gamma = std::min(r->options.length ? r->options.length(r->stats) : r->options.gamma, cap);
+  }
+  if (!batch_length_) return;
+  length_requests_.clear();
+  lengths_.clear();
+  for (request* r : running_) {
+    length_requests_.push_back({&r->stats, r->gamma});
+    lengths_.push_back(r->gamma);
+  }
+  batch_length_(std::span<const length_request>(length_requests_), std::span<std::size_t>(lengths_));
+  for (std::size_t k = 0; k < running_.size(); ++k) {
+    request& r = *running_[k];
+    r.gamma = std::min(r.gamma, lengths_[k]);
+    if (r.group == verify_group::last_token) r.gamma = std::max<std::size_t>(r.gamma, 1);  // a run drafts at least one token
+  }
+}
+
+//! The drafter stages, one call per request on its whole context. A stage's `numerical_error` ends its
+//! request (after a round with no drafts); a block that contradicts its request is a bug: it throws.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::draft_with_stages() {
+  const auto t0 = clock::now();
+  for (request* r : running_) {
+    if (!r->options.drafter) continue;
+    stage_draft& b = r->block;
+    b.clear();
+    if (r->gamma > 0) {
+      try {
+        r->options.drafter(std::span<const token_id>(r->context), r->gamma, stream_of(*r), b);
+      } catch (const numerical_error&) {
+        b.clear();
+        r->draft_failed = true;
+      }
+    }
+    const std::size_t n = b.tokens.size();
+    SPECDEC_EXPECTS(n <= r->gamma, "specdec::batch_decoder: a drafter stage drafted more tokens than allowed");
+    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::joint && b.log_q.size() == n),
+                    "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q)");
+    SPECDEC_EXPECTS(r->group != verify_group::last_token || r->draft_failed || (n > 0 && b.kept + (b.check_last ? 1 : 0) == n),
+                    "specdec::batch_decoder: a last-token drafter stage must draft a run whose tokens but the checked last are kept");
+    r->drafted = n;
+  }
+  timing_.draft_stages = seconds(t0, clock::now());
+}
+
+//! Draft slots, grouped as the requests are: chain drafting reserves gamma, a stage what it drafted.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::assign_slots() {
+  std::size_t total = 0;
+  for (request* r : running_) {
+    r->slot = r->drafts_at = total;
+    total += r->options.drafter ? r->drafted : r->gamma;
+  }
+  drafts_.resize(total);
+  q_probs_.resize(total * vocab_);
+  q_logits_.resize(total * vocab_);
+  for (request* r : running_) {
+    if (!r->options.drafter) continue;
+    std::copy(r->block.tokens.begin(), r->block.tokens.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r->slot));
+    std::copy(r->block.q_rows.begin(), r->block.q_rows.end(), q_probs_.begin() + static_cast<std::ptrdiff_t>(r->slot * vocab_));
+  }
+}
+
+//! Drafted position j of every chain-drafting request with gamma > j: one batched draft forward
+//! (pending tokens, or the previous draft), then each request's row warped into its q slot and sampled
+//! at stream position j.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
   appends_.clear();
   for (request* r : running_)
-    if (r->gamma > j) {
-      const std::size_t b = static_cast<std::size_t>(r - requests_.data());
+    if (!r->options.drafter && r->gamma > j) {
       const std::span<const token_id> tokens =
-          j == 0 ? std::span<const token_id>(r->pending_draft) : std::span<const token_id>(drafts_).subspan(draft_offset_[b] + j - 1, 1);
+          j == 0 ? std::span<const token_id>(r->pending_draft) : std::span<const token_id>(drafts_).subspan(r->slot + j - 1, 1);
       appends_.push_back({r->handle, tokens, 1});
       r->pending_in_draft = true;
       r->drafts_in_draft = j;
@@ -265,193 +491,266 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
   auto t1 = clock::now();
   timing_.draft_forward += seconds(t0, t1);
   std::size_t row = 0;
-  q_row_.resize(vocab_);
   for (request* r : running_) {
-    if (r->gamma <= j) continue;
-    const std::size_t b = static_cast<std::size_t>(r - requests_.data());
+    if (r->options.drafter || r->gamma <= j) continue;
     const std::span<const float> logits(logits_.data() + row++ * vocab_, vocab_);
-    if (warp_logits(logits, std::span<float>(q_row_), r->options.draft_params) != row_status::ok) {
+    const std::span<float> q(q_probs_.data() + (r->slot + j) * vocab_, vocab_);
+    if (warp_logits(logits, q, r->options.draft_params) != row_status::ok) {
       // No usable draft row: the request drafts no further; the round verifies the drafts it has,
       // then the request ends with `error` and `invalid_row` (the draft model is broken for it).
       r->gamma = j;
       r->draft_failed = true;
       continue;
     }
-    std::copy(logits.begin(), logits.end(), q_logits_.begin() + static_cast<std::ptrdiff_t>((draft_offset_[b] + j) * vocab_));
-    const auto x = sample_categorical(std::span<const float>(q_row_), stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
-    drafts_[draft_offset_[b] + j] = x.token;
+    std::copy(logits.begin(), logits.end(), q_logits_.begin() + static_cast<std::ptrdiff_t>((r->slot + j) * vocab_));
+    const auto x = sample_categorical(std::span<const float>(q), stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
+    drafts_[r->slot + j] = x.token;
+    r->drafted = j + 1;
   }
   timing_.draft_sampling += seconds(t1, clock::now());
 }
 
-//! One batched target forward of every running request's pending tokens and drafts, asking for the
-//! gamma + 1 rows verification reads (logits; `verify_from_logits` warps the rows it reads, and
-//! reports a row without usable mass as `invalid_row` for that request alone).
+//! How many drafts each chain or joint request sends to the target: all, or what the verified-length
+//! stage chooses.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::choose_verified() {
+  for (request* r : running_) r->verified = r->group == verify_group::last_token ? 0 : r->drafted;
+  if (!verify_length_) return;
+  drafted_requests_.clear();
+  lengths_.clear();
+  for (request* r : running_) {
+    if (r->group == verify_group::last_token) continue;
+    const bool has_q = !r->options.drafter || !r->block.q_rows.empty();
+    drafted_requests_.push_back({r->handle, &r->stats, std::span<const token_id>(r->context),
+                                 std::span<const token_id>(drafts_).subspan(r->slot, r->drafted),
+                                 has_q ? q_probs(*r) : std::span<const float>{}, stream_of(*r)});
+    lengths_.push_back(r->drafted);
+  }
+  verify_length_(std::span<const drafted_request>(drafted_requests_), std::span<std::size_t>(lengths_));
+  std::size_t k = 0;
+  for (request* r : running_)
+    if (r->group != verify_group::last_token) r->verified = std::min(r->drafted, lengths_[k++]);
+}
+
+//! One batched target forward: chain and joint requests append their pending tokens and verified drafts
+//! and ask for verified + 1 rows; a last-token request whose run needs a check appends its pending
+//! tokens and the drafts its verifier kept and asks for the last row.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::score() {
   appends_.clear();
   appended_.clear();
-  for (request* r : running_) {
-    const std::size_t b = static_cast<std::size_t>(r - requests_.data());
-    appended_offset_[b] = appended_.size();
-    appended_.insert(appended_.end(), r->pending_target.begin(), r->pending_target.end());
-    appended_.insert(appended_.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b]),
-                     drafts_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b] + r->gamma));
-  }
+  appended_offset_.resize(running_.size());
   std::size_t rows = 0;
-  for (request* r : running_) {
-    const std::size_t b = static_cast<std::size_t>(r - requests_.data());
-    const std::size_t n = r->pending_target.size() + r->gamma;
-    appends_.push_back({r->handle, std::span<const token_id>(appended_).subspan(appended_offset_[b], n), r->gamma + 1});
-    rows += r->gamma + 1;
+  for (std::size_t k = 0; k < running_.size(); ++k) {
+    request& r = *running_[k];
+    if (r.group == verify_group::last_token) {
+      const bool check = !r.draft_failed && r.block.check_last;
+      r.target_drafts = check ? r.drafted - 1 : 0;
+      r.target_rows = check ? 1 : 0;
+    } else {
+      r.target_drafts = r.verified;
+      r.target_rows = r.verified + 1;
+    }
+    r.target_row = rows;
+    rows += r.target_rows;
+    appended_offset_[k] = appended_.size();
+    if (r.target_rows == 0) continue;
+    appended_.insert(appended_.end(), r.pending_target.begin(), r.pending_target.end());
+    appended_.insert(appended_.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot),
+                     drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot + r.target_drafts));
+  }
+  for (std::size_t k = 0; k < running_.size(); ++k) {
+    const request& r = *running_[k];
+    if (r.target_rows == 0) continue;
+    const std::size_t n = r.pending_target.size() + r.target_drafts;
+    appends_.push_back({r.handle, std::span<const token_id>(appended_).subspan(appended_offset_[k], n), r.target_rows});
   }
   target_logits_.resize(rows * vocab_);
+  if (appends_.empty()) return;
   const auto t0 = clock::now();
   target_->forward(std::span<const sequence_append>(appends_), std::span<float>(target_logits_));
   timing_.target_forward += seconds(t0, clock::now());
 }
 
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-std::span<const step_event> batch_decoder<P, T, D, R>::step() {
-  const auto start = clock::now();
-  timing_ = {};
-  reported_.clear();
-  events_.clear();
-  running_.clear();
-  // Requests cancelled or with nothing to emit finish without a round.
-  for (auto& r : requests_) {
-    r.first_emitted = r.output.size();
-    r.pending_in_draft = false;
-    r.drafts_in_draft = 0;
-    if (r.finished == finish_reason::none && r.options.max_new_tokens == 0) release(r, finish_reason::length);
-    if (r.finished == finish_reason::none) running_.push_back(&r);
+std::span<const float> batch_decoder<P, T, D, R>::warp_target_rows(const request& r, std::size_t first, std::size_t rows,
+                                                                   std::size_t at) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    const auto logits = target_logits(r).subspan((first + i) * vocab_, vocab_);
+    const std::span<float> p(p_probs_.data() + (at + i) * vocab_, vocab_);
+    if (warp_logits(logits, p, r.options.target_params) != row_status::ok)
+      std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());
   }
-  const std::size_t B = requests_.size();
-  draft_offset_.assign(B, 0);
-  appended_offset_.assign(B, 0);
-  for (request* r : running_) {
-    const std::size_t remaining = r->options.max_new_tokens - r->output.size();
-    r->gamma = std::min(r->options.length ? r->options.length(r->stats) : r->options.gamma, remaining - 1);
-  }
-  if (batch_length_ && !running_.empty()) {
-    length_requests_.clear();
-    lengths_.clear();
-    for (request* r : running_) {
-      length_requests_.push_back({&r->stats, r->gamma});
-      lengths_.push_back(r->gamma);
-    }
-    batch_length_(std::span<const length_request>(length_requests_), std::span<std::size_t>(lengths_));
-    for (std::size_t k = 0; k < running_.size(); ++k) running_[k]->gamma = std::min(running_[k]->gamma, lengths_[k]);
-  }
-  std::size_t total = 0, widest = 0;
-  for (request* r : running_) {
-    const std::size_t b = static_cast<std::size_t>(r - requests_.data());
-    draft_offset_[b] = total;
-    total += r->gamma;
-    widest = std::max(widest, r->gamma);
-  }
-  drafts_.resize(total);
-  q_logits_.resize(total * vocab_);
-  for (std::size_t j = 0; j < widest; ++j) draft_round(j);
-
-  if (!running_.empty()) {
-    score();
-    // The drafts of each request, packed (draft_round may have shortened some).
-    num_drafts_.clear();
-    streams_.clear();
-    target_params_.clear();
-    draft_params_.clear();
-    std::size_t at = 0;
-    for (request* r : running_) {
-      const std::size_t b = static_cast<std::size_t>(r - requests_.data());
-      if (at != draft_offset_[b]) {  // only after a request drafted fewer than it was allotted
-        std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b]), r->gamma, drafts_.begin() + static_cast<std::ptrdiff_t>(at));
-        std::copy_n(q_logits_.begin() + static_cast<std::ptrdiff_t>(draft_offset_[b] * vocab_), r->gamma * vocab_,
-                    q_logits_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
-      }
-      at += r->gamma;
-      num_drafts_.push_back(static_cast<std::int32_t>(r->gamma));
-      streams_.push_back(stream_of(*r));
-      target_params_.push_back(r->options.target_params);
-      draft_params_.push_back(r->options.draft_params);
-    }
-    batch_.layout.assign_packed(num_drafts_);
-    batch_.vocab_size = vocab_;
-    batch_.draft_tokens = std::span<const token_id>(drafts_).first(at);
-    batch_.draft_rows = std::span<const float>(q_logits_).first(at * vocab_);
-    batch_.target_rows = std::span<const float>(target_logits_);
-    const std::size_t stride = batch_.layout.max_drafts() + 1;
-    out_tokens_.resize(running_.size() * stride);
-    out_accepted_.resize(running_.size());
-    out_status_.resize(running_.size());
-    const auto t0 = clock::now();
-    verify_from_logits(policy_, rule_, batch_, std::span<const warp_params>(target_params_),
-                       std::span<const warp_params>(draft_params_), std::span<const random::request_stream>(streams_),
-                       chain_outputs{out_tokens_, out_accepted_, out_status_});
-    timing_.verification = seconds(t0, clock::now());
-    for (std::size_t k = 0; k < running_.size(); ++k) commit(*running_[k], k);
-  }
-
-  // Events of every request; the finished ones move to reported_ (a move keeps a vector's buffer, so
-  // the events' spans stay valid).
-  for (auto& r : requests_) {
-    events_.push_back({r.handle, std::span<const token_id>(r.output).subspan(r.first_emitted), r.finished, r.status});
-    if (r.finished != finish_reason::none) reported_.push_back(std::move(r));
-  }
-  std::erase_if(requests_, [](const request& r) { return r.finished != finish_reason::none; });
-  timing_.total = seconds(start, clock::now());
-  return events_;
+  return std::span<const float>(p_probs_).subspan(at * vocab_, rows * vocab_);
 }
 
-//! Request r's outcome of verification row k: emitted tokens, model rollbacks, counters, finishing.
+//! One batched chain verification of a group: chain-drafted requests from logits (`verify_from_logits`),
+//! stage-drafted ones from their q rows and the warped target rows (`verify`). The group's drafts are
+//! packed in place first (a request may verify fewer drafts than its slot holds).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::commit(request& r, std::size_t k) {
-  const std::size_t gamma = r.gamma, stride = batch_.layout.max_drafts() + 1;
-  const auto a = static_cast<std::size_t>(out_accepted_[k]);
-  const verify_status status = out_status_[k] | (r.draft_failed ? verify_status::invalid_row : verify_status::ok);
-  const std::span<const token_id> row(out_tokens_.data() + k * stride, stride);
-  r.first_emitted = r.output.size();
-  r.status |= status;
-  const bool valid = is_valid(out_status_[k]);  // the round's own verification
-  const bool failed = !is_valid(status);         // it, or the draft model, reported an error
-  // Drafts the target keeps: the accepted prefix; the correction or bonus is pending for both models.
-  const std::span<const token_id> drafts(row.first(a));
-  const token_id next = valid ? row[a] : no_token;
-  target_->rollback(r.handle, gamma - a);
-  r.pending_target.clear();
-  // The draft model holds pending_draft and the first drafts_in_draft drafts when this round drafted;
-  // it keeps the accepted ones, and the accepted drafts it never saw become pending.
-  if (r.pending_in_draft) {
-    const std::size_t kept = std::min(a, r.drafts_in_draft);
-    draft_->rollback(r.handle, r.drafts_in_draft - kept);
-    r.pending_draft.assign(drafts.begin() + static_cast<std::ptrdiff_t>(kept), drafts.end());
+void batch_decoder<P, T, D, R>::verify_chains(verify_group g) {
+  const auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == g; });
+  const auto last = std::find_if(first, running_.end(), [&](const request* r) { return r->group != g; });
+  if (first == last) return;
+  const bool from_logits = g == verify_group::chain;
+  std::vector<float>& q_rows = from_logits ? q_logits_ : q_probs_;
+  const std::size_t begin = (*first)->slot, first_row = (*first)->target_row;
+  std::size_t at = begin, target_rows = 0;
+  num_drafts_.clear();
+  streams_.clear();
+  target_params_.clear();
+  draft_params_.clear();
+  for (auto it = first; it != last; ++it) {
+    request& r = **it;
+    if (at != r.slot) {  // only after a request drafted or verified fewer than its slot holds
+      std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot), r.verified, drafts_.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy_n(q_rows.begin() + static_cast<std::ptrdiff_t>(r.slot * vocab_), r.verified * vocab_,
+                  q_rows.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
+    }
+    r.drafts_at = at;
+    at += r.verified;
+    target_rows += r.target_rows;
+    num_drafts_.push_back(static_cast<std::int32_t>(r.verified));
+    streams_.push_back(stream_of(r));
+    target_params_.push_back(r.options.target_params);
+    draft_params_.push_back(r.options.draft_params);
   }
-  if (valid) {
-    r.pending_target.push_back(next);
-    r.pending_draft.push_back(next);
+  const std::size_t count = num_drafts_.size();
+  batch_.layout.assign_packed(num_drafts_);
+  batch_.vocab_size = vocab_;
+  batch_.draft_tokens = std::span<const token_id>(drafts_).subspan(begin, at - begin);
+  batch_.draft_rows = std::span<const float>(q_rows).subspan(begin * vocab_, (at - begin) * vocab_);
+  const std::size_t stride = batch_.layout.max_drafts() + 1;
+  out_tokens_.resize(count * stride);
+  out_accepted_.resize(count);
+  out_status_.resize(count);
+  const chain_outputs out{out_tokens_, out_accepted_, out_status_};
+  if (from_logits) {
+    batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, target_rows * vocab_);
+    verify_from_logits(policy_, rule_, batch_, std::span<const warp_params>(target_params_),
+                       std::span<const warp_params>(draft_params_), std::span<const random::request_stream>(streams_), out);
+  } else {
+    p_probs_.resize(target_rows * vocab_);
+    std::size_t row = 0;
+    for (auto it = first; it != last; ++it) {
+      warp_target_rows(**it, 0, (*it)->target_rows, row);
+      row += (*it)->target_rows;
+    }
+    batch_.target_rows = std::span<const float>(p_probs_);
+    verify(policy_, rule_, batch_, std::span<const random::request_stream>(streams_), out);
   }
-  r.output.insert(r.output.end(), drafts.begin(), drafts.end());
-  if (valid) r.output.push_back(next);
+  for (std::size_t k = 0; k < count; ++k) take_chain_row(*first[static_cast<std::ptrdiff_t>(k)], k, stride);
+}
 
-  r.stats.draft_calls += gamma;
-  ++r.stats.target_calls;
-  r.stats.target_positions += gamma + 1;
-  r.stats.simulated_time += static_cast<double>(gamma) * cost_.t_draft + cost_.target_time(gamma + 1);
-  r.stats.record_round(gamma, a);
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::take_chain_row(request& r, std::size_t k, std::size_t stride) {
+  const auto a = static_cast<std::size_t>(out_accepted_[k]);
+  const token_id* row = out_tokens_.data() + k * stride;
+  r.round_status = out_status_[k];
+  r.emitted.assign(row, row + a + (is_valid(r.round_status) ? 1 : 0));
+  r.target_kept = r.accepted = a;
+  r.judged = r.verified;
+}
+
+//! MTAD's joint rule on one request: its target rows warped, the joint log q of every prefix (the
+//! beam stage's, or summed from the q rows it was sampled from), then `mtad_verify`.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::verify_joint(request& r) {
+  const std::size_t n = r.verified;
+  p_probs_.resize((n + 1) * vocab_);
+  const std::span<const float> p = warp_target_rows(r, 0, n + 1, 0);
+  const std::span<const token_id> drafts = std::span<const token_id>(drafts_).subspan(r.slot, n);
+  if (!r.block.log_q.empty()) {
+    log_q_.assign(r.block.log_q.begin(), r.block.log_q.begin() + static_cast<std::ptrdiff_t>(n));
+  } else {
+    log_q_.resize(n);
+    double sum = 0.0;
+    for (std::size_t j = 0; j < n; ++j)
+      log_q_[j] = sum += std::log(static_cast<double>(q_probs(r)[j * vocab_ + static_cast<std::size_t>(drafts[j])]));
+  }
+  const chain_result c = mtad_verify(policy_, std::get<mtad_rule>(r.options.acceptance), drafts, std::span<const double>(log_q_), p,
+                                     vocab_, stream_of(r));
+  r.emitted.assign(c.tokens.begin(), c.tokens.end());
+  r.target_kept = r.accepted = static_cast<std::size_t>(c.num_accepted);
+  r.judged = n;
+  r.round_status = c.status;
+}
+
+//! SPRINTER's last-token check on one request (acceptance/last_token.hpp): the verifier's tokens are
+//! final; the last one is checked against the target's row when the run needs it.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::verify_last_token(request& r) {
+  const std::size_t n = r.drafted;
+  const std::span<const token_id> run = std::span<const token_id>(drafts_).subspan(r.slot, n);
+  r.judged = n;
+  r.target_kept = 0;
+  r.round_status = verify_status::ok;
+  if (r.target_rows == 0) {  // a failed stage (nothing drafted), or a run that ended at the budget: all kept
+    r.emitted.assign(run.begin(), run.end());
+    r.accepted = n;
+    return;
+  }
+  p_probs_.resize(vocab_);
+  const std::span<const float> p = warp_target_rows(r, 0, 1, 0);
+  const last_token_result c = check_last_token(run[n - 1], q_probs(r).subspan((n - 1) * vocab_, vocab_), p,
+                                               static_cast<std::uint32_t>(n - 1), stream_of(r));
+  r.emitted.assign(run.begin(), run.end() - 1);
+  if (is_valid(c.status)) r.emitted.push_back(c.token);
+  r.target_kept = n - 1;
+  r.accepted = n - 1 + (c.kept ? 1 : 0);
+  r.round_status = c.status;
+}
+
+//! Request r's outcome: emitted tokens, model rollbacks, counters, finishing.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::commit(request& r) {
+  const verify_status status = r.round_status | (r.draft_failed ? verify_status::invalid_row : verify_status::ok);
+  const std::span<const token_id> emitted(r.emitted);
+  r.first_emitted = r.output_size();
+  r.status |= status;
+  const bool called = r.target_rows > 0;
+  // The target keeps the appended drafts that were accepted; the rest of the emitted tokens are pending.
+  if (called) {
+    target_->rollback(r.handle, r.target_drafts - r.target_kept);
+    r.pending_target.assign(emitted.begin() + static_cast<std::ptrdiff_t>(r.target_kept), emitted.end());
+  } else {
+    r.pending_target.insert(r.pending_target.end(), emitted.begin(), emitted.end());
+  }
+  // The draft model (chain drafting) holds pending_draft and the first drafts_in_draft drafts when this
+  // round drafted; it keeps the accepted ones, and the emitted tokens it never saw become pending.
+  if (r.pending_in_draft) {
+    const std::size_t kept = std::min(r.target_kept, r.drafts_in_draft);
+    draft_->rollback(r.handle, r.drafts_in_draft - kept);
+    r.pending_draft.assign(emitted.begin() + static_cast<std::ptrdiff_t>(kept), emitted.end());
+  } else if (!r.options.drafter) {
+    r.pending_draft.insert(r.pending_draft.end(), emitted.begin(), emitted.end());
+  }
+  r.context.insert(r.context.end(), emitted.begin(), emitted.end());
+
+  r.stats.draft_calls += r.options.drafter ? r.block.model_calls : r.drafted;
+  const std::size_t charged = r.options.drafter ? r.block.charged_steps : r.drafted;
+  r.stats.simulated_time += static_cast<double>(charged) * cost_.t_draft;
+  if (called) {
+    ++r.stats.target_calls;
+    r.stats.target_positions += r.target_drafts + 1;
+    r.stats.simulated_time += cost_.target_time(r.target_drafts + 1);
+  }
+  r.stats.record_round(r.judged, r.accepted);
 
   // Finishing, in decode's order: the length cut, then a stop token (the output ends with it), then
-  // an invalid verification.
-  if (r.output.size() > r.options.max_new_tokens) r.output.resize(r.options.max_new_tokens);
+  // an error.
+  const std::size_t limit = r.prompt_size + r.options.max_new_tokens;
+  if (r.context.size() > limit) r.context.resize(limit);
   finish_reason why = finish_reason::none;
-  for (std::size_t i = r.first_emitted; i < r.output.size(); ++i)
-    if (std::find(r.options.stop_tokens.begin(), r.options.stop_tokens.end(), r.output[i]) != r.options.stop_tokens.end()) {
-      r.output.resize(i + 1);
+  for (std::size_t i = r.prompt_size + r.first_emitted; i < r.context.size(); ++i)
+    if (std::find(r.options.stop_tokens.begin(), r.options.stop_tokens.end(), r.context[i]) != r.options.stop_tokens.end()) {
+      r.context.resize(i + 1);
       why = finish_reason::stop_token;
       break;
     }
-  if (why == finish_reason::none && failed) why = finish_reason::error;
-  if (why == finish_reason::none && r.output.size() >= r.options.max_new_tokens) why = finish_reason::length;
-  r.stats.emitted = r.output.size();
+  if (why == finish_reason::none && !is_valid(status)) why = finish_reason::error;
+  if (why == finish_reason::none && r.output_size() >= r.options.max_new_tokens) why = finish_reason::length;
+  r.stats.emitted = r.output_size();
   if (why != finish_reason::none) release(r, why);
 }
 

@@ -1,10 +1,8 @@
 //! \file decode/decode.hpp
-//! \brief The generation loop: drafter x length policy x acceptance rule (DESIGN.md §5).
-//!
-//! Each round: the length policy picks gamma, the drafter proposes gamma tokens and their q rows,
-//! the target scores context + drafts in one call (gamma + 1 rows), the rows are warped with the
-//! request's parameters, and `verify_chain` accepts a prefix and adds one correction or bonus token.
-//! `decode_target_only` is the baseline: one target call per token.
+//! \brief Single-request generation: thin wrappers that run one request on the step decoder
+//! (decode/batch_decoder.hpp, the library's one loop) over recomputing adapters of `Model`s, and
+//! return its tokens, counters and status. `decode` composes a drafter, a length policy and an
+//! acceptance rule (DESIGN.md §5); `decode_target_only` is the baseline (one target call per token).
 //! Randomness: round r uses request_stream{seed, request_id, step = r}; drafts, accept tests and
 //! residuals use distinct purposes, so runs are reproducible and comparable across methods.
 #pragma once
@@ -17,12 +15,14 @@
 #include <vector>
 
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/decode/batch_decoder.hpp"
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/stats.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/draft/chain.hpp"
+#include "specdec/draft/stage.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/exec/policy.hpp"
 #include "specdec/length/fixed.hpp"
@@ -52,17 +52,6 @@ struct decode_result {
 };
 
 namespace detail {
-inline bool finish(decode_result& r, const decode_options& o) {
-  if (r.tokens.size() > o.max_new_tokens) r.tokens.resize(o.max_new_tokens);
-  if (o.stop_token)
-    for (std::size_t i = 0; i < r.tokens.size(); ++i)
-      if (r.tokens[i] == *o.stop_token) {
-        r.tokens.resize(i + 1);
-        return true;
-      }
-  return r.tokens.size() >= o.max_new_tokens;
-}
-
 //! Warps `rows` logit rows of width V into probabilities.
 //! \throws specdec::numerical_error for a row without usable mass.
 inline void warp_rows(std::span<const float> logits, std::span<float> probs, std::size_t V, const warp_params& w) {
@@ -71,128 +60,92 @@ inline void warp_rows(std::span<const float> logits, std::span<float> probs, std
       throw numerical_error("specdec::decode: the target returned a row without usable mass");
 }
 
-//! One verification call of the target: scores context + drafts (drafts.size() + 1 rows of V logits),
-//! warps every row into `p_rows` with the request's parameters, and counts the call and its positions.
-template <Model Target>
-void score_drafts(const Target& target, std::span<const token_id> context, std::span<const token_id> drafts,
-                  const warp_params& params, std::vector<float>& logits, std::vector<float>& p_rows, decode_stats& stats) {
-  const std::size_t V = target.vocab_size(), rows = drafts.size() + 1;
-  logits.resize(rows * V);
-  p_rows.resize(rows * V);
-  score(target, context, drafts, std::span<float>(logits));
-  warp_rows(logits, p_rows, V, params);
-  ++stats.target_calls;
-  stats.target_positions += rows;
+//! The step decoder's request for a single generation with `options` (seed, ids, target warp,
+//! budget, stop token).
+inline request_options request_of(std::span<const token_id> prompt, const decode_options& options) {
+  request_options o;
+  o.prompt.assign(prompt.begin(), prompt.end());
+  o.seed = options.seed;
+  o.request_id = options.request_id;
+  o.target_params = options.target_params;
+  o.max_new_tokens = options.max_new_tokens;
+  if (options.stop_token) o.stop_tokens.push_back(*options.stop_token);
+  return o;
+}
+
+//! Runs one request on `decoder` to its end into `r` (tokens, counters, status, wall time), calling
+//! `on_step(event)` after every step.
+template <class Decoder, class OnStep>
+void run_request(Decoder& decoder, request_options o, decode_result& r, OnStep&& on_step) {
+  const auto start = std::chrono::steady_clock::now();
+  const request_handle h = decoder.add(std::move(o));
+  while (decoder.active() > 0)
+    for (const step_event& e : decoder.step()) {
+      on_step(e);
+      r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());
+      r.status = e.status;
+      if (e.finished != finish_reason::none) r.stats = decoder.stats(h);
+    }
+  r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+template <class Decoder>
+void run_request(Decoder& decoder, request_options o, decode_result& r) {
+  run_request(decoder, std::move(o), r, [](const step_event&) {});
 }
 }  // namespace detail
 
-//! Speculative decoding of one request.
-//! \pre target and drafter share the vocabulary; \throws specdec::error on bad options,
-//! specdec::numerical_error when a model returns an unusable row.
+//! Speculative decoding of one request with any `Drafter` (as a drafter stage), a length policy and a
+//! chain rule: one request on the step decoder (decode/batch_decoder.hpp) over a recomputing adapter
+//! of the target. A model's unusable row, or a drafter's `numerical_error`, ends the generation with
+//! `invalid_row` in `status`.
+//! \pre target and drafter share the vocabulary. \throws specdec::error on bad options or an empty
+//!      prompt (a BOS token starts an unconditional generation).
 template <exec::ExecutionPolicy Policy, Model Target, Drafter D, LengthPolicy L, AcceptanceRule Rule>
 decode_result decode(const Policy& policy, const Target& target, D& drafter, const L& length, const Rule& rule,
                      std::span<const token_id> prompt, const decode_options& options) {
   validate(options.target_params);
-  validate(options.cost);
-  const std::size_t V = target.vocab_size();
-  const auto start = std::chrono::steady_clock::now();
+  recomputing_sequence_model<Target> t(target);
+  no_sequence_model none(target.vocab_size());
+  batch_decoder decoder(policy, t, none, rule, options.cost);
+  request_options o = detail::request_of(prompt, options);
+  o.drafter = drafter_stage(drafter);
+  o.length = length_stage(length);
   decode_result r;
-  if (options.max_new_tokens == 0) return r;
-  std::vector<token_id> context(prompt.begin(), prompt.end());
-  draft_block block;
-  std::vector<float> logits, p_rows;
-  while (true) {
-    const std::size_t remaining = options.max_new_tokens - r.tokens.size();
-    const std::size_t gamma = std::min(length.next_length(r.stats), remaining - 1);
-    const random::request_stream stream{options.seed, options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
-    r.stats.draft_calls += drafter.draft(context, gamma, stream, block);
-    SPECDEC_EXPECTS(block.tokens.size() == gamma && block.q_rows.size() == gamma * V, "the drafter's block does not match gamma and V");
-
-    detail::score_drafts(target, std::span<const token_id>(context), std::span<const token_id>(block.tokens),
-                         options.target_params, logits, p_rows, r.stats);
-    r.stats.simulated_time += static_cast<double>(gamma) * options.cost.t_draft + options.cost.target_time(gamma + 1);
-
-    const chain_result c = verify_chain(policy, rule, std::span<const token_id>(block.tokens), std::span<const float>(block.q_rows),
-                                        std::span<const float>(p_rows), V, stream);
-    r.stats.record_round(gamma, static_cast<std::size_t>(c.num_accepted));
-    r.status |= c.status;
-    r.tokens.insert(r.tokens.end(), c.tokens.begin(), c.tokens.end());
-    context.insert(context.end(), c.tokens.begin(), c.tokens.end());
-    if (!is_valid(c.status) || detail::finish(r, options)) break;
-  }
-  r.stats.emitted = r.tokens.size();
-  r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  detail::run_request(decoder, std::move(o), r);
   return r;
 }
 
-//! Speculative decoding with a chain drafter over `draft` (warped with `draft_params`) and a fixed
-//! gamma: one request on the step decoder (decode/batch_decoder.hpp, over recomputing adapters of the
-//! two models), so the same tokens as the loop above with `chain_drafter` and `fixed_length`. There a
-//! model's unusable row ends the generation with `invalid_row` in `status` instead of an exception.
-//! An empty prompt, or the cuda policy (whose verification reads device memory), takes the loop above.
-//! \throws specdec::error on bad options.
+//! Speculative decoding with chain drafting on `draft` (warped with `draft_params`) and a fixed gamma:
+//! one request on the step decoder over recomputing adapters of the two models (the decoder's batched
+//! chain drafting: q is the row each draft was sampled from, verified from logits).
+//! A model's unusable row ends the generation with `invalid_row` in `status`.
+//! \throws specdec::error on bad options or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, AcceptanceRule Rule>
 decode_result decode(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
                      std::size_t gamma, const Rule& rule, std::span<const token_id> prompt, const decode_options& options) {
-  if constexpr (exec::backend_of<Policy> != exec::backend::cuda) {
-    if (!prompt.empty()) {
-      validate(options.target_params);
-      validate(options.cost);
-      const auto start = std::chrono::steady_clock::now();
-      decode_result r;
-      if (options.max_new_tokens == 0) return r;
-      recomputing_sequence_model<Target> t(target);
-      recomputing_sequence_model<Draft> q(draft);
-      batch_decoder decoder(policy, t, q, rule, options.cost);
-      request_options o;
-      o.prompt.assign(prompt.begin(), prompt.end());
-      o.seed = options.seed;
-      o.request_id = options.request_id;
-      o.target_params = options.target_params;
-      o.draft_params = draft_params;
-      o.gamma = gamma;
-      o.max_new_tokens = options.max_new_tokens;
-      if (options.stop_token) o.stop_tokens.push_back(*options.stop_token);
-      const request_handle h = decoder.add(std::move(o));
-      while (decoder.active() > 0)
-        for (const step_event& e : decoder.step()) {
-          r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());
-          r.status = e.status;
-          if (e.finished != finish_reason::none) r.stats = decoder.stats(h);
-        }
-      r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return r;
-    }
-  }
-  chain_drafter<Draft> drafter(draft, draft_params);
-  return decode(policy, target, drafter, fixed_length{gamma}, rule, prompt, options);
+  recomputing_sequence_model<Target> t(target);
+  recomputing_sequence_model<Draft> q(draft);
+  batch_decoder decoder(policy, t, q, rule, options.cost);
+  request_options o = detail::request_of(prompt, options);
+  o.draft_params = draft_params;
+  o.gamma = gamma;
+  decode_result r;
+  detail::run_request(decoder, std::move(o), r);
+  return r;
 }
 
-//! The baseline: one target call per token, sampled from the warped target row (purpose target_sample).
+//! The baseline: one target call per token, sampled from the warped target row (purpose
+//! target_sample at position 0): the step decoder with no drafts and the sample-and-match rule.
+//! \throws specdec::error on bad options or an empty prompt.
 template <Model Target>
 decode_result decode_target_only(const Target& target, std::span<const token_id> prompt, const decode_options& options) {
-  validate(options.target_params);
-  validate(options.cost);
-  const std::size_t V = target.vocab_size();
-  const auto start = std::chrono::steady_clock::now();
+  recomputing_sequence_model<Target> t(target);
+  no_sequence_model none(target.vocab_size());
+  batch_decoder decoder(exec::seq, t, none, sample_and_match, options.cost);
+  request_options o = detail::request_of(prompt, options);
+  o.gamma = 0;
   decode_result r;
-  std::vector<token_id> context(prompt.begin(), prompt.end());
-  std::vector<float> logits(V), probs(V);
-  while (r.tokens.size() < options.max_new_tokens) {
-    const random::request_stream stream{options.seed, options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
-    target.next_logits(std::span<const token_id>(context), std::span<float>(logits));
-    detail::warp_rows(logits, probs, V, options.target_params);
-    const auto x = sample_categorical(std::span<const float>(probs), stream.open(0, random::purpose::target_sample).uniform());
-    ++r.stats.iterations;
-    ++r.stats.target_calls;
-    ++r.stats.target_positions;
-    r.stats.simulated_time += options.cost.target_time(1);
-    r.tokens.push_back(x.token);
-    context.push_back(x.token);
-    if (detail::finish(r, options)) break;
-  }
-  r.stats.emitted = r.tokens.size();
-  r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  detail::run_request(decoder, std::move(o), r);
   return r;
 }
 

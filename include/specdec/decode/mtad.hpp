@@ -1,6 +1,7 @@
 //! \file decode/mtad.hpp
-//! \brief The MTAD generation loop (seed 003, Algorithm 1 repeated): beam draft x fixed gamma x the
-//! joint-likelihood rule, with the counters of decode/stats.hpp plus block efficiency (Table 5) and
+//! \brief MTAD (seed 003, Algorithm 1 repeated) as one request on the step decoder
+//! (decode/batch_decoder.hpp): the beam drafter as drafter stage x fixed gamma x the joint-likelihood
+//! rule, with the counters of decode/stats.hpp plus block efficiency (Table 5) and
 //! the output's log-likelihood and perplexity under the target (eq. (1)).
 //!
 //! Two entry points: `decode_mtad(policy, target, drafter, length, rule, prompt, options)` composes the
@@ -50,12 +51,6 @@
 
 namespace specdec {
 
-//! How the simulated clock charges the beam draft (see the file comment).
-enum class mtad_draft_cost : std::uint8_t {
-  per_step,  //!< t_draft per draft step: the W beams run as one batched forward
-  per_beam,  //!< t_draft per beam evaluation
-};
-
 //! MTAD's parameters. Defaults are the paper's (Table 15): gamma = 4, W = 8, tau = 0.1.
 struct mtad_options {
   std::size_t gamma = 4;                                   //!< draft length, >= 1
@@ -87,57 +82,40 @@ struct mtad_result : decode_result {
   double block_efficiency() const noexcept { return stats.tokens_per_target_call(); }
 };
 
-//! Multi-token assisted decoding of one request from its pieces (DESIGN.md section 5): a beam drafter,
-//! a length policy (gamma per iteration; MTAD uses fixed_length) and the joint rule. The drafter's warp
-//! should be `options.target_params` (appendix F warps p and q alike); nothing enforces it.
+//! Multi-token assisted decoding of one request from its pieces (DESIGN.md section 5): one request on
+//! the step decoder with the beam drafter as its drafter stage, any length policy (MTAD uses
+//! fixed_length) and the joint rule. The drafter's warp should be `options.target_params` (appendix F
+//! warps p and q alike); nothing enforces it. A model's unusable row ends the generation with
+//! `invalid_row` in `status`.
 //! \pre target and drafter share the vocabulary.
-//! \throws specdec::error on bad options or vocabulary mismatch; specdec::numerical_error when a model
-//!         returns an unusable row.
+//! \throws specdec::error on bad options, vocabulary mismatch or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, LengthPolicy L>
 mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter<Draft>& drafter, const L& length,
                         const mtad_rule& rule, std::span<const token_id> prompt, const decode_options& options,
                         mtad_draft_cost draft_cost = mtad_draft_cost::per_step) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::decode_mtad");
-  validate(options.target_params);
-  validate(options.cost);
   SPECDEC_EXPECTS(draft_cost == mtad_draft_cost::per_step || draft_cost == mtad_draft_cost::per_beam, "unknown mtad_draft_cost");
   const std::size_t V = target.vocab_size();
   SPECDEC_EXPECTS(drafter.vocab_size() == V, "the target and the draft must share the vocabulary");
-  const auto start = std::chrono::steady_clock::now();
-
+  recomputing_sequence_model<Target> t(target);
+  no_sequence_model none(V);
+  batch_decoder decoder(policy, t, none, strict, options.cost);
+  request_options o = detail::request_of(prompt, options);
+  o.drafter = beam_stage(drafter, draft_cost);
+  o.length = length_stage(length);
+  o.acceptance = rule;
   mtad_result r;
-  if (options.max_new_tokens == 0) return r;
-  std::vector<token_id> context(prompt.begin(), prompt.end());
-  beam_block block;
-  std::vector<float> logits, p_rows;
-  while (true) {
-    const std::size_t remaining = options.max_new_tokens - r.tokens.size();
-    const std::size_t gamma = std::min(static_cast<std::size_t>(length.next_length(r.stats)), remaining - 1);
-    const random::request_stream stream{options.seed, options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
-    block = beam_block{};
-    if (gamma > 0) drafter.draft(context, gamma, stream, block);
-    r.stats.draft_calls += block.model_calls;
-
-    detail::score_drafts(target, std::span<const token_id>(context), std::span<const token_id>(block.tokens),
-                         options.target_params, logits, p_rows, r.stats);
-    const std::size_t charged = draft_cost == mtad_draft_cost::per_step ? gamma : block.model_calls;
-    r.stats.simulated_time += static_cast<double>(charged) * options.cost.t_draft + options.cost.target_time(gamma + 1);
-
-    const chain_result c = mtad_verify(policy, rule, std::span<const token_id>(block.tokens), std::span<const double>(block.log_q),
-                                       std::span<const float>(p_rows), V, stream);
-    r.stats.record_round(gamma, static_cast<std::size_t>(c.num_accepted));
-    r.status |= c.status;
-    for (std::size_t k = 0; k < c.tokens.size(); ++k)  // emitted token k was predicted by row k
-      r.token_log_probs.push_back(log_softmax_at(std::span<const float>(logits).subspan(k * V, V), c.tokens[k]));
-    r.tokens.insert(r.tokens.end(), c.tokens.begin(), c.tokens.end());
-    context.insert(context.end(), c.tokens.begin(), c.tokens.end());
-    if (!is_valid(c.status) || detail::finish(r, options)) break;
-  }
-  r.token_log_probs.resize(r.tokens.size());  // finish() may have cut the last iteration's tokens
-  r.stats.emitted = r.tokens.size();
+  // Emitted token k of a round was predicted by the round's target row k (unwarped log-softmax).
+  detail::run_request(decoder, std::move(o), r, [&](const step_event& e) {
+    for (std::size_t k = 0; k < e.tokens.size(); ++k) try {
+        r.token_log_probs.push_back(log_softmax_at(e.target_logits.subspan(k * V, V), e.tokens[k]));
+      } catch (const numerical_error&) {  // a row with NaN elsewhere: the request ends with invalid_row
+        r.token_log_probs.push_back(std::numeric_limits<double>::quiet_NaN());
+      }
+  });
+  r.token_log_probs.resize(r.tokens.size());
   for (const double lp : r.token_log_probs) r.log_likelihood += lp;
   if (!r.tokens.empty()) r.perplexity = theory::mtad::perplexity_from_log_probs(std::span<const double>(r.token_log_probs));
-  r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
 

@@ -1,11 +1,11 @@
 //! \file decode/sv.hpp
-//! \brief The Speculative Verification loop (Kim et al., SV, shared/seeds/001_*.txt, sections 4-5):
-//! each round drafts gamma_max tokens, runs a companion model on the same context to get P_c at every
-//! drafted position, computes SV's indicators S and A (estimate/indicators.hpp), turns them into
-//! acceptance estimates (estimate/acceptance_estimator.hpp), chooses how many drafts to verify
-//! (optimize/sv_length.hpp for one request, optimize/batch_scheduler.hpp for a batch), verifies that
-//! prefix with the strict rule (`verify_chain`) and drops the rest. The pieces are those of the common
-//! loop (decode/decode.hpp): `chain_drafter`, `score`, warping, `verify_chain`, `decode_stats`.
+//! \brief Speculative Verification (Kim et al., SV, shared/seeds/001_*.txt, sections 4-5) on the step
+//! decoder (decode/batch_decoder.hpp): each round drafts gamma_max tokens; SV's verified-length stage
+//! runs a companion model on the same context to get P_c at every drafted position, computes SV's
+//! indicators S and A (estimate/indicators.hpp), turns them into acceptance estimates
+//! (estimate/acceptance_estimator.hpp) and chooses how many drafts to verify (optimize/sv_length.hpp
+//! per request: `sv_request_lengths`; optimize/batch_scheduler.hpp across a batch: `sv_batch_lengths`);
+//! the target verifies that prefix with the strict rule and the rest is dropped.
 //!
 //! **Is SV lossless? It depends on what the length decision looks at.** The paper argues (section 4.2)
 //! that a verified token is accepted by the standard rule and a dropped one is produced by the target,
@@ -26,10 +26,10 @@
 //!     against the target). Brute force and `stop_rule::best_prefix` look at later positions and are
 //!     refused in this mode.
 //!
-//! **Why no `LengthPolicy`.** A `LengthPolicy` (length/fixed.hpp) picks the draft length from past
-//! statistics before drafting. SV drafts gamma_max tokens first and picks the verified length from those
-//! tokens' indicators, so its choice is a separate step (`choose_sv_length`, or the batch scheduler)
-//! between drafting and verification; the draft length itself is `gamma_max`.
+//! **Why a verified-length stage, not a `LengthPolicy`.** A `LengthPolicy` (length/fixed.hpp) picks the
+//! draft length from past statistics before drafting. SV drafts gamma_max tokens first and picks the
+//! verified length from those tokens' indicators, so its choice is the decoder's stage between
+//! drafting and verification (`verify_length_stage`); the draft length itself is `gamma_max`.
 //!
 //! **Counting and cost.** `decode_stats` counts verified tokens as `drafted` (so `acceptance_rate()` is
 //! accepted / verified, SV's token accept rate); `sv_stats` adds the tokens actually drafted and
@@ -160,124 +160,117 @@ struct sv_step_latency {
 };
 
 namespace detail {
-//! Buffers of one request's round.
+//! Buffers of one request's indicators.
 struct sv_workspace {
-  draft_block block;
-  std::vector<float> logits, companion_rows, p_rows;
+  std::vector<float> logits, companion_rows;
   std::vector<double> s, a, gains;
 };
 
-//! S and A of the drafted tokens in `w.block`: one companion call scores every drafted position (rows
-//! after context + drafts[0..j), j < gamma), its rows are warped into P_c and compared with the q rows.
+//! S and A of one request's drafts: one companion call scores every drafted position (rows after
+//! context + drafts[0..j), j < n), its rows are warped into P_c and compared with the q rows.
+//! \throws specdec::numerical_error when the companion returns a row without usable mass.
 template <exec::ExecutionPolicy Policy, Model C>
 void sv_indicators(const Policy& policy, const C& companion, const warp_params& companion_params, std::span<const token_id> context,
-                   sv_workspace& w) {
-  const std::size_t V = companion.vocab_size(), gamma = w.block.tokens.size();
-  w.s.resize(gamma);
-  w.a.resize(gamma);
-  if (gamma == 0) return;
-  const auto drafts = std::span<const token_id>(w.block.tokens);
-  w.logits.resize(gamma * V);
-  w.companion_rows.resize(gamma * V);
-  score(companion, context, drafts.first(gamma - 1), std::span<float>(w.logits));
+                   std::span<const token_id> drafts, std::span<const float> q_rows, sv_workspace& w) {
+  const std::size_t V = companion.vocab_size(), n = drafts.size();
+  w.s.resize(n);
+  w.a.resize(n);
+  if (n == 0) return;
+  w.logits.resize(n * V);
+  w.companion_rows.resize(n * V);
+  score(companion, context, drafts.first(n - 1), std::span<float>(w.logits));
   warp_rows(w.logits, w.companion_rows, V, companion_params);
-  estimate::compute_indicators(policy, std::span<const float>(w.block.q_rows), std::span<const float>(w.companion_rows), drafts, V,
-                               std::span<double>(w.s), std::span<double>(w.a));
+  estimate::compute_indicators(policy, q_rows, std::span<const float>(w.companion_rows), drafts, V, std::span<double>(w.s),
+                               std::span<double>(w.a));
 }
 
-//! Drafts `gamma` tokens and, with an estimator, runs the companion and fills S, A and the gains of
-//! `mode` (without one, only the drafts). Returns the draft-model calls.
-template <exec::ExecutionPolicy Policy, Drafter D, Model C>
-std::size_t sv_draft(const Policy& policy, D& drafter, const C& companion, const warp_params& companion_params,
-                     const estimate::acceptance_estimator* estimator, sv_mode mode, std::span<const token_id> context,
-                     std::size_t gamma, const random::request_stream& stream, sv_workspace& w) {
-  const std::size_t calls = drafter.draft(context, gamma, stream, w.block);
-  SPECDEC_EXPECTS(w.block.tokens.size() == gamma && w.block.q_rows.size() == gamma * companion.vocab_size(),
-                  "the drafter's block does not match gamma and V");
-  w.gains.resize(gamma);
-  if (estimator == nullptr) return calls;
-  sv_indicators(policy, companion, companion_params, context, w);
-  sv_gains(*estimator, w.s, w.a, mode, w.gains);
-  return calls;
-}
-
-//! Scores context + the first n drafts with the target, warps the rows and verifies them strictly.
-template <exec::ExecutionPolicy Policy, Model T>
-chain_result sv_verify(const Policy& policy, const T& target, const warp_params& target_params, std::span<const token_id> context,
-                       std::size_t n, const random::request_stream& stream, sv_workspace& w) {
-  const std::size_t V = target.vocab_size();
-  const auto drafts = std::span<const token_id>(w.block.tokens).first(n);
-  w.logits.resize((n + 1) * V);
-  w.p_rows.resize((n + 1) * V);
-  score(target, context, drafts, std::span<float>(w.logits));
-  warp_rows(w.logits, w.p_rows, V, target_params);
-  return verify_chain(policy, strict, drafts, std::span<const float>(w.block.q_rows).first(n * V), std::span<const float>(w.p_rows),
-                      V, stream);
-}
-
-//! Appends a verification's tokens to a request; true when the request is done.
-inline bool sv_append(sv_result& r, std::vector<token_id>& context, const chain_result& c, std::size_t verified,
-                      const decode_options& options) {
-  r.stats.record_round(verified, static_cast<std::size_t>(c.num_accepted));
-  ++r.stats.target_calls;
-  r.stats.target_positions += verified + 1;
-  r.status |= c.status;
-  r.tokens.insert(r.tokens.end(), c.tokens.begin(), c.tokens.end());
-  context.insert(context.end(), c.tokens.begin(), c.tokens.end());
-  const bool done = !is_valid(c.status) || finish(r, options);
-  r.stats.emitted = r.tokens.size();
-  return done;
+//! The gains of `mode` for one drafted request of the step decoder (its q rows are required).
+template <exec::ExecutionPolicy Policy, Model C>
+void sv_request_gains(const Policy& policy, const C& companion, const warp_params& companion_params,
+                      const estimate::acceptance_estimator& estimator, sv_mode mode, const drafted_request& d, sv_workspace& w) {
+  SPECDEC_EXPECTS(d.q_rows.size() == d.drafts.size() * companion.vocab_size(),
+                  "SV's length stage needs the q rows of the drafts (a chain drafter)");
+  sv_indicators(policy, companion, companion_params, d.context, d.drafts, d.q_rows, w);
+  w.gains.resize(d.drafts.size());
+  sv_gains(estimator, w.s, w.a, mode, w.gains);
 }
 }  // namespace detail
 
-//! Speculative Verification of one request.
+//! SV's verified-length stage for single requests (section 5): after drafting, the companion's
+//! indicators give each request's gains and `choose_sv_length` its goodput-optimal length on
+//! `latency` (L(k): one step that verifies k drafts). The stage refers to `companion` and `estimator`,
+//! which must outlive it. \throws specdec::error for brute force in exact mode.
+template <exec::ExecutionPolicy Policy, Model Companion, theory::LatencyProfile L>
+verify_length_stage sv_request_lengths(Policy policy, const Companion& companion, const estimate::acceptance_estimator& estimator,
+                                       L latency, const sv_options& sv) {
+  validate(sv.companion_params);
+  SPECDEC_EXPECTS(!(sv.mode == sv_mode::exact && sv.search == length_search::brute_force),
+                  "exact SV needs the incremental search: brute force looks at later drafts and loses exactness");
+  return [=, c = &companion, e = &estimator, w = detail::sv_workspace{}](std::span<const drafted_request> requests,
+                                                                       std::span<std::size_t> lengths) mutable {
+    for (std::size_t k = 0; k < requests.size(); ++k) {
+      if (requests[k].drafts.empty()) continue;
+      detail::sv_request_gains(policy, *c, sv.companion_params, *e, sv.mode, requests[k], w);
+      lengths[k] = choose_sv_length(std::span<const double>(w.gains), latency, sv.mode, sv.search, sv.counting);
+    }
+  };
+}
+
+namespace detail {
+//! A single SV generation on a decoder whose request drafts `gamma_max` per round: SV's counters from
+//! the step events, the companion's time added to the simulated clock.
+template <class Decoder>
+sv_result run_sv_request(Decoder& decoder, request_options o, const sv_options& sv) {
+  o.gamma = sv.gamma_max;
+  sv_result r;
+  run_request(decoder, std::move(o), r, [&](const step_event& e) {
+    if (!e.target_logits.empty()) r.sv.record(e.drafted, e.verified, e.drafted > 0);
+  });
+  r.stats.simulated_time += static_cast<double>(r.sv.companion_calls) * sv.t_companion;
+  return r;
+}
+}  // namespace detail
+
+//! Speculative Verification of one request: the step decoder with `drafter` as drafter stage (gamma_max
+//! drafts per round), SV's verified-length stage (`sv_request_lengths`) and the strict rule.
 //! \param drafter    proposes gamma_max tokens per round and their q rows (`chain_drafter`)
 //! \param companion  a `Model` over the same vocabulary, run on the same contexts as the drafter
 //! \param estimator  P(accept | S, A), fitted on profiling samples (`profile_sv_indicators`)
 //! \param latency    L(k), the latency of a step that verifies k drafts (e.g. `sv_step_latency`)
-//! Randomness: round r uses request_stream{seed, request_id, r}, as `decode` does.
+//! Randomness: round r uses request_stream{seed, request_id, r}, as `decode` does. A model's unusable
+//! row ends the generation with `invalid_row` in `status`; the companion's throws.
 //! \pre the models share the vocabulary; options valid. \throws specdec::error on bad options or
-//!      shapes, brute force in exact mode, or a bad latency profile; specdec::numerical_error when a
-//!      model returns a row without usable mass.
+//!      shapes, brute force in exact mode, a bad latency profile, or an empty prompt;
+//!      specdec::numerical_error when the companion returns a row without usable mass.
 template <exec::ExecutionPolicy Policy, Model Target, Drafter D, Model Companion, theory::LatencyProfile L>
 sv_result decode_sv(const Policy& policy, const Target& target, D& drafter, const Companion& companion,
                     const estimate::acceptance_estimator& estimator, const L& latency, std::span<const token_id> prompt,
                     const decode_options& options, const sv_options& sv) {
-  validate(options.target_params);
-  validate(options.cost);
-  validate(sv.companion_params);
   SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
-  SPECDEC_EXPECTS(!(sv.mode == sv_mode::exact && sv.search == length_search::brute_force),
-                  "exact SV needs the incremental search: brute force looks at later drafts and loses exactness");
-  const auto start = std::chrono::steady_clock::now();
-  sv_result r;
-  if (options.max_new_tokens == 0) return r;
-  std::vector<token_id> context(prompt.begin(), prompt.end());
-  detail::sv_workspace w;
-  while (true) {
-    const std::size_t remaining = options.max_new_tokens - r.tokens.size();
-    const std::size_t gamma = std::min(sv.gamma_max, remaining - 1);
-    const random::request_stream stream{options.seed, options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
-    r.stats.draft_calls += detail::sv_draft(policy, drafter, companion, sv.companion_params, &estimator, sv.mode, context, gamma, stream, w);
-    const std::size_t n = gamma == 0 ? 0 : choose_sv_length(std::span<const double>(w.gains), latency, sv.mode, sv.search, sv.counting);
-    const chain_result c = detail::sv_verify(policy, target, options.target_params, context, n, stream, w);
-    r.sv.record(gamma, n, gamma > 0);
-    r.stats.simulated_time += static_cast<double>(gamma) * options.cost.t_draft + (gamma > 0 ? sv.t_companion : 0.0) +
-                              options.cost.target_time(n + 1);
-    if (detail::sv_append(r, context, c, n, options)) break;
-  }
-  r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
+  recomputing_sequence_model<Target> t(target);
+  no_sequence_model none(target.vocab_size());
+  batch_decoder decoder(policy, t, none, strict, options.cost);
+  decoder.set_verify_length_stage(sv_request_lengths(policy, companion, estimator, latency, sv));
+  request_options o = detail::request_of(prompt, options);
+  o.drafter = drafter_stage(drafter);
+  return detail::run_sv_request(decoder, std::move(o), sv);
 }
 
-//! Single-request SV with a chain drafter over `draft` warped with `draft_params`.
+//! Single-request SV with the decoder's chain drafting on `draft` warped with `draft_params`.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile L>
 sv_result decode_sv(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
                     const Companion& companion, const estimate::acceptance_estimator& estimator, const L& latency,
                     std::span<const token_id> prompt, const decode_options& options, const sv_options& sv) {
-  chain_drafter<Draft> drafter(draft, draft_params);
-  return decode_sv(policy, target, drafter, companion, estimator, latency, prompt, options, sv);
+  SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
+  SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
+  recomputing_sequence_model<Target> t(target);
+  recomputing_sequence_model<Draft> q(draft);
+  batch_decoder decoder(policy, t, q, strict, options.cost);
+  decoder.set_verify_length_stage(sv_request_lengths(policy, companion, estimator, latency, sv));
+  request_options o = detail::request_of(prompt, options);
+  o.draft_params = draft_params;
+  return detail::run_sv_request(decoder, std::move(o), sv);
 }
 
 // ---- batches -------------------------------------------------------------------------------------
@@ -317,86 +310,106 @@ struct sv_batch_result {
   double goodput() const noexcept { return simulated_time > 0.0 ? static_cast<double>(emitted()) / simulated_time : 0.0; }
 };
 
-//! Decodes B requests in lockstep: every round, each unfinished request drafts gamma_max tokens (fewer
-//! near its budget), SV computes every request's gains and the greedy scheduler
-//! (optimize/batch_scheduler.hpp) picks the lengths on L(K) = drafting + target_latency(B_active + K),
-//! each request verifies its prefix strictly, and one batched target call is charged. With
-//! `batch_length_rule::fixed` every draft is verified (SD) and the companion is not run.
+//! SV's verified-length stage for a batch (section 6): after drafting, the companion's indicators give
+//! every request's gains and the greedy scheduler (optimize/batch_scheduler.hpp) picks all lengths on
+//! L(K) = drafting + target_latency(B + K), B the requests of the round and drafting its gamma_round
+//! draft steps and companion call (`drafting_in_goodput`). The stage refers to `companion` and
+//! `estimator`, which must outlive it. \throws specdec::error for `stop_rule::best_prefix` in exact mode.
+template <exec::ExecutionPolicy Policy, Model Companion, theory::LatencyProfile TL>
+verify_length_stage sv_batch_lengths(Policy policy, const Companion& companion, const estimate::acceptance_estimator& estimator,
+                                     TL target_latency, const sv_batch_options& batch) {
+  validate(batch.companion_params);
+  SPECDEC_EXPECTS(!(batch.mode == sv_mode::exact && batch.scheduler.stop == optimize::stop_rule::best_prefix),
+                  "exact SV needs the first-drop rule: best_prefix looks at later drafts and loses exactness");
+  return [=, c = &companion, e = &estimator, w = detail::sv_workspace{}, gains = std::vector<double>{},
+          drafted = std::vector<std::size_t>{}](std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
+    gains.clear();
+    drafted.clear();
+    std::size_t gamma_round = 0;
+    for (const drafted_request& d : requests) {
+      drafted.push_back(d.drafts.size());
+      gamma_round = std::max(gamma_round, d.drafts.size());
+      if (d.drafts.empty()) continue;
+      detail::sv_request_gains(policy, *c, batch.companion_params, *e, batch.mode, d, w);
+      gains.insert(gains.end(), w.gains.begin(), w.gains.end());
+    }
+    const double drafting = static_cast<double>(gamma_round) * batch.t_draft_step + (gamma_round > 0 ? batch.t_companion_step : 0.0);
+    const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(requests.size()), batch.drafting_in_goodput ? drafting : 0.0};
+    const auto schedule = optimize::schedule_batch_from_gains(std::span<const double>(gains), std::span<const std::size_t>(drafted), step,
+                                                              batch.scheduler);
+    std::copy(schedule.lengths.begin(), schedule.lengths.end(), lengths.begin());
+  };
+}
+
+//! Decodes B requests together on the step decoder (chain drafting on `draft`, the strict rule): every
+//! round, each unfinished request drafts gamma_max tokens (fewer near its budget) and, with
+//! `batch_length_rule::sv`, SV's batch stage (`sv_batch_lengths`) picks how many each verifies; with
+//! `fixed` every draft is verified (SD; gamma_max = 0: target-only decoding) and the companion is not
+//! run. The simulated clock charges each round gamma_round * t_draft_step (+ t_companion_step with SV)
+//! + target_latency(active requests + verified drafts), one batched target call.
 //! Request b uses request_stream{seed, request_id + b, round}, so its randomness does not depend on the
 //! rest of the batch. Exactness: as for `decode_sv` (exact mode with the first-drop rule is lossless
 //! per request, and requests stay independent).
 //! \param target_latency  the target's latency for one call scoring P positions in all (P >= 1)
 //! \pre the models share the vocabulary; options valid. \throws specdec::error on bad options,
-//!      `stop_rule::best_prefix` in exact mode, or a bad latency profile.
+//!      `stop_rule::best_prefix` in exact mode, a bad latency profile, or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile TL>
 sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
                                 const Companion& companion, const estimate::acceptance_estimator& estimator, const TL& target_latency,
                                 std::span<const std::vector<token_id>> prompts, const decode_options& options,
                                 const sv_batch_options& batch) {
-  validate(options.target_params);
-  validate(batch.companion_params);
   SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(batch.t_draft_step) && batch.t_draft_step >= 0.0 && std::isfinite(batch.t_companion_step) &&
                       batch.t_companion_step >= 0.0,
                   "t_draft_step and t_companion_step must be finite and >= 0");
   const bool use_sv = batch.rule == batch_length_rule::sv;
-  SPECDEC_EXPECTS(!(use_sv && batch.mode == sv_mode::exact && batch.scheduler.stop == optimize::stop_rule::best_prefix),
-                  "exact SV needs the first-drop rule: best_prefix looks at later drafts and loses exactness");
   const auto start = std::chrono::steady_clock::now();
-  const std::size_t B = prompts.size();
-  chain_drafter<Draft> drafter(draft, draft_params);
+  recomputing_sequence_model<Target> t(target);
+  recomputing_sequence_model<Draft> q(draft);
+  batch_decoder decoder(policy, t, q, strict, options.cost);
+  if (use_sv) decoder.set_verify_length_stage(sv_batch_lengths(policy, companion, estimator, target_latency, batch));
   sv_batch_result out;
-  out.requests.resize(B);
-  std::vector<std::vector<token_id>> contexts(prompts.begin(), prompts.end());
-  std::vector<detail::sv_workspace> w(B);
-  std::vector<bool> done(B, options.max_new_tokens == 0);
-  std::vector<std::size_t> active, gammas, lengths;
-  std::vector<double> gains;
-  for (std::uint32_t round = 0;; ++round) {
-    active.clear();
-    for (std::size_t b = 0; b < B; ++b)
-      if (!done[b]) active.push_back(b);
-    if (active.empty()) break;
-    gammas.clear();
-    gains.clear();
-    std::size_t gamma_round = 0;
-    for (const std::size_t b : active) {
-      sv_result& r = out.requests[b];
-      const std::size_t gamma = std::min(batch.gamma_max, options.max_new_tokens - r.tokens.size() - 1);
-      const random::request_stream stream{options.seed, options.request_id + static_cast<std::uint32_t>(b), round};
-      r.stats.draft_calls += detail::sv_draft(policy, drafter, companion, batch.companion_params, use_sv ? &estimator : nullptr,
-                                              batch.mode, contexts[b], gamma, stream, w[b]);
-      gammas.push_back(gamma);
-      if (use_sv) gains.insert(gains.end(), w[b].gains.begin(), w[b].gains.end());
-      gamma_round = std::max(gamma_round, gamma);
-    }
-    const bool companion_ran = use_sv && gamma_round > 0;
-    const double drafting = static_cast<double>(gamma_round) * batch.t_draft_step + (companion_ran ? batch.t_companion_step : 0.0);
-    if (use_sv) {
-      const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(active.size()), batch.drafting_in_goodput ? drafting : 0.0};
-      lengths = optimize::schedule_batch_from_gains(std::span<const double>(gains), std::span<const std::size_t>(gammas), step,
-                                                    batch.scheduler)
-                    .lengths;
-    } else {
-      lengths = gammas;
-    }
-    std::size_t verified = 0;
-    for (const auto n : lengths) verified += n;
-    const double round_time = drafting + theory::latency_at(target_latency, static_cast<int>(active.size() + verified));
+  out.requests.resize(prompts.size());
+  std::vector<request_handle> handles;
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    request_options o = detail::request_of(std::span<const token_id>(prompts[b]), options);
+    o.request_id = options.request_id + static_cast<std::uint32_t>(b);
+    o.draft_params = draft_params;
+    o.gamma = batch.gamma_max;
+    handles.push_back(decoder.add(std::move(o)));
+  }
+  std::vector<double> time(prompts.size(), 0.0);
+  while (decoder.active() > 0) {
+    const std::span<const step_event> events = decoder.step();
+    std::size_t gamma_round = 0, verified = 0, active = 0;
+    for (const step_event& e : events)
+      if (!e.target_logits.empty()) {
+        ++active;
+        gamma_round = std::max(gamma_round, e.drafted);
+        verified += e.verified;
+      }
+    if (active == 0) continue;
+    const double drafting = static_cast<double>(gamma_round) * batch.t_draft_step + (use_sv && gamma_round > 0 ? batch.t_companion_step : 0.0);
+    const double round_time = drafting + theory::latency_at(target_latency, static_cast<int>(active + verified));
     out.simulated_time += round_time;
     ++out.rounds;
-    for (std::size_t i = 0; i < active.size(); ++i) {
-      const std::size_t b = active[i];
+    for (const step_event& e : events) {
+      const auto b = static_cast<std::size_t>(std::find(handles.begin(), handles.end(), e.request) - handles.begin());
       sv_result& r = out.requests[b];
-      const random::request_stream stream{options.seed, options.request_id + static_cast<std::uint32_t>(b), round};
-      const chain_result c = detail::sv_verify(policy, target, options.target_params, contexts[b], lengths[i], stream, w[b]);
-      r.sv.record(gammas[i], lengths[i], use_sv && gammas[i] > 0);
-      r.stats.simulated_time += round_time;
-      done[b] = detail::sv_append(r, contexts[b], c, lengths[i], options);
+      if (!e.target_logits.empty()) {
+        r.sv.record(e.drafted, e.verified, use_sv && e.drafted > 0);
+        time[b] += round_time;
+      }
+      r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());
+      r.status = e.status;
+      if (e.finished != finish_reason::none) r.stats = decoder.stats(e.request);
     }
   }
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (auto& r : out.requests) r.stats.wall_seconds = out.wall_seconds;
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    out.requests[b].stats.simulated_time = time[b];
+    out.requests[b].stats.wall_seconds = out.wall_seconds;
+  }
   return out;
 }
 
@@ -427,29 +440,44 @@ std::vector<estimate::indicator_sample> profile_sv_indicators(const Policy& poli
   validate(profile.companion_params);
   SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
   const std::size_t V = target.vocab_size();
-  chain_drafter<Draft> drafter(draft, draft_params);
-  std::vector<estimate::indicator_sample> samples;
+  recomputing_sequence_model<Target> t(target);
+  recomputing_sequence_model<Draft> q(draft);
+  batch_decoder decoder(policy, t, q, strict, options.cost);
+  // The verified-length stage only observes: S, A, q(x_j) and the stream of each round's drafts.
   detail::sv_workspace w;
+  std::vector<double> s, a, qx;
+  random::request_stream stream{};
+  decoder.set_verify_length_stage([&](std::span<const drafted_request> requests, std::span<std::size_t>) {
+    const drafted_request& d = requests.front();
+    detail::sv_indicators(policy, companion, profile.companion_params, d.context, d.drafts, d.q_rows, w);
+    s = w.s;
+    a = w.a;
+    qx.clear();
+    for (std::size_t j = 0; j < d.drafts.size(); ++j) qx.push_back(d.q_rows[j * V + static_cast<std::size_t>(d.drafts[j])]);
+    stream = d.stream;
+  });
+  std::vector<estimate::indicator_sample> samples;
+  std::vector<float> p(V);
   for (std::size_t i = 0; i < prompts.size(); ++i) {
-    std::vector<token_id> context(prompts[i].begin(), prompts[i].end());
-    std::size_t emitted = 0;
-    for (std::uint32_t round = 0; emitted < profile.tokens_per_prompt; ++round) {
-      const random::request_stream stream{options.seed, options.request_id + static_cast<std::uint32_t>(i), round};
-      const std::size_t gamma = profile.gamma;
-      detail::sv_draft(policy, drafter, companion, profile.companion_params, nullptr, sv_mode::exact, context, gamma, stream, w);
-      detail::sv_indicators(policy, companion, profile.companion_params, context, w);
-      const chain_result c = detail::sv_verify(policy, target, options.target_params, context, gamma, stream, w);
+    request_options o = detail::request_of(std::span<const token_id>(prompts[i]), options);
+    o.request_id = options.request_id + static_cast<std::uint32_t>(i);
+    o.draft_params = draft_params;
+    o.gamma = profile.gamma;
+    o.max_new_tokens = profile.tokens_per_prompt + profile.gamma + 1;  // every round drafts gamma
+    const request_handle h = decoder.add(std::move(o));
+    while (decoder.active() > 0) {
+      const step_event& e = decoder.step().front();
+      if (e.target_logits.empty()) continue;
+      // x = min(1, p(x_j) / q(x_j)) of every drafted position, also those after a rejection.
       random::philox_stream bits = stream.open(0, random::purpose::simulate);
-      for (std::size_t j = 0; j < gamma; ++j) {
-        const double q = w.block.q_rows[j * V + static_cast<std::size_t>(w.block.tokens[j])];
-        const double p = w.p_rows[j * V + static_cast<std::size_t>(w.block.tokens[j])];
-        const double x = q > 0.0 ? std::min(1.0, p / q) : 0.0;
-        samples.push_back({w.s[j], w.a[j], profile.accept_bits ? (bits.uniform() < x ? 1.0 : 0.0) : x});
+      for (std::size_t j = 0; j < e.drafted; ++j) {
+        if (warp_logits(e.target_logits.subspan(j * V, V), std::span<float>(p), options.target_params) != row_status::ok)
+          throw numerical_error("specdec::profile_sv_indicators: the target returned a row without usable mass");
+        const double pj = p[static_cast<std::size_t>(e.drafts[j])];
+        const double x = qx[j] > 0.0 ? std::min(1.0, pj / qx[j]) : 0.0;
+        samples.push_back({s[j], a[j], profile.accept_bits ? (bits.uniform() < x ? 1.0 : 0.0) : x});
       }
-      if (!is_valid(c.status)) break;
-      context.insert(context.end(), c.tokens.begin(), c.tokens.end());
-      emitted += c.tokens.size();
-      if (options.stop_token && std::find(c.tokens.begin(), c.tokens.end(), *options.stop_token) != c.tokens.end()) break;
+      if (e.finished == finish_reason::none && decoder.tokens(h).size() >= profile.tokens_per_prompt) decoder.cancel(h);
     }
   }
   return samples;

@@ -50,6 +50,7 @@
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/distributions/warp.hpp"
+#include "specdec/draft/stage.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/model/concepts.hpp"
 #include "specdec/model/score.hpp"
@@ -232,6 +233,28 @@ class beam_drafter {
   std::vector<detail::beam_candidate> candidates_;
   std::vector<std::size_t> chosen_, order_;
 };
+
+//! How the simulated clock charges a beam draft of gamma steps (cost_model::t_draft per unit).
+enum class mtad_draft_cost : std::uint8_t {
+  per_step,  //!< gamma units: the W beams of a step run as one batched forward (MTAD's Table 2 regime)
+  per_beam,  //!< one unit per beam evaluation (1 + (gamma - 1) W): a draft model that cannot batch
+};
+
+//! A `beam_drafter` as a drafter stage of the step decoder (draft/stage.hpp): the best beam and its
+//! joint log q~ of every prefix (for MTAD's joint rule), no q rows; a round of gamma = 0 drafts
+//! nothing. The stage refers to `drafter`, which must outlive it.
+template <Model DraftModel>
+draft_stage beam_stage(beam_drafter<DraftModel>& drafter, mtad_draft_cost charge = mtad_draft_cost::per_step) {
+  return [d = &drafter, charge, block = beam_block{}](std::span<const token_id> context, std::size_t gamma,
+                                                      const random::request_stream& stream, stage_draft& out) mutable {
+    if (gamma == 0) return;
+    d->draft(context, gamma, stream, block);
+    out.tokens.swap(block.tokens);
+    out.log_q.swap(block.log_q);
+    out.model_calls = block.model_calls;
+    out.charged_steps = charge == mtad_draft_cost::per_step ? out.tokens.size() : block.model_calls;
+  };
+}
 
 //! One beam draft of length gamma after `context` (a `beam_drafter` used once).
 //! \pre gamma >= 1. \throws specdec::error on invalid parameters or gamma < 1;

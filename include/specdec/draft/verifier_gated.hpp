@@ -25,6 +25,7 @@
 #include "specdec/core/token.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/draft/chain.hpp"
+#include "specdec/draft/stage.hpp"
 #include "specdec/draft/verifier.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/model/concepts.hpp"
@@ -54,6 +55,33 @@ struct gated_run {
   bool forced_check = false;          //!< the run reached max_run; its last token was not shown to the verifier
   //! Whether the last drafted token must be checked by the target.
   constexpr bool needs_check() const noexcept { return verifier_rejected || forced_check; }
+};
+
+//! What SPRINTER counts beyond `decode_stats` (`gated_stage` fills the run counters, decode_sprinter
+//! the target's). In the `decode_stats` of a SPRINTER result:
+//! iterations = runs; drafted = draft tokens; accepted = draft tokens kept (by the verifier, or by the
+//! target's check), so acceptance_rate() is Theorem A.4's beta_SPRINTER (forced checks included);
+//! draft_calls = drafted; target_positions as in the file comment.
+struct sprinter_stats {
+  std::size_t verifier_calls = 0;     //!< verifier evaluations
+  std::size_t verifier_accepted = 0;  //!< tokens kept on the verifier's word alone
+  std::size_t target_checks = 0;      //!< last tokens checked by the target (= target calls)
+  std::size_t target_kept = 0;        //!< checked tokens the target kept (the rest were resampled)
+  std::size_t forced_checks = 0;      //!< runs that reached max_run
+  std::size_t budget_ends = 0;        //!< runs that ended at the budget with no target call
+  std::vector<std::size_t> run_lengths;  //!< N of each run: its verifier-accepted tokens (Theorem 3.3)
+
+  //! Mean verifier-accepted tokens per run, the empirical E[N_SPRINTER] (Theorem 3.3).
+  double mean_verifier_run() const noexcept {
+    if (run_lengths.empty()) return 0.0;
+    double s = 0.0;
+    for (const std::size_t n : run_lengths) s += static_cast<double>(n);
+    return s / static_cast<double>(run_lengths.size());
+  }
+  //! Accepted over evaluated by the verifier.
+  double verifier_accept_rate() const noexcept {
+    return verifier_calls ? double(verifier_accepted) / double(verifier_calls) : 0.0;
+  }
 };
 
 //! SPRINTER's verifier-gated drafter over a draft `Model`, warped with `draft_params`. Also a
@@ -138,5 +166,30 @@ class verifier_gated_drafter {
   std::vector<float> logits_;
   std::vector<float> feature_buffer_;
 };
+
+//! A `verifier_gated_drafter` as a drafter stage of the step decoder (draft/stage.hpp), for requests
+//! with the `last_token` rule: one run of at most min(max_run, gamma) tokens (give the request a gamma
+//! of at least max_run), `kept` = the tokens its verifier accepted, `check_last` when the last one goes
+//! to the target. With `stats`, adds each run's verifier counters, forced checks and budget ends to it.
+//! The stage refers to `drafter` (and `stats`), which must outlive it.
+template <Model DraftModel, FeatureExtractor Features, Verifier V>
+draft_stage gated_stage(verifier_gated_drafter<DraftModel, Features, V>& drafter, sprinter_stats* stats = nullptr) {
+  return [d = &drafter, stats, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
+                                                      const random::request_stream& stream, stage_draft& out) mutable {
+    gated_run run;
+    out.model_calls = d->draft(context, gamma, stream, block, run);
+    out.tokens.swap(block.tokens);
+    out.q_rows.swap(block.q_rows);
+    out.charged_steps = out.tokens.size();
+    out.kept = run.verifier_accepted;
+    out.check_last = run.needs_check();
+    if (stats == nullptr) return;
+    stats->verifier_calls += run.verifier_calls;
+    stats->verifier_accepted += run.verifier_accepted;
+    stats->run_lengths.push_back(run.verifier_accepted);
+    stats->forced_checks += run.forced_check;
+    stats->budget_ends += !run.needs_check();
+  };
+}
 
 }  // namespace specdec

@@ -237,4 +237,23 @@ class stateful_sequence_model {
   sequence_model_stats stats_;
 };
 
+//! The draft model of a step decoder whose requests all draft through drafter stages (or not at all):
+//! a `SequenceModel` over V tokens that holds nothing and refuses to compute.
+class no_sequence_model {
+ public:
+  explicit no_sequence_model(std::size_t vocab) : vocab_(vocab) {}
+  std::size_t vocab_size() const noexcept { return vocab_; }
+  std::size_t length(sequence_id) const noexcept { return 0; }
+  //! 	hrows specdec::error when asked to append anything.
+  void forward(std::span<const sequence_append> appends, std::span<float>) {
+    SPECDEC_EXPECTS(appends.empty(), "specdec::no_sequence_model: this decoder has no draft model to forward");
+  }
+  //! 	hrows specdec::error for n > 0.
+  void rollback(sequence_id, std::size_t n) { SPECDEC_EXPECTS(n == 0, "specdec::no_sequence_model: nothing to roll back"); }
+  void release(sequence_id) noexcept {}
+
+ private:
+  std::size_t vocab_;
+};
+
 }  // namespace specdec

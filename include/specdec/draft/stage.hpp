@@ -1,0 +1,64 @@
+//! \file draft/stage.hpp
+//! \brief A drafter stage of the step decoder (decode/batch_decoder.hpp): drafts one request's round
+//! from its whole context, for drafters that are not the decoder's batched chain drafting over its
+//! draft `SequenceModel` (any `Drafter`, beam drafting for MTAD, SPRINTER's verifier-gated runs).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "specdec/core/token.hpp"
+#include "specdec/draft/chain.hpp"
+#include "specdec/random/stream.hpp"
+
+namespace specdec {
+
+//! What a drafter stage wrote for one round. The stage fills `tokens` and either `q_rows` (the warped
+//! rows the tokens were sampled from, [n][V]) or `log_q` (the joint log q of every prefix, for the
+//! joint rule of MTAD), and says what drafting cost.
+struct stage_draft {
+  std::vector<token_id> tokens;
+  std::vector<float> q_rows;   //!< [tokens.size()][V], or empty when `log_q` is given
+  std::vector<double> log_q;   //!< log_q[j - 1] = log q(x_{1:j}), or empty
+  //! Leading tokens that are final before the target sees them (SPRINTER: those its verifier
+  //! accepted); only the `last_token` rule reads it, and then `kept + 1 == tokens.size()` when
+  //! `check_last`, `kept == tokens.size()` otherwise.
+  std::size_t kept = 0;
+  bool check_last = true;        //!< last_token rule: whether the last token goes to the target
+  std::size_t model_calls = 0;   //!< draft-model evaluations (decode_stats::draft_calls)
+  std::size_t charged_steps = 0; //!< draft steps the simulated clock charges (cost_model::t_draft each)
+
+  //! Empties the block, keeping its buffers.
+  void clear() noexcept {
+    tokens.clear();
+    q_rows.clear();
+    log_q.clear();
+    kept = 0;
+    check_last = true;
+    model_calls = 0;
+    charged_steps = 0;
+  }
+};
+
+//! A drafter stage: `stage(context, gamma, stream, out)` drafts at most gamma tokens after `context`
+//! (the request's prompt and every token it emitted), drawing from `stream` (the request's round).
+//! A `specdec::numerical_error` it throws ends its request with `invalid_row` and leaves the others.
+using draft_stage =
+    std::function<void(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream, stage_draft& out)>;
+
+//! Any `Drafter` (e.g. `chain_drafter`) as a drafter stage, charged one draft step per token. The
+//! stage refers to `drafter`, which must outlive it.
+template <Drafter D>
+draft_stage drafter_stage(D& drafter) {
+  return [d = &drafter, block = draft_block{}](std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
+                                                stage_draft& out) mutable {
+    out.model_calls = static_cast<std::size_t>(d->draft(context, gamma, stream, block));
+    out.tokens.swap(block.tokens);  // swaps keep both buffers: no copy, no allocation once warm
+    out.q_rows.swap(block.q_rows);
+    out.charged_steps = out.tokens.size();
+  };
+}
+
+}  // namespace specdec

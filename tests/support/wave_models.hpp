@@ -1,0 +1,21 @@
+// Context-dependent reference models for the step decoder's tests: logits that depend on the last two
+// tokens (a smooth "wave" shifted per model), so drafts, rejections and rollbacks all happen.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+
+#include "specdec/core/token.hpp"
+
+namespace specdec_test {
+
+inline auto wave_logits(double shift) {
+  return [shift](std::span<const specdec::token_id> ctx, std::span<float> out) {
+    const int last = ctx.empty() ? 0 : ctx.back(), before = ctx.size() < 2 ? 0 : ctx[ctx.size() - 2];
+    for (std::size_t v = 0; v < out.size(); ++v)
+      out[v] = static_cast<float>(std::sin(1.7 * double(v) + 0.9 * last + 0.4 * before + shift) * 2.0);
+  };
+}
+
+}  // namespace specdec_test
