@@ -1,6 +1,7 @@
 // Every method as stages on the one step decoder (decode/batch_decoder.hpp): SD with chain drafting,
 // SD with a Drafter stage, MTAD (beam stage + joint rule), SPRINTER (verifier-gated stage + last-token
-// rule), SV (verified-length stage) and the joint rule on chain drafts, mixed in one batch of 64 on
+// rule), SV (verified-length stage), the joint rule on chain drafts, and requests with rules of their
+// own (lenient at two lenience values, sample-and-match), mixed in one batch of 64 on
 // KV-cached models with requests joining over several steps and one cancelled. Each request's tokens
 // equal its single-request run (decode, decode_mtad, decode_sprinter, decode_sv over recomputing
 // adapters); both models' caches equal a fresh evaluation after every step; stages that misbehave
@@ -29,8 +30,8 @@ namespace {
 using specdec::token_id;
 constexpr std::size_t V = 6;
 
-enum class method { sd, sd_stage, mtad, sprinter, sv, joint_chain };
-constexpr int method_count = 6;
+enum class method { sd, sd_stage, mtad, sprinter, sv, joint_chain, lenient, sample_match };
+constexpr int method_count = 8;
 
 struct models_t {
   decltype(specdec::make_model(V, specdec_test::wave_logits(0.0))) target = specdec::make_model(V, specdec_test::wave_logits(0.0));
@@ -72,6 +73,8 @@ struct pieces {
 };
 
 method method_of(std::uint32_t id) { return static_cast<method>(id % method_count); }
+// Two lenience values in one batch: two rule classes of one rule type.
+specdec::lenient_rule lenient_of(std::uint32_t id) { return specdec::lenient_rule(id % 16 < 8 ? 0.5 : 0.8); }
 
 specdec::request_options request_for(std::uint32_t id, pieces& p) {
   specdec::request_options o;
@@ -99,6 +102,8 @@ specdec::request_options request_for(std::uint32_t id, pieces& p) {
       o.gamma = 1 + id % 4;
       o.acceptance = specdec::mtad_rule(mtad_tau);
       break;
+    case method::lenient: o.acceptance = lenient_of(id); break;
+    case method::sample_match: o.acceptance = specdec::sample_and_match; break;
   }
   return o;
 }
@@ -138,6 +143,10 @@ std::vector<token_id> alone(std::uint32_t id, pieces& p) {
       specdec::detail::run_request(decoder, staged, out);
       return out.tokens;
     }
+    case method::lenient:
+      return specdec::decode(specdec::exec::seq, m.target, m.draft, r.draft_params, r.gamma, lenient_of(id), prompt, o).tokens;
+    case method::sample_match:
+      return specdec::decode(specdec::exec::seq, m.target, m.draft, r.draft_params, r.gamma, specdec::sample_and_match, prompt, o).tokens;
   }
   return {};
 }
@@ -183,7 +192,7 @@ TEST_CASE("every method on one decoder: a mixed batch gives each request its sin
     }
     ++steps;
     add(8);
-    if (steps == 3) {  // request 25 (SD with a stage, gamma 0, 16 tokens) has emitted 2 tokens by now
+    if (steps == 3) {  // request 25 (SD with a stage, gamma 0, 19 tokens) has emitted 2 tokens by now
       cancelled = std::find_if(ids.begin(), ids.end(), [](const auto& kv) { return kv.second == 25; })->first;
       decoder.cancel(cancelled);
     }

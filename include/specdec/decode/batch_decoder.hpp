@@ -39,12 +39,17 @@
 #include <functional>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/last_token.hpp"
+#include "specdec/acceptance/lenient.hpp"
 #include "specdec/acceptance/mtad.hpp"
+#include "specdec/acceptance/sample_and_match.hpp"
+#include "specdec/acceptance/strict.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/stats.hpp"
@@ -59,10 +64,20 @@
 
 namespace specdec {
 
-//! A request's acceptance stage: the decoder's chain `Rule` (`chain_acceptance`), MTAD's joint rule,
-//! or SPRINTER's last-token check (which needs a drafter stage that marks the verifier's tokens).
+//! A request's acceptance stage: a chain rule (`chain_acceptance`, the decoder's `Rule`, or a rule of
+//! the request's own), MTAD's joint rule, or SPRINTER's last-token check (which needs a drafter stage
+//! that marks the verifier's tokens). Requests with equal chain rules are verified in one call.
 struct chain_acceptance {};
-using request_acceptance = std::variant<chain_acceptance, mtad_rule, last_token_rule>;
+using request_acceptance =
+    std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule, mtad_rule, last_token_rule>;
+
+//! Whether two requests' acceptance stages are the same rule with the same parameters.
+inline bool same_rule(const request_acceptance& a, const request_acceptance& b) noexcept {
+  if (a.index() != b.index()) return false;
+  if (const auto* l = std::get_if<lenient_rule>(&a)) return l->lenience() == std::get<lenient_rule>(b).lenience();
+  if (const auto* m = std::get_if<mtad_rule>(&a)) return m->tau() == std::get<mtad_rule>(b).tau();
+  return true;
+}
 
 //! A request of the step decoder.
 struct request_options {
@@ -156,7 +171,7 @@ struct step_event {
 };
 
 //! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary. `Rule` is the
-//! chain rule of requests with `chain_acceptance` (`no_sequence_model` is the draft model of a decoder
+//! chain rule of requests with `chain_acceptance`, the default (`no_sequence_model` is the draft model of a decoder
 //! whose requests all draft through stages).
 template <exec::ExecutionPolicy Policy, SequenceModel Target, SequenceModel Draft, AcceptanceRule Rule>
 class batch_decoder {
@@ -240,6 +255,7 @@ class batch_decoder {
     request_handle handle = 0;
     request_options options;
     verify_group group = verify_group::chain;
+    std::size_t rule_class = 0;            // this step: requests of one class share their rule
     std::size_t prompt_size = 0;
     std::vector<token_id> context;         // prompt, then every emitted token
     std::vector<token_id> pending_target;  // committed, not yet in the target's state
@@ -305,6 +321,9 @@ class batch_decoder {
   void choose_verified();
   void score();
   void verify_chains(verify_group g);
+  template <AcceptanceRule Chain>
+  void verify_chain_range(typename std::vector<request*>::iterator first, typename std::vector<request*>::iterator last,
+                          const Chain& rule);
   void verify_joint(request& r);
   void verify_last_token(request& r);
   void take_chain_row(request& r, std::size_t k, std::size_t stride);
@@ -326,7 +345,8 @@ class batch_decoder {
   verify_length_stage verify_length_;
 
   // Per-step buffers (reused).
-  std::vector<request*> running_;  // in verify_group order (stable)
+  std::vector<request*> running_;  // in verify_group order, then rule class (stable)
+  std::vector<request_acceptance> rule_classes_;
   std::vector<sequence_append> appends_;
   std::vector<std::int32_t> num_drafts_;
   std::vector<token_id> drafts_, appended_;
@@ -364,7 +384,16 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     if (r.finished == finish_reason::none && r.options.max_new_tokens == 0) release(r, finish_reason::length);
     if (r.finished == finish_reason::none) running_.push_back(&r);
   }
-  std::stable_sort(running_.begin(), running_.end(), [](const request* a, const request* b) { return a->group < b->group; });
+  // Grouped by kind of verification, then by rule: each chain group of one rule is one verify call.
+  rule_classes_.clear();
+  for (request* r : running_) {
+    const auto same = [&](const request_acceptance& c) { return same_rule(c, r->options.acceptance); };
+    r->rule_class = static_cast<std::size_t>(std::find_if(rule_classes_.begin(), rule_classes_.end(), same) - rule_classes_.begin());
+    if (r->rule_class == rule_classes_.size()) rule_classes_.push_back(r->options.acceptance);
+  }
+  std::stable_sort(running_.begin(), running_.end(), [](const request* a, const request* b) {
+    return a->group != b->group ? a->group < b->group : a->rule_class < b->rule_class;
+  });
 
   if (!running_.empty()) {
     choose_lengths();
@@ -584,15 +613,34 @@ std::span<const float> batch_decoder<P, T, D, R>::warp_target_rows(const request
   return std::span<const float>(p_probs_).subspan(at * vocab_, rows * vocab_);
 }
 
-//! One batched chain verification of a group: chain-drafted requests from logits (`verify_from_logits`),
-//! stage-drafted ones from their q rows and the warped target rows (`verify`). The group's drafts are
-//! packed in place first (a request may verify fewer drafts than its slot holds).
+//! The chain verification of a group, one call per rule: chain-drafted requests from logits
+//! (`verify_from_logits`), stage-drafted ones from their q rows and the warped target rows (`verify`).
+//! The drafts of each call are packed in place first (a request may verify fewer than its slot holds).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::verify_chains(verify_group g) {
-  const auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == g; });
-  const auto last = std::find_if(first, running_.end(), [&](const request* r) { return r->group != g; });
-  if (first == last) return;
-  const bool from_logits = g == verify_group::chain;
+  auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == g; });
+  while (first != running_.end() && (*first)->group == g) {
+    const std::size_t c = (*first)->rule_class;
+    const auto last = std::find_if(first, running_.end(), [&](const request* r) { return r->group != g || r->rule_class != c; });
+    std::visit(
+        [&](const auto& rule) {
+          using A = std::decay_t<decltype(rule)>;
+          if constexpr (std::is_same_v<A, chain_acceptance>)
+            verify_chain_range(first, last, rule_);
+          else if constexpr (AcceptanceRule<A>)
+            verify_chain_range(first, last, rule);
+        },
+        (*first)->options.acceptance);
+    first = last;
+  }
+}
+
+//! Requests [first, last) of one chain group and one rule, in one call.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+template <AcceptanceRule Chain>
+void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*>::iterator first,
+                                                   typename std::vector<request*>::iterator last, const Chain& rule) {
+  const bool from_logits = (*first)->group == verify_group::chain;
   std::vector<float>& q_rows = from_logits ? q_logits_ : q_probs_;
   const std::size_t begin = (*first)->slot, first_row = (*first)->target_row;
   std::size_t at = begin, target_rows = 0;
@@ -627,7 +675,7 @@ void batch_decoder<P, T, D, R>::verify_chains(verify_group g) {
   const chain_outputs out{out_tokens_, out_accepted_, out_status_};
   if (from_logits) {
     batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, target_rows * vocab_);
-    verify_from_logits(policy_, rule_, batch_, std::span<const warp_params>(target_params_),
+    verify_from_logits(policy_, rule, batch_, std::span<const warp_params>(target_params_),
                        std::span<const warp_params>(draft_params_), std::span<const random::request_stream>(streams_), out);
   } else {
     p_probs_.resize(target_rows * vocab_);
@@ -637,7 +685,7 @@ void batch_decoder<P, T, D, R>::verify_chains(verify_group g) {
       row += (*it)->target_rows;
     }
     batch_.target_rows = std::span<const float>(p_probs_);
-    verify(policy_, rule_, batch_, std::span<const random::request_stream>(streams_), out);
+    verify(policy_, rule, batch_, std::span<const random::request_stream>(streams_), out);
   }
   for (std::size_t k = 0; k < count; ++k) take_chain_row(*first[static_cast<std::ptrdiff_t>(k)], k, stride);
 }
