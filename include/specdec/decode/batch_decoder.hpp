@@ -213,6 +213,7 @@ class batch_decoder {
     r.pending_draft = options.prompt;
     // At most gamma + 1 tokens are pending after a round (fewer allocations in the first steps).
     r.pending_draft.reserve(std::max(options.prompt.size(), std::min<std::size_t>(options.gamma, 64) + 1));
+    r.emitted.reserve(std::min<std::size_t>(options.gamma, 64) + 1);
     r.options = std::move(options);
     requests_.push_back(std::move(r));
     return requests_.back().handle;
@@ -391,8 +392,11 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     r->rule_class = static_cast<std::size_t>(std::find_if(rule_classes_.begin(), rule_classes_.end(), same) - rule_classes_.begin());
     if (r->rule_class == rule_classes_.size()) rule_classes_.push_back(r->options.acceptance);
   }
-  std::stable_sort(running_.begin(), running_.end(), [](const request* a, const request* b) {
-    return a->group != b->group ? a->group < b->group : a->rule_class < b->rule_class;
+  // std::sort with the request's position as the last key: the order of a stable sort, without the
+  // buffer std::stable_sort allocates.
+  std::sort(running_.begin(), running_.end(), [](const request* a, const request* b) {
+    if (a->group != b->group) return a->group < b->group;
+    return a->rule_class != b->rule_class ? a->rule_class < b->rule_class : a < b;
   });
 
   if (!running_.empty()) {
