@@ -17,6 +17,8 @@
 #include <specdec/specdec.hpp>
 #include <specdec/length/sv_batch.hpp>
 
+#include "markov_models.hpp"
+
 namespace {
 
 using specdec::token_id;
@@ -29,14 +31,7 @@ struct regime {
   double operator()(int k) const { return 1.0 + slope * k; }
 };
 
-// A Markov model: logits after token a are a fixed pseudo-random row.
-auto markov_logits(double scale, double phase) {
-  return [scale, phase](std::span<const token_id> context, std::span<float> out) {
-    const double a = context.back();
-    for (std::size_t v = 0; v < out.size(); ++v)
-      out[v] = static_cast<float>(scale * std::sin(2.3 * double(v) * (a + 1.0) + phase) + 0.5 * std::cos(0.7 * double(v) + a));
-  };
-}
+using specdec_examples::markov_logits;
 
 struct outcome {
   std::size_t tokens = 0, steps = 0;

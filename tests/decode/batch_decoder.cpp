@@ -22,6 +22,7 @@
 #include "specdec/model/sequence.hpp"
 #include "specdec/models/kv_cache.hpp"
 #include "support/chi_squared.hpp"
+#include "support/sequence_counts.hpp"
 #include "support/sequence_enumeration.hpp"
 #include "support/kv_checks.hpp"
 #include "support/wave_models.hpp"
@@ -32,13 +33,7 @@ constexpr std::size_t V = 6;
 
 using specdec_test::wave_logits;
 
-// A Markov model of a table p[prev][next] (log-probabilities as logits).
-auto table_logits(std::vector<double> table, std::size_t vocab) {
-  return [table, vocab](std::span<const token_id> ctx, std::span<float> out) {
-    const auto last = static_cast<std::size_t>(ctx.back());
-    for (std::size_t v = 0; v < vocab; ++v) out[v] = static_cast<float>(std::log(table[last * vocab + v]));
-  };
-}
+using specdec_test::table_logits;
 
 // A model whose rows are NaN after token `poison` (to check per-request error handling).
 auto poisoned_logits(token_id poison) {
@@ -257,26 +252,8 @@ TEST_CASE("batch_decoder preserves the target's sequence distribution (strict), 
     specdec::kv_cached_model<decltype(draft)> q(draft);
     specdec::batch_decoder decoder(specdec::exec::seq, t, q, rule);
     if (sv_stage) decoder.set_batch_length_stage(specdec::sv_batch_length<scheduler_latency>{{}, 0.05});
-    std::vector<std::uint64_t> counts(law.size(), 0);
-    constexpr std::uint32_t n = 40000, per_batch = 2000;
-    for (std::uint32_t first = 0; first < n; first += per_batch) {
-      for (std::uint32_t id = first; id < first + per_batch; ++id) {
-        specdec::request_options o;
-        o.prompt = {1};
-        o.seed = seed;
-        o.request_id = id;
-        o.gamma = 1 + id % 4;
-        o.max_new_tokens = horizon;
-        decoder.add(o);
-      }
-      for (const auto& [h, tokens] : run_all(decoder)) {
-        REQUIRE(tokens.size() == static_cast<std::size_t>(horizon));
-        std::size_t index = 0;
-        for (const token_id x : tokens) index = index * vocab + static_cast<std::size_t>(x);
-        ++counts[index];
-      }
-    }
-    return specdec_test::chi_squared_gof(counts, law);
+    return specdec_test::chi_squared_gof(
+        specdec_test::count_sequences(decoder, vocab, horizon, law.size(), seed, [](specdec::request_options&) {}).counts, law);
   };
   const auto exact = sample(specdec::strict, 20261124);
   INFO("strict: " << exact);

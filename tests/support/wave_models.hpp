@@ -1,10 +1,12 @@
-// Context-dependent reference models for the step decoder's tests: logits that depend on the last two
-// tokens (a smooth "wave" shifted per model), so drafts, rejections and rollbacks all happen.
+// Reference models for the step decoder's tests: logits that depend on the last two tokens (a smooth
+// "wave" shifted per model, so drafts, rejections and rollbacks all happen), and order-1 Markov tables.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "specdec/core/token.hpp"
 
@@ -15,6 +17,14 @@ inline auto wave_logits(double shift) {
     const int last = ctx.empty() ? 0 : ctx.back(), before = ctx.size() < 2 ? 0 : ctx[ctx.size() - 2];
     for (std::size_t v = 0; v < out.size(); ++v)
       out[v] = static_cast<float>(std::sin(1.7 * double(v) + 0.9 * last + 0.4 * before + shift) * 2.0);
+  };
+}
+
+// A Markov model of a table p[prev][next] (log-probabilities as logits).
+inline auto table_logits(std::vector<double> table, std::size_t vocab) {
+  return [table = std::move(table), vocab](std::span<const specdec::token_id> ctx, std::span<float> out) {
+    const auto last = static_cast<std::size_t>(ctx.back());
+    for (std::size_t v = 0; v < vocab; ++v) out[v] = static_cast<float>(std::log(table[last * vocab + v]));
   };
 }
 

@@ -5,10 +5,11 @@
 //!
 //! | stage | choices |
 //! |---|---|
-//! | draft length (before drafting) | `gamma`; a `LengthPolicy` (`length_stage`); a batch stage (SV's scheduler on running rates, length/sv_batch.hpp) |
+//! | draft length (before drafting) | `gamma`; a `LengthPolicy` or `LengthController` (`length_stage`, length/); a batch stage (SV's scheduler, vLLM's dynamic goodput: length/sv_batch.hpp, length/dynamic_goodput.hpp) |
 //! | drafting | batched chain drafting on the draft model (default); a `draft_stage` (draft/stage.hpp): any `Drafter`, beams (MTAD), verifier-gated runs (SPRINTER) |
-//! | verified length (after drafting) | all drafts (default); a `verify_length_stage` (SV's goodput-optimal lengths from a companion, decode/sv.hpp) |
-//! | acceptance | the decoder's chain `Rule` (any `AcceptanceRule`); `mtad_rule` (joint likelihood, acceptance/mtad.hpp); `last_token` (SPRINTER, acceptance/last_token.hpp) |
+//! | draft stop (after each draft) | none; a `DraftStopRule` (`stop_stage`: confidence, p_min, entropy, cumulative acceptance; length/concepts.hpp) |
+//! | verified length (after drafting) | all drafts (default); a `verify_length_stage` (SV's goodput-optimal lengths from a companion, decode/sv.hpp; llama.cpp's n_min) |
+//! | acceptance | the decoder's chain `Rule` or a chain rule per request; `mtad_rule` (joint likelihood, acceptance/mtad.hpp); `bild_rule` (BiLD's rollback, acceptance/bild.hpp); `last_token` (SPRINTER, acceptance/last_token.hpp) |
 //!
 //! A step, for every running request: choose its draft length (at most the tokens it may still emit,
 //! minus one for the correction or bonus token of chain and joint rules); draft (chain drafting: one
@@ -43,6 +44,7 @@
 #include <variant>
 #include <vector>
 
+#include "specdec/acceptance/bild.hpp"
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/last_token.hpp"
@@ -52,11 +54,12 @@
 #include "specdec/acceptance/strict.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/decode/cost_model.hpp"
-#include "specdec/decode/stats.hpp"
+#include "specdec/core/decode_stats.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/draft/stage.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/exec/policy.hpp"
+#include "specdec/length/concepts.hpp"
 #include "specdec/length/fixed.hpp"
 #include "specdec/model/sequence.hpp"
 #include "specdec/random/stream.hpp"
@@ -65,17 +68,18 @@
 namespace specdec {
 
 //! A request's acceptance stage: a chain rule (`chain_acceptance`, the decoder's `Rule`, or a rule of
-//! the request's own), MTAD's joint rule, or SPRINTER's last-token check (which needs a drafter stage
+//! the request's own), MTAD's joint rule, BiLD's rollback rule, or SPRINTER's last-token check (which needs a drafter stage
 //! that marks the verifier's tokens). Requests with equal chain rules are verified in one call.
 struct chain_acceptance {};
 using request_acceptance =
-    std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule, mtad_rule, last_token_rule>;
+    std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule, mtad_rule, bild_rule, last_token_rule>;
 
 //! Whether two requests' acceptance stages are the same rule with the same parameters.
 inline bool same_rule(const request_acceptance& a, const request_acceptance& b) noexcept {
   if (a.index() != b.index()) return false;
   if (const auto* l = std::get_if<lenient_rule>(&a)) return l->lenience() == std::get<lenient_rule>(b).lenience();
   if (const auto* m = std::get_if<mtad_rule>(&a)) return m->tau() == std::get<mtad_rule>(b).tau();
+  if (const auto* d = std::get_if<bild_rule>(&a)) return d->rollback_threshold() == std::get<bild_rule>(b).rollback_threshold();
   return true;
 }
 
@@ -90,36 +94,42 @@ struct request_options {
   //! The draft-length stage: when set, the round's draft length is `length(stats)` (the request's
   //! counters so far) instead of `gamma`; `length_stage(policy)` wraps any `LengthPolicy`.
   std::function<std::size_t(const decode_stats&)> length{};
+  //! The draft stop stage: when set, consulted after each drafted token (`stop_stage(rule)` wraps any
+  //! `DraftStopRule`); a drafter stage's drafts are cut where it says, a batched chain draft stops there.
+  std::function<draft_decision(const draft_view&)> stop{};
   std::size_t max_new_tokens = 64;         //!< 0: the request finishes at the next step with no token
   std::vector<token_id> stop_tokens;       //!< generation ends after emitting one of them
   draft_stage drafter{};                   //!< empty: chain drafting on the decoder's draft model
   request_acceptance acceptance{};         //!< how the target judges the drafts
 };
 
-//! A `LengthPolicy` as a request's length stage (`request_options::length`); the policy is copied.
-template <LengthPolicy L>
+//! A `LengthPolicy` or a `LengthController` as a request's length stage (`request_options::length`);
+//! the policy is copied, and a controller is told each round's outcome (drafted and accepted, from the
+//! request's counters) before it chooses the next length.
+template <class L>
+  requires LengthPolicy<L> || LengthController<L>
 std::function<std::size_t(const decode_stats&)> length_stage(L policy) {
-  return [policy = std::move(policy)](const decode_stats& s) { return static_cast<std::size_t>(policy.next_length(s)); };
+  return [policy = std::move(policy), seen = decode_stats{}](const decode_stats& s) mutable {
+    if constexpr (LengthController<L>) {
+      if (s.iterations > seen.iterations) policy.record(round_record{s.drafted - seen.drafted, s.accepted - seen.accepted});
+      seen.iterations = s.iterations;
+      seen.drafted = s.drafted;
+      seen.accepted = s.accepted;
+    }
+    return static_cast<std::size_t>(policy.next_length(s));
+  };
 }
 
-//! What a batch length stage sees of a running request: its counters so far and the longest draft
-//! its own length stage allows this round.
-struct length_request {
-  const decode_stats* stats = nullptr;
-  std::size_t max_length = 0;
-};
-
-//! A stage that chooses every request's draft length of a round together (SV's batch scheduler,
-//! length/sv_batch.hpp): `lengths` comes in holding each request's `max_length` and the stage may
-//! lower any of them. A choice that depends only on the counters (what the requests did before this
-//! round), not on this round's drafts, keeps a lossless rule lossless: the round's length is fixed
-//! before anything of the round is drawn.
-using batch_length_stage = std::function<void(std::span<const length_request>, std::span<std::size_t>)>;
+//! A `DraftStopRule` as a request's draft stop stage (`request_options::stop`); the rule is copied.
+template <DraftStopRule S>
+std::function<draft_decision(const draft_view&)> stop_stage(S rule) {
+  return [rule = std::move(rule)](const draft_view& v) mutable { return rule.decide(v); };
+}
 
 //! Handle of a request (also the sequence id of both models).
 using request_handle = sequence_id;
 
-//! What a verified-length stage sees of a drafted request (chain and joint rules only).
+//! What a verified-length stage sees of a drafted request (chain and per-request host rules only).
 struct drafted_request {
   request_handle request = 0;
   const decode_stats* stats = nullptr;     //!< its counters before this round
@@ -200,7 +210,8 @@ class batch_decoder {
     validate(options.draft_params);
     request r;
     r.group = std::holds_alternative<last_token_rule>(options.acceptance) ? verify_group::last_token
-             : std::holds_alternative<mtad_rule>(options.acceptance)     ? verify_group::joint
+             : std::holds_alternative<mtad_rule>(options.acceptance) ||
+                     std::holds_alternative<bild_rule>(options.acceptance) ? verify_group::host
              : options.drafter                                           ? verify_group::stage_chain
                                                                          : verify_group::chain;
     SPECDEC_EXPECTS(r.group != verify_group::last_token || options.drafter,
@@ -250,7 +261,7 @@ class batch_decoder {
 
  private:
   // Verification groups, in the order of the target forward and of the draft slots.
-  enum class verify_group : std::uint8_t { chain, stage_chain, joint, last_token };
+  enum class verify_group : std::uint8_t { chain, stage_chain, host, last_token };
 
   struct request {
     request_handle handle = 0;
@@ -267,6 +278,7 @@ class batch_decoder {
     // This round.
     std::size_t gamma = 0;                 // the draft length allowed
     std::size_t drafted = 0;               // tokens drafted
+    std::size_t draft_forwards = 0;        // rows the draft model computed for it (chain drafting)
     std::size_t verified = 0;              // drafts sent to the target (chain, joint)
     bool pending_in_draft = false;         // this round appended pending_draft to the draft model
     bool draft_failed = false;             // the draft model or the drafter stage failed
@@ -319,13 +331,14 @@ class batch_decoder {
   void draft_with_stages();
   void assign_slots();
   void draft_round(std::size_t j);
+  void apply_stop(request& r, std::size_t j);
   void choose_verified();
   void score();
   void verify_chains(verify_group g);
   template <AcceptanceRule Chain>
   void verify_chain_range(typename std::vector<request*>::iterator first, typename std::vector<request*>::iterator last,
                           const Chain& rule);
-  void verify_joint(request& r);
+  void verify_on_host(request& r);
   void verify_last_token(request& r);
   void take_chain_row(request& r, std::size_t k, std::size_t stride);
   void commit(request& r);
@@ -380,7 +393,7 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   for (auto& r : requests_) {
     r.first_emitted = r.output_size();
     r.pending_in_draft = r.draft_failed = false;
-    r.drafts_in_draft = r.drafted = r.verified = r.target_rows = r.target_drafts = r.drafts_at = r.judged = r.target_row = 0;
+    r.drafts_in_draft = r.drafted = r.draft_forwards = r.verified = r.target_rows = r.target_drafts = r.drafts_at = r.judged = r.target_row = 0;
     r.emitted.clear();
     if (r.finished == finish_reason::none && r.options.max_new_tokens == 0) release(r, finish_reason::length);
     if (r.finished == finish_reason::none) running_.push_back(&r);
@@ -413,8 +426,8 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     verify_chains(verify_group::chain);
     verify_chains(verify_group::stage_chain);
     for (request* r : running_)
-      if (r->group == verify_group::joint)
-        verify_joint(*r);
+      if (r->group == verify_group::host)
+        verify_on_host(*r);
       else if (r->group == verify_group::last_token)
         verify_last_token(*r);
     timing_.verification = seconds(t0, clock::now());
@@ -446,7 +459,7 @@ void batch_decoder<P, T, D, R>::choose_lengths() {
   length_requests_.clear();
   lengths_.clear();
   for (request* r : running_) {
-    length_requests_.push_back({&r->stats, r->gamma});
+    length_requests_.push_back({&r->stats, r->gamma, r->handle});
     lengths_.push_back(r->gamma);
   }
   batch_length_(std::span<const length_request>(length_requests_), std::span<std::size_t>(lengths_));
@@ -476,11 +489,18 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
     }
     const std::size_t n = b.tokens.size();
     SPECDEC_EXPECTS(n <= r->gamma, "specdec::batch_decoder: a drafter stage drafted more tokens than allowed");
-    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::joint && b.log_q.size() == n),
+    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n),
                     "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q)");
     SPECDEC_EXPECTS(r->group != verify_group::last_token || r->draft_failed || (n > 0 && b.kept + (b.check_last ? 1 : 0) == n),
                     "specdec::batch_decoder: a last-token drafter stage must draft a run whose tokens but the checked last are kept");
     r->drafted = n;
+    if (r->options.stop && !b.q_rows.empty() && r->group != verify_group::last_token) {
+      r->gamma = n;
+      for (std::size_t j = 0; j < n && r->drafted == n && r->gamma == n; ++j) apply_stop(*r, j);
+      b.tokens.resize(r->drafted);
+      b.q_rows.resize(r->drafted * vocab_);
+      b.log_q.resize(std::min(b.log_q.size(), r->drafted));
+    }
   }
   timing_.draft_stages = seconds(t0, clock::now());
 }
@@ -516,6 +536,7 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
       appends_.push_back({r->handle, tokens, 1});
       r->pending_in_draft = true;
       r->drafts_in_draft = j;
+      ++r->draft_forwards;
     }
   if (appends_.empty()) return;
   logits_.resize(appends_.size() * vocab_);
@@ -539,8 +560,25 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
     const auto x = sample_categorical(std::span<const float>(q), stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
     drafts_[r->slot + j] = x.token;
     r->drafted = j + 1;
+    if (r->options.stop) apply_stop(*r, j);
   }
   timing_.draft_sampling += seconds(t1, clock::now());
+}
+
+//! The request's draft stop stage after draft j (its drafts and q rows so far: the slot's for chain
+//! drafting, the stage's block otherwise): stop after x_j, or drop it.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::apply_stop(request& r, std::size_t j) {
+  const bool staged = static_cast<bool>(r.options.drafter);
+  const std::span<const token_id> drafts =
+      staged ? std::span<const token_id>(r.block.tokens).first(j + 1) : std::span<const token_id>(drafts_).subspan(r.slot, j + 1);
+  const std::span<const float> q = staged ? std::span<const float>(r.block.q_rows).first((j + 1) * vocab_)
+                                          : std::span<const float>(q_probs_).subspan(r.slot * vocab_, (j + 1) * vocab_);
+  switch (r.options.stop(draft_view{j, drafts, q, vocab_, &r.stats})) {
+    case draft_decision::next: break;
+    case draft_decision::stop: r.gamma = r.drafted = j + 1; break;
+    case draft_decision::drop: r.gamma = r.drafted = j; break;
+  }
 }
 
 //! How many drafts each chain or joint request sends to the target: all, or what the verified-length
@@ -704,24 +742,29 @@ void batch_decoder<P, T, D, R>::take_chain_row(request& r, std::size_t k, std::s
   r.judged = r.verified;
 }
 
-//! MTAD's joint rule on one request: its target rows warped, the joint log q of every prefix (the
-//! beam stage's, or summed from the q rows it was sampled from), then `mtad_verify`.
+//! A rule verified per request on the host: its target rows warped, then MTAD's joint rule (with the
+//! joint log q of every prefix: the beam stage's, or summed from the q rows the drafts were sampled
+//! from) or BiLD's rollback rule.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::verify_joint(request& r) {
+void batch_decoder<P, T, D, R>::verify_on_host(request& r) {
   const std::size_t n = r.verified;
   p_probs_.resize((n + 1) * vocab_);
   const std::span<const float> p = warp_target_rows(r, 0, n + 1, 0);
   const std::span<const token_id> drafts = std::span<const token_id>(drafts_).subspan(r.slot, n);
-  if (!r.block.log_q.empty()) {
-    log_q_.assign(r.block.log_q.begin(), r.block.log_q.begin() + static_cast<std::ptrdiff_t>(n));
+  chain_result c;
+  if (const auto* bild = std::get_if<bild_rule>(&r.options.acceptance)) {
+    c = bild_verify(*bild, drafts, p, vocab_);
   } else {
-    log_q_.resize(n);
-    double sum = 0.0;
-    for (std::size_t j = 0; j < n; ++j)
-      log_q_[j] = sum += std::log(static_cast<double>(q_probs(r)[j * vocab_ + static_cast<std::size_t>(drafts[j])]));
+    if (!r.block.log_q.empty()) {
+      log_q_.assign(r.block.log_q.begin(), r.block.log_q.begin() + static_cast<std::ptrdiff_t>(n));
+    } else {
+      log_q_.resize(n);
+      double sum = 0.0;
+      for (std::size_t j = 0; j < n; ++j)
+        log_q_[j] = sum += std::log(static_cast<double>(q_probs(r)[j * vocab_ + static_cast<std::size_t>(drafts[j])]));
+    }
+    c = mtad_verify(policy_, std::get<mtad_rule>(r.options.acceptance), drafts, std::span<const double>(log_q_), p, vocab_, stream_of(r));
   }
-  const chain_result c = mtad_verify(policy_, std::get<mtad_rule>(r.options.acceptance), drafts, std::span<const double>(log_q_), p,
-                                     vocab_, stream_of(r));
   r.emitted.assign(c.tokens.begin(), c.tokens.end());
   r.target_kept = r.accepted = static_cast<std::size_t>(c.num_accepted);
   r.judged = n;
@@ -779,8 +822,9 @@ void batch_decoder<P, T, D, R>::commit(request& r) {
   }
   r.context.insert(r.context.end(), emitted.begin(), emitted.end());
 
-  r.stats.draft_calls += r.options.drafter ? r.block.model_calls : r.drafted;
-  const std::size_t charged = r.options.drafter ? r.block.charged_steps : r.drafted;
+  // Draft work done, wasted drafts included (a dropped or unusable draft row was computed).
+  r.stats.draft_calls += r.options.drafter ? r.block.model_calls : r.draft_forwards;
+  const std::size_t charged = r.options.drafter ? r.block.charged_steps : r.draft_forwards;
   r.stats.simulated_time += static_cast<double>(charged) * cost_.t_draft;
   if (called) {
     ++r.stats.target_calls;

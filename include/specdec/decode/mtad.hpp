@@ -1,7 +1,7 @@
 //! \file decode/mtad.hpp
 //! \brief MTAD (seed 003, Algorithm 1 repeated) as one request on the step decoder
 //! (decode/batch_decoder.hpp): the beam drafter as drafter stage x fixed gamma x the joint-likelihood
-//! rule, with the counters of decode/stats.hpp plus block efficiency (Table 5) and
+//! rule, with the counters of core/decode_stats.hpp plus block efficiency (Table 5) and
 //! the output's log-likelihood and perplexity under the target (eq. (1)).
 //!
 //! Two entry points: `decode_mtad(policy, target, drafter, length, rule, prompt, options)` composes the
@@ -39,7 +39,7 @@
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/decode.hpp"
 #include "specdec/decode/likelihood.hpp"
-#include "specdec/decode/stats.hpp"
+#include "specdec/core/decode_stats.hpp"
 #include "specdec/draft/beam.hpp"
 #include "specdec/exec/dispatch.hpp"
 #include "specdec/exec/policy.hpp"

@@ -39,7 +39,7 @@
 #include "specdec/contracts.hpp"
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/decode.hpp"
-#include "specdec/decode/stats.hpp"
+#include "specdec/core/decode_stats.hpp"
 #include "specdec/draft/chain.hpp"
 #include "specdec/draft/verifier.hpp"
 #include "specdec/draft/verifier_gated.hpp"

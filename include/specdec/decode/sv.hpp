@@ -49,7 +49,7 @@
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/decode.hpp"
-#include "specdec/decode/stats.hpp"
+#include "specdec/core/decode_stats.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/draft/chain.hpp"
 #include "specdec/estimate/acceptance_estimator.hpp"

@@ -1,19 +1,13 @@
 //! \file length/fixed.hpp
-//! \brief The fixed draft length gamma of standard speculative decoding, and the LengthPolicy concept.
+//! \brief The fixed draft length gamma of standard speculative decoding.
 #pragma once
 
-#include <concepts>
 #include <cstddef>
 
-#include "specdec/decode/stats.hpp"
+#include "specdec/core/decode_stats.hpp"
+#include "specdec/length/concepts.hpp"
 
 namespace specdec {
-
-//! Chooses how many tokens to draft in the next round from what the loop has seen so far.
-template <class L>
-concept LengthPolicy = requires(const L& l, const decode_stats& s) {
-  { l.next_length(s) } -> std::convertible_to<std::size_t>;
-};
 
 //! Always gamma.
 struct fixed_length {

@@ -22,7 +22,8 @@
 #include <vector>
 
 #include "specdec/contracts.hpp"
-#include "specdec/decode/batch_decoder.hpp"
+#include "specdec/core/decode_stats.hpp"
+#include "specdec/length/concepts.hpp"
 #include "specdec/optimize/batch_scheduler.hpp"
 
 namespace specdec {

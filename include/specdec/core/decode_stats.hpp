@@ -1,5 +1,6 @@
-//! \file decode/stats.hpp
-//! \brief What a generation loop counts: calls, acceptance per position, tokens, simulated and wall time.
+//! \file core/decode_stats.hpp
+//! \brief What a generation counts per request: calls, acceptance per position, tokens, simulated and wall
+//! time (kept by the step decoder, read by length policies and the single-request functions).
 #pragma once
 
 #include <cstddef>
