@@ -1,8 +1,9 @@
 // Every draft-length rule of length/ on the same work, against the best fixed gamma found by search.
 //
-// Part 1, models: a target and a draft Markov model over V = 16 on the step decoder (strict rule), half
-// of the requests drafted at temperature 1 and half at 8 (the draft fits some requests far better than
-// others), continuous batching at B = 1 and B = 32 for a fixed number of steps. A step costs
+// Part 1, models on the step decoder (strict rule), continuous batching at B = 1 and B = 32 for a fixed
+// number of steps: a target and a draft Markov model over V = 16, half of the requests drafted at
+// temperature 1 and half at 8 (the draft fits some requests far better than others); and the n-gram
+// pair of the demo (a 4-gram target and a 2-gram draft trained on the bundled corpus). A step costs
 // L(K) = 1 + s K for verifying K drafted tokens in all plus t_d per batched draft forward (the longest
 // draft of the step, wasted forwards included); goodput = emitted tokens / simulated time. Columns:
 // tokens per target call, draft forwards that produced no accepted token, goodput, and goodput over the
@@ -29,6 +30,8 @@
 #include <specdec/length/oracle.hpp>
 #include <specdec/length/p_min.hpp>
 #include <specdec/length/sv_batch.hpp>
+#include <specdec/models/corpus.hpp>
+#include <specdec/models/ngram.hpp>
 #include <specdec/simulate/lengths.hpp>
 
 #include "markov_models.hpp"
@@ -56,22 +59,24 @@ struct outcome {
   double goodput() const { return time > 0 ? double(tokens) / time : 0.0; }
 };
 
-outcome run(const rule& r, std::size_t batch, std::size_t steps) {
-  const auto target = specdec::make_model(V, markov_logits(2.0, 0.0));
-  const auto draft = specdec::make_model(V, markov_logits(2.0, 0.3));
-  specdec::kv_cached_model<decltype(target)> t(target);
-  specdec::kv_cached_model<decltype(draft)> q(draft);
+// Continuous batching of `batch` requests on the pair for `steps` steps; request i starts from prompt
+// i % prompts.size() and, with `mixed`, drafts at temperature 1 or 8 (alternately), else at 1.
+template <class M>
+outcome run(const rule& r, std::size_t batch, std::size_t steps, const M& target, const M& draft,
+            const std::vector<std::vector<token_id>>& prompts, bool mixed) {
+  specdec::kv_cached_model<M> t(target);
+  specdec::kv_cached_model<M> q(draft);
   specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
   if (r.batch_stage) decoder.set_batch_length_stage(r.batch_stage(batch));
   std::uint32_t next = 0;
   const auto add = [&] {
     specdec::request_options o;
-    o.prompt = {static_cast<token_id>(next % V)};
+    o.prompt = prompts[next % prompts.size()];
     o.seed = 11;
     o.request_id = next;
     o.gamma = max_gamma;
     o.max_new_tokens = 100;
-    o.draft_params.temperature = next % 2 == 0 ? 1.0 : 8.0;
+    o.draft_params.temperature = mixed && next % 2 == 1 ? 8.0 : 1.0;
     r.configure(o);
     ++next;
     decoder.add(std::move(o));
@@ -155,19 +160,18 @@ void simulated_profile(std::size_t rounds) {
                                                     specdec::simulate::single_request_choice(dynamic, max_gamma), none));
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  const bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
-  const std::size_t steps = smoke ? 30 : 400;
-  std::printf("draft-length rules on the step decoder: V = %zu Markov pair, L(K) = 1 + %.2f K, t_d = %.2f, %zu steps\n", V, slope,
-              t_draft, steps);
+// Every rule at B = 1 and 32 on one pair; goodput also relative to the best fixed gamma's.
+template <class M>
+void compare(const char* title, const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts, bool mixed,
+             std::size_t steps) {
+  std::printf("\n%s\n", title);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{32}}) {
     const auto all = rules();
     std::vector<outcome> results;
     double best_fixed = 0.0;
     for (const auto& r : all) {
-      results.push_back(run(r, batch, steps));
+      results.push_back(run(r, batch, steps, target, draft, prompts, mixed));
       if (r.name.rfind("fixed", 0) == 0) best_fixed = std::max(best_fixed, results.back().goodput());
     }
     std::printf("\nB = %zu\n  %-34s %12s %14s %9s %11s\n", batch, "rule", "tokens/call", "wasted drafts", "goodput", "/ best fixed");
@@ -177,6 +181,30 @@ int main(int argc, char** argv) {
                   o.target_calls ? double(o.tokens) / double(o.target_calls) : 0.0, o.wasted, o.goodput(),
                   best_fixed > 0 ? o.goodput() / best_fixed : 0.0);
     }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
+  const std::size_t steps = smoke ? 30 : 400;
+  std::printf("draft-length rules on the step decoder: L(K) = 1 + %.2f K, t_d = %.2f, %zu steps\n", slope, t_draft, steps);
+  {
+    const auto target = specdec::make_model(V, markov_logits(2.0, 0.0));
+    const auto draft = specdec::make_model(V, markov_logits(2.0, 0.3));
+    std::vector<std::vector<token_id>> prompts;
+    for (token_id a = 0; a < static_cast<token_id>(V); ++a) prompts.push_back({a});
+    compare("Markov pair, V = 16, half of the requests drafted at temperature 8", target, draft, prompts, true, steps);
+  }
+  {
+    const auto texts = specdec::load_text_files(specdec::default_corpus_paths());
+    const specdec::ngram_pair models = specdec::make_ngram_pair(texts, 4, 2);
+    std::vector<std::vector<token_id>> prompts;
+    for (const char* p : {"the", "in the", "it was", "and then", "we", "a"}) prompts.push_back(models.target.vocab().encode(p));
+    char title[160];
+    std::snprintf(title, sizeof title, "n-gram pair (4-gram target, 2-gram draft, V = %zu words)", models.target.vocab().size());
+    compare(title, models.target, models.draft, prompts, false, smoke ? 10 : 200);
   }
   simulated_profile(smoke ? 20000 : 400000);
   return 0;
