@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <span>
@@ -29,6 +30,7 @@
 #include <specdec/length/heuristic.hpp>
 #include <specdec/length/oracle.hpp>
 #include <specdec/length/p_min.hpp>
+#include <specdec/learn/acceptance_head.hpp>
 #include <specdec/length/sv_batch.hpp>
 #include <specdec/models/corpus.hpp>
 #include <specdec/models/ngram.hpp>
@@ -63,7 +65,7 @@ struct outcome {
 // i % prompts.size() and, with `mixed`, drafts at temperature 1 or 8 (alternately), else at 1.
 template <class M>
 outcome run(const rule& r, std::size_t batch, std::size_t steps, const M& target, const M& draft,
-            const std::vector<std::vector<token_id>>& prompts, bool mixed) {
+            const std::vector<std::vector<token_id>>& prompts, bool mixed, std::uint64_t seed = 11) {
   specdec::kv_cached_model<M> t(target);
   specdec::kv_cached_model<M> q(draft);
   specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
@@ -72,7 +74,7 @@ outcome run(const rule& r, std::size_t batch, std::size_t steps, const M& target
   const auto add = [&] {
     specdec::request_options o;
     o.prompt = prompts[next % prompts.size()];
-    o.seed = 11;
+    o.seed = seed;
     o.request_id = next;
     o.gamma = max_gamma;
     o.max_new_tokens = 100;
@@ -108,7 +110,22 @@ struct sv_latency {
   double operator()(int k) const { return verify_latency(static_cast<std::size_t>(k)); }
 };
 
-std::vector<rule> rules() {
+// SpecDec++'s acceptance head for a pair, trained on 100 steps of 32 requests drafting 8 tokens (a seed
+// the comparison does not use).
+template <class M>
+specdec::learn::acceptance_head train_head(const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts, bool mixed,
+                                           std::size_t steps) {
+  specdec::learn::verifier_dataset data;
+  std::deque<specdec::learn::acceptance_recorder> recorders;
+  const rule recording{"recording", [&](specdec::request_options& o) {
+                         auto& r = recorders.emplace_back(data);
+                         o.stop = [&r](const specdec::draft_view& v) { return r.decide(v); };
+                       }};
+  run(recording, 32, steps, target, draft, prompts, mixed, 12);
+  return specdec::learn::train_acceptance_head(data, {.seed = 1});
+}
+
+std::vector<rule> rules(const specdec::learn::acceptance_head& head) {
   const auto fixed = [](std::size_t g) { return [g](specdec::request_options& o) { o.gamma = g; }; };
   std::vector<rule> r;
   for (std::size_t g = 0; g <= max_gamma; ++g) r.push_back({"fixed gamma = " + std::to_string(g), fixed(g)});
@@ -118,9 +135,12 @@ std::vector<rule> rules() {
   r.push_back({"p_min 0.75 (llama.cpp)", [](auto& o) { o.stop = specdec::stop_stage(specdec::p_min_stop{0.75}); }});
   r.push_back({"p_min 0.2", [](auto& o) { o.stop = specdec::stop_stage(specdec::p_min_stop{0.2}); }});
   r.push_back({"entropy (AdaEDL form)", [](auto& o) { o.stop = specdec::stop_stage(specdec::entropy_stop{0.1, 0.5}); }});
-  r.push_back({"cumulative q(x) (SpecDec++ form)", [](auto& o) {
+  r.push_back({"cumulative q(x), h = 0.7", [](auto& o) {
                  const auto predict = [](const specdec::draft_view& v) { return v.token_probability(); };
                  o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(predict, 0.7, 1));
+               }});
+  r.push_back({"SpecDec++ trained head, h = 0.3", [head](auto& o) {
+                 o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(head, 0.3, 1));
                }});
   r.push_back({"dynamic goodput (vLLM)", [](auto&) {},
                [](std::size_t batch) -> specdec::batch_length_stage {
@@ -166,8 +186,9 @@ template <class M>
 void compare(const char* title, const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts, bool mixed,
              std::size_t steps) {
   std::printf("\n%s\n", title);
+  const auto head = train_head(target, draft, prompts, mixed, steps / 4);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{32}}) {
-    const auto all = rules();
+    const auto all = rules(head);
     std::vector<outcome> results;
     double best_fixed = 0.0;
     for (const auto& r : all) {

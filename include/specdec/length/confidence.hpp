@@ -19,6 +19,7 @@
 
 #include "specdec/contracts.hpp"
 #include "specdec/length/concepts.hpp"
+#include "specdec/length/round_labels.hpp"
 
 namespace specdec {
 
@@ -56,8 +57,13 @@ class confidence_stop {
   }
   draft_decision decide(const draft_view& v) {
     if (refit_) {
-      if (v.position == 0) start_round(*v.stats);
-      round_.push_back(v.token_probability());
+      const std::size_t before = samples_.size();
+      labels_.observe(v, v.token_probability(), [this](double q, bool accepted) {
+        samples_.emplace_back(q, accepted);
+        positives_ += accepted;
+      });
+      if (samples_.size() > before && positives_ > 5 && samples_.size() - positives_ > 5)
+        threshold_ = std::min(1.0, weighted_roc_threshold(samples_, 3.0));
     }
     return v.token_probability() < threshold_ ? draft_decision::stop : draft_decision::next;
   }
@@ -65,27 +71,11 @@ class confidence_stop {
   std::span<const std::pair<double, bool>> samples() const noexcept { return samples_; }
 
  private:
-  // Labels the previous round's drafts from the counters (accepted = the first `a` of them, the next
-  // one rejected when it was verified), then re-fits.
-  void start_round(const decode_stats& s) {
-    if (!round_.empty() && s.iterations == round_index_ + 1) {
-      const std::size_t a = s.accepted - accepted_before_, verified = s.drafted - drafted_before_;
-      for (std::size_t j = 0; j < round_.size() && j <= a && j < verified; ++j) samples_.emplace_back(round_[j], j < a);
-      std::size_t pos = 0;
-      for (const auto& x : samples_) pos += x.second;
-      if (pos > 5 && samples_.size() - pos > 5) threshold_ = std::min(1.0, weighted_roc_threshold(samples_, 3.0));
-    }
-    round_.clear();
-    round_index_ = s.iterations;
-    accepted_before_ = s.accepted;
-    drafted_before_ = s.drafted;
-  }
-
   double threshold_;
   bool refit_;
-  std::vector<double> round_;
+  round_labeler<double> labels_;
   std::vector<std::pair<double, bool>> samples_;
-  std::size_t round_index_ = 0, accepted_before_ = 0, drafted_before_ = 0;
+  std::size_t positives_ = 0;
 };
 
 }  // namespace specdec
