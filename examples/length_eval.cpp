@@ -10,7 +10,9 @@
 // best fixed gamma's.
 // Part 2, a simulated profile: acceptance of draft j is an independent coin alpha_j; the oracle's rate
 // (length/oracle.hpp) against the length policies that see only past rounds.
-//   specdec_length_eval [--smoke]
+// With --csv FILE, also every rule against its parameter (thresholds, h, maximum length), one row per
+// (pair, batch, rule, parameter); `specdec-sim length-sweep --from FILE --plot FILE.png` draws it.
+//   specdec_length_eval [--smoke] [--csv FILE]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -181,10 +183,42 @@ void simulated_profile(std::size_t rounds) {
 }
 
 
-// Every rule at B = 1 and 32 on one pair; goodput also relative to the best fixed gamma's.
+// One point of a parameter sweep: the rule family, its parameter value, and the rule.
+struct sweep_point {
+  std::string family;
+  double parameter;
+  rule r;
+};
+
+// Each rule against its parameter (for `--csv`): the heuristic's maximum, the thresholds of the stop
+// rules, and the cumulative rules' h. Fixed gamma comes from the main table.
+std::vector<sweep_point> sweeps(const specdec::learn::acceptance_head& head) {
+  std::vector<sweep_point> out;
+  for (const std::size_t m : {1, 2, 4, 6, 8})
+    out.push_back({"heuristic (max length)", double(m), {"", [m](auto& o) { o.length = specdec::length_stage(specdec::heuristic_length(std::min<std::size_t>(5, m), 1, m)); }}});
+  for (const double t : {0.05, 0.1, 0.2, 0.3, 0.4, 0.6})
+    out.push_back({"confidence (threshold)", t, {"", [t](auto& o) { o.stop = specdec::stop_stage(specdec::confidence_stop(t)); }}});
+  for (const double p : {0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75})
+    out.push_back({"p_min", p, {"", [p](auto& o) { o.stop = specdec::stop_stage(specdec::p_min_stop{p}); }}});
+  for (const double e : {0.3, 0.4, 0.45, 0.5, 0.55, 0.6})
+    out.push_back({"entropy epsilon (lambda 0.1)", e, {"", [e](auto& o) { o.stop = specdec::stop_stage(specdec::entropy_stop{0.1, e}); }}});
+  for (const double h : {0.1, 0.3, 0.5, 0.7, 0.9, 0.97}) {
+    out.push_back({"cumulative q(x) (h)", h, {"", [h](auto& o) {
+                     const auto predict = [](const specdec::draft_view& v) { return v.token_probability(); };
+                     o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(predict, h, 1));
+                   }}});
+    out.push_back({"SpecDec++ trained head (h)", h, {"", [h, head](auto& o) {
+                     o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(head, h, 1));
+                   }}});
+  }
+  return out;
+}
+
+// Every rule at B = 1 and 32 on one pair; goodput also relative to the best fixed gamma's. With `csv`,
+// also the sweeps, one row per (pair, batch, family, parameter).
 template <class M>
-void compare(const char* title, const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts, bool mixed,
-             std::size_t steps) {
+void compare(const char* title, const char* pair, const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts,
+             bool mixed, std::size_t steps, std::FILE* csv) {
   std::printf("\n%s\n", title);
   const auto head = train_head(target, draft, prompts, mixed, steps / 4);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{32}}) {
@@ -202,13 +236,37 @@ void compare(const char* title, const M& target, const M& draft, const std::vect
                   o.target_calls ? double(o.tokens) / double(o.target_calls) : 0.0, o.wasted, o.goodput(),
                   best_fixed > 0 ? o.goodput() / best_fixed : 0.0);
     }
+    if (csv == nullptr) continue;
+    for (std::size_t g = 0; g <= max_gamma; ++g)
+      std::fprintf(csv, "%s,%zu,fixed gamma,%zu,%.6f,%.6f\n", pair, batch, g, results[g].goodput(), results[g].goodput() / best_fixed);
+    for (const auto& point : sweeps(head)) {
+      const outcome o = run(point.r, batch, steps, target, draft, prompts, mixed);
+      std::fprintf(csv, "%s,%zu,%s,%g,%.6f,%.6f\n", pair, batch, point.family.c_str(), point.parameter, o.goodput(),
+                   o.goodput() / best_fixed);
+    }
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
+  bool smoke = false;
+  std::FILE* csv = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--smoke") == 0) {
+      smoke = true;
+    } else if (std::strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
+      csv = std::fopen(argv[++i], "w");
+      if (csv == nullptr) {
+        std::fprintf(stderr, "specdec_length_eval: cannot write %s\n", argv[i]);
+        return 1;
+      }
+      std::fprintf(csv, "pair,batch,family,parameter,goodput,goodput_over_best_fixed\n");
+    } else {
+      std::fprintf(stderr, "usage: specdec_length_eval [--smoke] [--csv FILE]\n");
+      return 2;
+    }
+  }
   const std::size_t steps = smoke ? 30 : 400;
   std::printf("draft-length rules on the step decoder: L(K) = 1 + %.2f K, t_d = %.2f, %zu steps\n", slope, t_draft, steps);
   {
@@ -216,7 +274,7 @@ int main(int argc, char** argv) {
     const auto draft = specdec::make_model(V, markov_logits(2.0, 0.3));
     std::vector<std::vector<token_id>> prompts;
     for (token_id a = 0; a < static_cast<token_id>(V); ++a) prompts.push_back({a});
-    compare("Markov pair, V = 16, half of the requests drafted at temperature 8", target, draft, prompts, true, steps);
+    compare("Markov pair, V = 16, half of the requests drafted at temperature 8", "markov", target, draft, prompts, true, steps, csv);
   }
   {
     const auto texts = specdec::load_text_files(specdec::default_corpus_paths());
@@ -225,8 +283,9 @@ int main(int argc, char** argv) {
     for (const char* p : {"the", "in the", "it was", "and then", "we", "a"}) prompts.push_back(models.target.vocab().encode(p));
     char title[160];
     std::snprintf(title, sizeof title, "n-gram pair (4-gram target, 2-gram draft, V = %zu words)", models.target.vocab().size());
-    compare(title, models.target, models.draft, prompts, false, smoke ? 10 : 200);
+    compare(title, "ngram", models.target, models.draft, prompts, false, smoke ? 10 : 200, csv);
   }
   simulated_profile(smoke ? 20000 : 400000);
+  if (csv != nullptr) std::fclose(csv);
   return 0;
 }

@@ -1,5 +1,6 @@
-// specdec-sim mtad and specdec-sim sv-batch: the figures of the MTAD and SV evaluations, drawn from
-// the CSV files that specdec_mtad_eval and specdec_sv_eval write (--csv). The evaluations run the
+// specdec-sim mtad, sv-batch and length-sweep: the figures of the MTAD, SV and draft-length
+// evaluations, drawn from the CSV files that specdec_mtad_eval, specdec_sv_eval and
+// specdec_length_eval write (--csv). The evaluations run the
 // reference n-gram models; these subcommands only read their tables, group the rows into series
 // and plot them, so a figure can be redrawn without re-running the evaluation.
 //   MTAD (seed 003, Figure 3 / Table 7): tokens per iteration and target perplexity against tau,
@@ -84,7 +85,7 @@ std::string panel(const series_map& s, int column, const std::string& title, con
 std::string datablocks(const series_map& s) {
   std::string out;
   std::size_t i = 0;
-  for (const auto& [name, t] : s) out += datablock("s" + std::to_string(i++), t);
+  for (const auto& [name, t] : s) out += datablock(std::to_string(i++).insert(0, 1, 's'), t);
   return out;
 }
 
@@ -179,8 +180,67 @@ int run_sv_batch(std::span<const std::string> args) {
   return render_png(*png, 1600, 600, g.str(), o.quiet());
 }
 
+int run_length_sweep(std::span<const std::string> args) {
+  option_parser o("specdec-sim length-sweep",
+                  "Draft-length rules against their parameter (docs/lengths.md), from the CSV of\n"
+                  "`specdec_length_eval --csv FILE`: goodput over the best fixed gamma's, one panel per rule, one line\n"
+                  "per (model pair, batch size). Writes the grouped table as CSV to stdout and, with --plot, a PNG.");
+  if (!parse_plot_options(o, args)) return 0;
+  if (!o.given("from")) throw usage_error("--from FILE is required");
+  const csv_file f = read_csv(o.text("from"));
+  const std::size_t c_pair = f.column("pair"), c_batch = f.column("batch"), c_family = f.column("family"),
+                    c_parameter = f.column("parameter"), c_ratio = f.column("goodput_over_best_fixed");
+  std::map<std::string, series_map> families;  // family -> "pair, B = b" -> (parameter, ratio)
+  for (const auto& row : f.rows) {
+    if (row.size() < f.header.size()) continue;
+    auto& t = families[row[c_family]]
+                  .try_emplace(row[c_pair] + ", B = " + row[c_batch], table{{"parameter", "goodput_over_best_fixed"}, {}})
+                  .first->second;
+    t.add({f.number(row, c_parameter), f.number(row, c_ratio)});
+  }
+  if (families.empty()) throw usage_error(o.text("from") + " holds no rows");
+  table out{{"family", "series", "parameter", "goodput_over_best_fixed"}, {}};
+  double fid = 0;
+  for (auto& [family, series] : families) {
+    sort_by_x(series);
+    double sid = 0;
+    for (const auto& [name, t] : series) {
+      for (const auto& r : t.rows) out.add({fid, sid, r[0], r[1]});
+      if (!o.quiet()) std::cerr << "specdec-sim length-sweep: family " << fid << " = " << family << ", series " << sid << " = " << name << "\n";
+      ++sid;
+    }
+    ++fid;
+  }
+  write_csv(out, o.csv_path());
+  const auto png = o.plot_path();
+  if (!png) return 0;
+  std::ostringstream g;
+  g << "set encoding utf8\nset multiplot layout 2," << (families.size() + 1) / 2 << "\nset grid\nset key bottom right font ',8'\n"
+    << "set ylabel 'goodput / best fixed gamma'\nset yrange [0:1.1]\n";
+  std::size_t panel_index = 0;
+  for (const auto& [family, series] : families) {
+    std::size_t i = 0;
+    for (const auto& [name, t] : series) g << datablock(std::to_string(panel_index * 100 + i++).insert(0, 1, 'b'), t);
+    g << "set title " << quoted(family) << " noenhanced\nset xlabel 'parameter'\nplot ";
+    i = 0;
+    for (const auto& [name, t] : series) {
+      (void)t;
+      g << (i ? ", \\\n     " : "") << "$b" << panel_index * 100 + i << " using 1:2 with linespoints lw 2 ps 0.7 lc " << color(i)
+        << " title " << quoted(name);
+      ++i;
+    }
+    g << "\n";
+    ++panel_index;
+  }
+  g << "unset multiplot\n";
+  return render_png(*png, 1800, 800, g.str(), o.quiet());
+}
+
 [[maybe_unused]] const bool registered_mtad = add_subcommand(
     {"mtad", "MTAD ablation (Figure 3 / Table 7) from specdec_mtad_eval's CSV: tokens/iteration and perplexity vs tau", &run_mtad});
+[[maybe_unused]] const bool registered_length_sweep = add_subcommand(
+    {"length-sweep", "draft-length rules against their parameter from specdec_length_eval's CSV: goodput / best fixed gamma",
+     &run_length_sweep});
 [[maybe_unused]] const bool registered_sv_batch = add_subcommand(
     {"sv-batch", "SV batch goodput (Figure 3) from specdec_sv_eval's CSV: goodput and speedup vs batch size", &run_sv_batch});
 
