@@ -137,6 +137,26 @@ class sequence_store {
   std::size_t width_;
   std::unordered_map<sequence_id, entry> entries_;
 };
+
+//! What the reference adapters over a `Model` share: the model, the per-sequence store, and the
+//! `SequenceModel` members other than `forward` (each adapter computes its rows its own way).
+template <Model M>
+class stored_sequence_model {
+ public:
+  std::size_t vocab_size() const { return model_->vocab_size(); }
+  std::size_t length(sequence_id s) const { return store_.length(s); }
+  const sequence_model_stats& stats() const noexcept { return store_.stats; }
+  //! The tokens of sequence s's state.
+  std::span<const token_id> tokens(sequence_id s) const { return store_.tokens(s); }
+  //! \throws specdec::error when n exceeds the sequence's length.
+  void rollback(sequence_id s, std::size_t n) { store_.rollback(s, n); }
+  void release(sequence_id s) { store_.release(s); }
+
+ protected:
+  stored_sequence_model(const M& model, std::size_t width) : model_(&model), store_(width) {}
+  const M* model_;
+  sequence_store store_;
+};
 }  // namespace detail
 
 //! Any `Model` as a `SequenceModel`: keeps each sequence's tokens and computes the requested rows by
@@ -144,15 +164,14 @@ class sequence_store {
 //! else one `next_logits` per row). Correct for every model, and as slow as recomputation is: use it for
 //! reference models and tests; an engine implements `SequenceModel` itself.
 template <Model M>
-class recomputing_sequence_model {
- public:
-  explicit recomputing_sequence_model(const M& model) : model_(&model) {}
+class recomputing_sequence_model : public detail::stored_sequence_model<M> {
+  using base = detail::stored_sequence_model<M>;
+  using base::model_;
+  using base::store_;
 
-  std::size_t vocab_size() const { return model_->vocab_size(); }
-  std::size_t length(sequence_id s) const { return store_.length(s); }
-  const sequence_model_stats& stats() const noexcept { return store_.stats; }
-  //! The tokens of sequence s's state.
-  std::span<const token_id> tokens(sequence_id s) const { return store_.tokens(s); }
+ public:
+  explicit recomputing_sequence_model(const M& model) : base(model, 0) {}
+  using base::vocab_size;
 
   //! \throws specdec::error on a broken precondition (nothing is appended then).
   void forward(std::span<const sequence_append> appends, std::span<float> logits) {
@@ -174,13 +193,6 @@ class recomputing_sequence_model {
       row += a.rows;
     }
   }
-  //! \throws specdec::error when n exceeds the sequence's length.
-  void rollback(sequence_id s, std::size_t n) { store_.rollback(s, n); }
-  void release(sequence_id s) { store_.release(s); }
-
- private:
-  const M* model_;
-  detail::sequence_store store_;
 };
 
 //! A `StatefulModel` per sequence as a `SequenceModel`: `make()` returns a fresh `StatefulModel` for

@@ -19,15 +19,14 @@ namespace specdec {
 
 //! A `SequenceModel` over a `Model` that evaluates each position once and caches its row.
 template <Model M>
-class kv_cached_model {
- public:
-  explicit kv_cached_model(const M& model) : model_(&model), store_(model.vocab_size()) {}
+class kv_cached_model : public detail::stored_sequence_model<M> {
+  using base = detail::stored_sequence_model<M>;
+  using base::model_;
+  using base::store_;
 
-  std::size_t vocab_size() const { return model_->vocab_size(); }
-  std::size_t length(sequence_id s) const { return store_.length(s); }
-  const sequence_model_stats& stats() const noexcept { return store_.stats; }
-  //! The tokens of sequence s's state.
-  std::span<const token_id> tokens(sequence_id s) const { return store_.tokens(s); }
+ public:
+  explicit kv_cached_model(const M& model) : base(model, model.vocab_size()) {}
+  using base::vocab_size;
 
   //! Appends, evaluating each new position once, and copies out the requested rows.
   //! \throws specdec::error on a broken precondition (nothing is appended then).
@@ -52,10 +51,6 @@ class kv_cached_model {
       row += a.rows;
     }
   }
-  //! \throws specdec::error when n exceeds the sequence's length.
-  void rollback(sequence_id s, std::size_t n) { store_.rollback(s, n); }
-  void release(sequence_id s) { store_.release(s); }
-
   //! Whether sequence s's cached rows equal a fresh evaluation of its tokens, bit for bit (what a KV
   //! cache must guarantee after any sequence of appends and rollbacks).
   bool consistent(sequence_id s) const {
@@ -71,9 +66,6 @@ class kv_cached_model {
     return true;
   }
 
- private:
-  const M* model_;
-  detail::sequence_store store_;
 };
 
 }  // namespace specdec
