@@ -14,6 +14,8 @@ enum class rule_family {
   rejection,         //!< accept x with a probability from p(x), q(x); on rejection sample norm(max(0, p - a))
   greedy,            //!< accept x iff x == argmax p; on rejection emit argmax p
   sample_and_match,  //!< the target samples y ~ p; accept x iff x == y; on rejection emit y
+  block,             //!< block verification (acceptance/block.hpp): the whole chain is decided jointly
+  typical,           //!< typical acceptance (acceptance/typical.hpp, lossy): accept x iff p(x) > a threshold from H(p)
 };
 
 //! A rejection-family rule: a test on the two scalars p(x), q(x) and a uniform u, and the mass
@@ -31,8 +33,8 @@ concept AcceptanceRule = requires {
   { R::family } -> std::convertible_to<rule_family>;
 } && (R::family != rule_family::rejection || RejectionRule<R>);
 
-//! Whether the rule reads the draft distribution q (greedy and sample-and-match do not).
+//! Whether the rule reads the draft distribution q (greedy, sample-and-match and typical do not).
 template <AcceptanceRule R>
-inline constexpr bool reads_draft_distribution = R::family == rule_family::rejection;
+inline constexpr bool reads_draft_distribution = R::family == rule_family::rejection || R::family == rule_family::block;
 
 }  // namespace specdec

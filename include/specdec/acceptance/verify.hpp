@@ -33,8 +33,14 @@
 
 namespace specdec {
 
+//! Whether the cuda backend has kernels for a rule's family (block and typical have none).
+template <AcceptanceRule Rule>
+inline constexpr bool cuda_verifies = Rule::family == rule_family::rejection || Rule::family == rule_family::greedy ||
+                                      Rule::family == rule_family::sample_and_match;
+
 //! Verifies a batch of drafted chains against target probabilities.
-//! \param rule    strict, lenient_rule{l}, greedy, sample_and_match, ...
+//! \param rule    strict, lenient_rule{l}, greedy, sample_and_match, block (acceptance/block.hpp),
+//!                typical_rule{...} (lossy, acceptance/typical.hpp)
 //! \param batch   drafted tokens, draft rows q (the warped rows the drafts were sampled from) and
 //!                target rows p, as probabilities
 //! \param streams one per request
@@ -47,6 +53,8 @@ void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
             std::span<const random::request_stream> streams, const chain_outputs& out,
             const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies<Rule>,
+                "specdec::verify: block verification and typical acceptance have no cuda kernel; use exec::seq or exec::simd");
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::verify<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
@@ -65,6 +73,7 @@ void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
 template <AcceptanceRule Rule, class T>
 std::size_t verify_workspace_bytes(const exec::cuda_policy&, const Rule& rule, const chain_batch<T>& batch,
                                    const verify_options& options = {}) {
+  static_assert(cuda_verifies<Rule>, "specdec::verify_workspace_bytes: no cuda kernel for this rule");
   return backend::cuda::verify_workspace_bytes(rule, batch, options);
 }
 
@@ -73,6 +82,7 @@ template <AcceptanceRule Rule, class T>
 void verify(const exec::cuda_policy& policy, const Rule& rule, const chain_batch<T>& batch,
             std::span<const random::request_stream> streams, const chain_outputs& out, std::span<std::byte> workspace,
             const verify_options& options = {}) {
+  static_assert(cuda_verifies<Rule>, "specdec::verify: no cuda kernel for this rule");
   backend::cuda::verify(policy.stream, rule, batch, streams, out, workspace, options);
 }
 #endif
@@ -90,6 +100,8 @@ void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batc
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies<Rule>,
+                "specdec::verify_from_logits: block verification and typical acceptance have no cuda kernel; use exec::seq or exec::simd");
 #if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
   if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
     return backend::cuda::verify_from_logits(policy.stream, rule, logits_batch, target_params, draft_params, streams, out,

@@ -13,8 +13,10 @@
 #include <span>
 #include <vector>
 
+#include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/status.hpp"
+#include "specdec/acceptance/typical.hpp"
 #include "specdec/core/batch.hpp"
 #include "specdec/distributions/softmax.hpp"
 #include "specdec/distributions/warp.hpp"
@@ -103,6 +105,114 @@ struct warped_logit_rows {
 namespace detail {
 inline bool usable_scalar(double v) noexcept { return v >= 0.0 && std::isfinite(v); }
 
+//! The status bookkeeping every walk shares (chains, blocks, trees): row checks and emission.
+template <class K, class T>
+struct request_checks {
+  verify_status& status;
+  const verify_options& options;
+  std::size_t vocab_size;
+
+  //! Flags an unusable or (when checked) unnormalised row; false once the request has an error.
+  bool row(const row_ref<T>& r) {
+    if (!r.usable) status |= verify_status::invalid_row;
+    if (options.check_normalisation && r.usable &&
+        !(std::abs(K::row_sum(r.values) - 1.0) <= options.normalisation_tolerance))
+      status |= verify_status::not_normalised;
+    return is_valid(status);
+  }
+  bool row(std::span<const T> values) { return row(row_ref<T>{values, true}); }
+  //! Writes a sampled token, or flags the row it came from.
+  void emit(const sample_result& s, token_id& slot) {
+    if (s.status != row_status::ok || !in_vocabulary(s.token, vocab_size)) {
+      status |= verify_status::invalid_row;
+      return;
+    }
+    slot = s.token;
+  }
+  //! Whether every id is in [0, V); flags `bad_draft_token` otherwise.
+  bool ids(std::span<const token_id> drafts) {
+    for (const token_id x : drafts)
+      if (!in_vocabulary(x, vocab_size)) {
+        status |= verify_status::bad_draft_token;
+        return false;
+      }
+    return true;
+  }
+};
+
+//! The token typical acceptance emits from the row p whose threshold is `threshold` (finite):
+//! argmax p, or a sample of p restricted to p(v) >= threshold with the (position, resample) uniform.
+template <class K, class T>
+sample_result typical_emission(const typical_rule& rule, std::span<const T> p, double threshold,
+                               const random::request_stream& stream, std::uint32_t position) {
+  if (rule.correction == typical_correction::argmax) {
+    if (!K::greedy_usable(p)) return {no_token, row_status::not_finite, 0.0};
+    return {static_cast<token_id>(K::argmax(p)), row_status::ok, 1.0};
+  }
+  const double u = stream.open(position, random::purpose::resample).uniform();
+  return sample_by_weights(
+      p.size(), [&](std::size_t v) { const double x = static_cast<double>(p[v]); return x >= threshold ? x : 0.0; }, u);
+}
+
+//! Block verification of one chain (acceptance/block.hpp): a forward pass for the weights a_i, then
+//! the scan from i = n down to the first passing prefix. Every row is read: an unusable one, or an
+//! unusable scalar, makes the request invalid before anything is emitted.
+template <class K, class T, class Rows>
+std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, const random::request_stream& stream,
+                              std::span<token_id> tokens, request_checks<K, T>& checks) {
+  using random::purpose;
+  const std::size_t n = drafts.size();
+  thread_local std::vector<double> weight, target_at_draft, draft_at_draft;
+  weight.assign(n + 1, 1.0);
+  target_at_draft.resize(n);
+  draft_at_draft.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto x = static_cast<std::size_t>(drafts[i]);
+    const row_ref<T> p = rows.target(i);
+    if (!checks.row(p)) return 0;
+    target_at_draft[i] = static_cast<double>(p.values[x]);
+    const row_ref<T> q = rows.draft(i);
+    if (!checks.row(q)) return 0;
+    draft_at_draft[i] = static_cast<double>(q.values[x]);
+    if (!usable_scalar(target_at_draft[i]) || !usable_scalar(draft_at_draft[i])) {
+      checks.status |= verify_status::invalid_row;
+      return 0;
+    }
+    if (draft_at_draft[i] == 0.0) checks.status |= verify_status::draft_prob_zero;
+    weight[i + 1] = block_weight(weight[i], target_at_draft[i], draft_at_draft[i]);
+  }
+  const auto accept_drafts = [&](std::size_t tau) {
+    for (std::size_t i = 0; i < tau; ++i) tokens[i] = drafts[i];
+    return static_cast<std::int32_t>(tau);
+  };
+  // tau = n: eta_n < a_n, written as eta q < a_{n-1} p so that n = 1 is strict's test to the bit.
+  if (n > 0 && draft_at_draft[n - 1] > 0.0 &&
+      stream.open(static_cast<std::uint32_t>(n - 1), purpose::accept).uniform() * draft_at_draft[n - 1] <
+          weight[n - 1] * target_at_draft[n - 1]) {
+    const row_ref<T> p = rows.target(n);
+    if (!checks.row(p)) return accept_drafts(n);
+    checks.emit(K::sample_categorical(p.values, stream.open(static_cast<std::uint32_t>(n), purpose::resample).uniform()), tokens[n]);
+    return accept_drafts(n);
+  }
+  for (std::size_t i = n; i-- > 0;) {
+    if (!(weight[i] > 0.0)) continue;  // a_i = 0: R_i = 0, h_i = 0
+    const row_ref<T> p = rows.target(i);
+    if (!checks.row(p)) return 0;
+    const row_ref<T> q = rows.draft(i);
+    if (!checks.row(q)) return 0;
+    const auto pos = static_cast<std::uint32_t>(i);
+    const residual_result r = K::sample_residual(p.values, q.values, block_residual{1.0 / weight[i]},
+                                                 stream.open(pos, purpose::resample).uniform());
+    // The sampler's mass is sum max(0, p - q / a_i) = R_i / a_i.
+    const double h = block_stop_probability(weight[i] * r.sample.mass, weight[i]);
+    if (i > 0 && !(stream.open(pos - 1, purpose::accept).uniform() < h)) continue;
+    if (r.used_fallback) checks.status |= verify_status::residual_fallback;
+    checks.emit(r.sample, tokens[i]);
+    return is_valid(checks.status) ? accept_drafts(i) : 0;
+  }
+  return 0;  // unreachable for usable rows: i = 0 always passes
+}
+
 //! Verifies one request's chain of `n` drafts with the row kernels `K`. Writes tokens[0..] and
 //! returns the accepted count.
 template <class K, AcceptanceRule Rule, class T, class Rows>
@@ -112,28 +222,14 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
   using random::purpose;
   const std::size_t n = drafts.size();
   for (token_id& t : tokens) t = no_token;
-  const auto check = [&](const row_ref<T>& r) {
-    if (!r.usable) status |= verify_status::invalid_row;
-    if (options.check_normalisation && r.usable &&
-        !(std::abs(K::row_sum(r.values) - 1.0) <= options.normalisation_tolerance))
-      status |= verify_status::not_normalised;
-    return is_valid(status);
-  };
-  const auto emit_sample = [&](const sample_result& s, std::size_t at) {
-    if (s.status != row_status::ok || !in_vocabulary(s.token, vocab_size)) {
-      status |= verify_status::invalid_row;
-      return;
-    }
-    tokens[at] = s.token;
-  };
+  request_checks<K, T> checks{status, options, vocab_size};
+  const auto check = [&](const row_ref<T>& r) { return checks.row(r); };
+  const auto emit_sample = [&](const sample_result& s, std::size_t at) { checks.emit(s, tokens[at]); };
 
   // Ids are checked up front (n comparisons): a chain holding an id outside [0, V) is the caller's
   // bug, so the whole request is refused, whatever an earlier rejection would have done.
-  for (const token_id x : drafts)
-    if (!in_vocabulary(x, vocab_size)) {
-      status |= verify_status::bad_draft_token;
-      return 0;
-    }
+  if (!checks.ids(drafts)) return 0;
+  if constexpr (Rule::family == rule_family::block) return verify_block_one<K, T>(rows, drafts, stream, tokens, checks);
   for (std::size_t i = 0; i <= n; ++i) {
     const bool bonus = i == n;
     const token_id x = bonus ? no_token : drafts[i];
@@ -184,6 +280,18 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
         continue;
       }
       tokens[i] = best;
+      return static_cast<std::int32_t>(i);
+    } else if constexpr (Rule::family == rule_family::typical) {
+      const double threshold = rule.threshold(p.values);
+      if (!std::isfinite(threshold)) {
+        status |= verify_status::invalid_row;
+        return static_cast<std::int32_t>(i);
+      }
+      if (!bonus && static_cast<double>(p.values[static_cast<std::size_t>(x)]) > threshold) {
+        tokens[i] = x;
+        continue;
+      }
+      emit_sample(typical_emission<K>(rule, p.values, threshold, stream, pos), i);
       return static_cast<std::int32_t>(i);
     } else {  // sample_and_match
       const sample_result y = K::sample_categorical(p.values, stream.open(pos, purpose::target_sample).uniform());

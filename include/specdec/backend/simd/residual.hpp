@@ -20,7 +20,9 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/lenient.hpp"
+#include "specdec/acceptance/multi_candidate.hpp"
 #include "specdec/acceptance/strict.hpp"
 #include "specdec/backend/simd/arch.hpp"
 #include "specdec/backend/simd/categorical.hpp"
@@ -51,6 +53,25 @@ struct vector_residual<lenient_rule> {
   static B weight(const lenient_rule& rule, const B& p, const B& q) noexcept {
     const B scaled = p / B(rule.lenience());
     return positive_part<typename B::arch_type>(p - xsimd::min(q, scaled));
+  }
+};
+
+//! Block verification's residual: max(0, p - q / a) with the same product q * (1 / a) as
+//! `block_residual::accepted_mass`.
+template <>
+struct vector_residual<block_residual> {
+  template <class B>
+  static B weight(const block_residual& rule, const B& p, const B& q) noexcept {
+    return positive_part<typename B::arch_type>(p - q * B(rule.inverse_weight));
+  }
+};
+
+//! K-SEQ's residual: max(0, p - rho q), the product of `k_seq_residual::accepted_mass`.
+template <>
+struct vector_residual<k_seq_residual> {
+  template <class B>
+  static B weight(const k_seq_residual& rule, const B& p, const B& q) noexcept {
+    return positive_part<typename B::arch_type>(p - B(rule.rho) * q);
   }
 };
 

@@ -1,0 +1,154 @@
+//! \file acceptance/multi_candidate.hpp
+//! \brief The rules that choose among several candidates at one position: what `verify_tree` applies
+//! at every node of a token tree (acceptance/tree.hpp). At a node with target row p, draft row q and
+//! children c_1..c_k (in sibling order), a rule accepts one child and descends into it, or rejects
+//! them all and emits one token from a residual r. Each preserves the law of the next token; applied
+//! node by node with fresh coins it makes the whole emitted sequence follow the target
+//! (tests/acceptance/tree.cpp checks the law of the first tokens by exact enumeration).
+//!
+//! | rule                  | candidates must be             | test of c_j               | after rejecting c_j |
+//! |-----------------------|--------------------------------|---------------------------|---------------------|
+//! | `strict` (SpecInfer multi-step sampling, arXiv 2305.09781) | i.i.d. draws from q | u < r(c)/q(c) | r <- norm(max(r - q, 0)) |
+//! | `recursive_rejection` (Jeon et al., arXiv 2402.14160) | draws from q without replacement | u < r(c)/q_j(c) | r <- norm(max(r - q_j, 0)), q_{j+1} = norm(q_j without c_j) |
+//! | `k_seq` (SpecTr K-SEQ, Sun et al., arXiv 2310.15141) | i.i.d. draws from q | u < p(c)/(rho q(c)) | none; if all fail, r(v) ~ max(0, p - rho q) |
+//! | `target_only` (EAGLE, SGLang) | any choice not using the coins | u < r(c) | r <- norm(r without c) |
+//! | `greedy` | any | c == argmax p | emit argmax p |
+//! | `sample_and_match` | any | c == y, y ~ p (one sample per node) | emit y |
+//!
+//! r starts at p; the emitted token after rejecting every child is drawn from the last r. On a node
+//! with one child, `strict`, `recursive_rejection` and `k_seq` are the chain's strict rule, token for
+//! token. Duplicated siblings are harmless to `strict`, `k_seq`, `target_only` (r(c) = 0 after c's
+//! rejection, so a copy is rejected), greedy and sample-and-match; for `recursive_rejection` a
+//! duplicate has q_j(c) = 0 and is rejected with `draft_prob_zero` (it cannot have been drawn
+//! without replacement).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/greedy.hpp"
+#include "specdec/acceptance/sample_and_match.hpp"
+#include "specdec/acceptance/strict.hpp"
+#include "specdec/acceptance/typical.hpp"
+#include "specdec/config.hpp"
+
+namespace specdec {
+
+//! How a node's children are decided (see the table above).
+enum class tree_method : unsigned char {
+  multi_step,           //!< `strict` on a tree
+  recursive_rejection,  //!< `recursive_rejection`
+  k_seq,                //!< `k_seq`
+  target_only,          //!< `target_only`
+  greedy,               //!< `greedy`
+  sample_and_match,     //!< `sample_and_match`
+  typical,              //!< `typical_rule` (lossy, acceptance/typical.hpp)
+};
+
+//! Recursive rejection sampling: candidates drawn from q without replacement.
+struct recursive_rejection_rule {
+  static constexpr tree_method method = tree_method::recursive_rejection;
+};
+inline constexpr recursive_rejection_rule recursive_rejection{};
+
+//! SpecTr's K-SEQ selection among k i.i.d. candidates (rho solved per node, `k_seq_rho`).
+struct k_seq_rule {
+  static constexpr tree_method method = tree_method::k_seq;
+};
+inline constexpr k_seq_rule k_seq{};
+
+//! The deterministic-candidate rule: q(c) := 1 for each distinct sibling.
+struct target_only_rule {
+  static constexpr tree_method method = tree_method::target_only;
+};
+inline constexpr target_only_rule target_only{};
+
+//! The tree method of a rule: the rules above name theirs; `strict`, `greedy`, `sample_and_match`
+//! and `typical_rule` are chain rules that also verify trees.
+template <class Rule>
+struct tree_method_of {};
+template <class Rule>
+  requires requires { Rule::method; }
+struct tree_method_of<Rule> {
+  static constexpr tree_method value = Rule::method;
+};
+template <>
+struct tree_method_of<strict_rule> {
+  static constexpr tree_method value = tree_method::multi_step;
+};
+template <>
+struct tree_method_of<greedy_rule> {
+  static constexpr tree_method value = tree_method::greedy;
+};
+template <>
+struct tree_method_of<sample_and_match_rule> {
+  static constexpr tree_method value = tree_method::sample_and_match;
+};
+template <>
+struct tree_method_of<typical_rule> {
+  static constexpr tree_method value = tree_method::typical;
+};
+
+//! Any rule `specdec::verify_tree` accepts.
+template <class Rule>
+concept TreeRule = requires { { tree_method_of<Rule>::value } -> std::convertible_to<tree_method>; };
+
+//! Whether a tree rule reads the draft rows q.
+template <TreeRule Rule>
+inline constexpr bool tree_reads_draft = tree_method_of<Rule>::value == tree_method::multi_step ||
+                                         tree_method_of<Rule>::value == tree_method::recursive_rejection ||
+                                         tree_method_of<Rule>::value == tree_method::k_seq;
+
+//! K-SEQ's rho* in [1, k]: the root of 1 - (1 - beta(rho))^k = rho beta(rho), beta(rho) =
+//! sum_v min(q(v), p(v) / rho) (SpecTr, the acceptance-optimal rho of its section 4). The left side
+//! decreases and the right side increases in rho, so the root is unique; it is found by bisection
+//! on the tokens whose ratio p/q lies strictly inside (1, k), after one pass that sums the others.
+//! With rho = rho*, the residual p - min(p, rho q) is non-negative and the acceptance probability is
+//! 1 - (1 - beta(rho*))^k. Returns 1 when k <= 1 or beta = 0.
+template <class T>
+double k_seq_rho(std::span<const T> p, std::span<const T> q, std::size_t k) {
+  if (k <= 1) return 1.0;
+  const double kd = static_cast<double>(k);
+  double q_fixed = 0.0, p_fixed = 0.0;  // ratio >= k: always q; ratio <= 1: always p / rho
+  thread_local std::vector<std::pair<double, double>> middle;
+  middle.clear();
+  for (std::size_t v = 0; v < p.size(); ++v) {
+    const double pv = static_cast<double>(p[v]), qv = static_cast<double>(q[v]);
+    if (!(pv > 0.0) || !(qv > 0.0)) continue;
+    if (pv >= kd * qv) q_fixed += qv;
+    else if (pv <= qv) p_fixed += pv;
+    else middle.emplace_back(pv, qv);
+  }
+  const auto beta = [&](double rho) {
+    double b = q_fixed + p_fixed / rho;
+    for (const auto& [pv, qv] : middle) b += (pv / rho < qv) ? pv / rho : qv;
+    return b;
+  };
+  const auto excess = [&](double rho) {  // decreasing in rho; >= 0 at rho = 1, <= 0 at rho = k
+    const double b = beta(rho);
+    return 1.0 - std::pow(1.0 - b, kd) - rho * b;
+  };
+  if (!(beta(1.0) > 0.0)) return 1.0;
+  double lo = 1.0, hi = kd;
+  for (int it = 0; it < 60 && hi - lo > 1e-15 * hi; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (excess(mid) > 0.0 ? lo : hi) = mid;
+  }
+  return hi;  // the residual p - min(p, rho q) stays >= 0 for rho >= rho*
+}
+
+//! K-SEQ's residual as a rejection-rule residual: weight max(0, p - min(p, rho q)).
+struct k_seq_residual {
+  double rho = 1.0;
+  SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * rho * q < p; }
+  SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept {
+    const double scaled = rho * q;
+    return scaled < p ? scaled : p;
+  }
+};
+
+}  // namespace specdec

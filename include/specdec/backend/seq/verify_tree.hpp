@@ -1,0 +1,349 @@
+//! \file backend/seq/verify_tree.hpp
+//! \brief The sequential tree verifier: the reference walk of every tree rule
+//! (acceptance/multi_candidate.hpp), run with seq's row kernels or any backend's (simd passes its
+//! `verify_kernels`, as for chains).
+//!
+//! Per request: the ids of all nodes are checked, then the walk starts at the root; at each node the
+//! rule accepts a child (descend) or emits one token and stops; a leaf emits the bonus from its row.
+//! Randomness of node n (local id): the sibling tests read the stream (n, accept) in sibling order,
+//! the emitted token (n, resample), sample-and-match's target sample (n, target_sample). On a chain
+//! (node id = depth) these are the chain verifier's addresses, so a chain tree yields its tokens.
+//! Residuals that carry over several siblings are materialised in a thread-local row of doubles and
+//! updated by scalar loops shared by every backend; the final draw uses the backend's categorical
+//! sampler, which follows the determinism contract: seq and simd emit the same tokens.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "specdec/acceptance/multi_candidate.hpp"
+#include "specdec/acceptance/status.hpp"
+#include "specdec/acceptance/typical.hpp"
+#include "specdec/backend/seq/verify.hpp"
+#include "specdec/core/tree.hpp"
+#include "specdec/random/stream.hpp"
+
+namespace specdec {
+
+//! Where a tree verification writes. Request b's rows hold max_depth + 1 entries:
+//! `tokens[b * (max_depth + 1) + j]` the accepted tokens then the correction or bonus token, and
+//! `path[...]` the node ids of the accepted path, root first (path[0] = 0); -1 pads both.
+struct tree_outputs {
+  std::span<token_id> tokens;             //!< [B][max_depth + 1]
+  std::span<std::int32_t> path;           //!< [B][max_depth + 1]
+  std::span<std::int32_t> num_accepted;   //!< [B] drafted tokens accepted (the path's length - 1)
+  std::span<verify_status> status;        //!< [B]
+};
+
+}  // namespace specdec
+
+namespace specdec::backend::seq {
+namespace detail {
+
+//! One node's decision: the accepted child, or `no_node` and the emitted token.
+struct node_decision {
+  std::int32_t child = no_node;
+  token_id emitted = no_token;
+};
+
+//! Thread-local rows and lists a walk reuses from call to call (no allocation once warm).
+struct tree_scratch {
+  std::vector<double> residual;       //!< r, materialised once a residual carries over siblings
+  std::vector<unsigned char> drawn;   //!< recursive rejection: tokens already drawn at this node
+  std::vector<token_id> rejected;     //!< tokens rejected at this node, in order
+  std::vector<double> score, threshold;
+  std::vector<unsigned char> reached;
+
+  static tree_scratch& local() {
+    thread_local tree_scratch s;
+    return s;
+  }
+};
+
+//! The residual r carried over the siblings of a node: p itself until the first update, then the
+//! unnormalised row `scratch.residual` of mass `mass`.
+template <class T>
+struct carried_residual {
+  std::span<const T> p;
+  std::vector<double>& row;
+  double mass = 1.0;  // p is taken as normalised, as every chain rule takes it
+  bool materialised = false;
+
+  double at(std::size_t v) const { return materialised ? row[v] : static_cast<double>(p[v]); }
+  //! r <- max(0, r - scale q'), q' = q except 0 where `drawn` is set (if given); NaN is kept so that
+  //! the final draw reports the row. Then the new mass (a sum in index order).
+  void subtract(std::span<const T> q, double scale, const std::vector<unsigned char>* drawn) {
+    row.resize(p.size());
+    double m = 0.0;
+    for (std::size_t v = 0; v < p.size(); ++v) {
+      const double qv = drawn != nullptr && (*drawn)[v] ? 0.0 : static_cast<double>(q[v]);
+      const double next = at(v) - scale * qv;
+      row[v] = next > 0.0 || std::isnan(next) ? next : 0.0;
+      m += row[v];
+    }
+    materialised = true;
+    mass = m;
+  }
+};
+
+//! Greedy and sample-and-match at a node: the child whose token is the target's choice, or that choice.
+template <class K, TreeRule Rule, class T>
+node_decision match_target_choice(const tree_batch<T>& batch, std::size_t b, std::size_t node, std::span<const T> p,
+                                  const random::request_stream& stream, request_checks<K, T>& checks) {
+  constexpr tree_method method = tree_method_of<Rule>::value;
+  node_decision d;
+  if constexpr (method == tree_method::greedy) {
+    if (!K::greedy_usable(p)) {
+      checks.status |= verify_status::invalid_row;
+      return d;
+    }
+    d.emitted = static_cast<token_id>(K::argmax(p));
+  } else {
+    checks.emit(K::sample_categorical(p, stream.open(static_cast<std::uint32_t>(node), random::purpose::target_sample).uniform()),
+                d.emitted);
+    if (d.emitted == no_token) return d;
+  }
+  for (std::int32_t c = batch.layout.first_child(b, node); c != no_node; c = batch.layout.next_sibling(b, static_cast<std::size_t>(c)))
+    if (batch.token(b, static_cast<std::size_t>(c)) == d.emitted) return {c, no_token};
+  return d;
+}
+
+//! The coin-based rules at a node with children (acceptance/multi_candidate.hpp's table).
+template <class K, TreeRule Rule, class T>
+node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::size_t node, std::span<const T> p,
+                              const random::request_stream& stream, request_checks<K, T>& checks, tree_scratch& s) {
+  using random::purpose;
+  constexpr tree_method method = tree_method_of<Rule>::value;
+  const tree_layout& tree = batch.layout;
+  const auto pos = static_cast<std::uint32_t>(node);
+  std::span<const T> q;
+  if constexpr (tree_reads_draft<Rule>) {
+    q = batch.draft_row(b, node);
+    if (!checks.row(q)) return {};
+  }
+  const std::size_t k = tree.num_children(b, node);
+  const double rho = method == tree_method::k_seq ? k_seq_rho(p, q, k) : 1.0;
+  carried_residual<T> r{p, s.residual};
+  double remaining_draft = 1.0;  // recursive rejection: the draft mass not yet drawn, Q_j
+  s.rejected.clear();
+  if constexpr (method == tree_method::recursive_rejection) s.drawn.assign(p.size(), 0);
+  random::philox_stream coins = stream.open(pos, purpose::accept);
+
+  for (std::int32_t c = tree.first_child(b, node); c != no_node; c = tree.next_sibling(b, static_cast<std::size_t>(c))) {
+    const auto x = static_cast<std::size_t>(batch.token(b, static_cast<std::size_t>(c)));
+    const double u = coins.uniform();
+    const double px = static_cast<double>(p[x]);
+    if (!usable_scalar(px)) {
+      checks.status |= verify_status::invalid_row;
+      return {};
+    }
+    if constexpr (method == tree_method::target_only) {
+      // q_j = delta_c: r(c) is p(c) until c is rejected, then 0; r's mass drops by what it held.
+      const bool seen = std::find(s.rejected.begin(), s.rejected.end(), static_cast<token_id>(x)) != s.rejected.end();
+      const double rx = seen ? 0.0 : px;
+      if (u * r.mass < rx) return {c, no_token};
+      if (!seen) {
+        s.rejected.push_back(static_cast<token_id>(x));
+        r.mass -= rx;
+      }
+      continue;
+    } else {
+      const double qx = static_cast<double>(q[x]);
+      if (!usable_scalar(qx)) {
+        checks.status |= verify_status::invalid_row;
+        return {};
+      }
+      const bool was_drawn = method == tree_method::recursive_rejection && s.drawn[x] != 0;
+      const double q_now = was_drawn || !(remaining_draft > 0.0) ? 0.0 : qx;  // q_j(c) Q_j
+      if (q_now == 0.0) {
+        checks.status |= verify_status::draft_prob_zero;
+        if (!K::has_mass(q)) {  // as for chains: a q without mass is unusable, not a residual of p
+          checks.status |= verify_status::invalid_row;
+          return {};
+        }
+      } else if (method == tree_method::k_seq ? u * rho * qx < px : u * r.mass * q_now < r.at(x) * remaining_draft) {
+        return {c, no_token};
+      }
+      if constexpr (method == tree_method::k_seq) continue;  // K-SEQ's residual is taken once, below
+      if (k == 1) break;  // a single child: strict's residual, read in one pass below
+      if (remaining_draft > 0.0)
+        r.subtract(q, r.mass / remaining_draft, method == tree_method::recursive_rejection ? &s.drawn : nullptr);
+      if constexpr (method == tree_method::recursive_rejection) {
+        if (!was_drawn) remaining_draft -= qx;
+        s.drawn[x] = 1;
+      }
+    }
+  }
+
+  // Every child was rejected: one token from the last residual.
+  const double u = stream.open(pos, purpose::resample).uniform();
+  node_decision d;
+  residual_result res;
+  if constexpr (method == tree_method::k_seq) {
+    res = K::sample_residual(p, q, k_seq_residual{rho}, u);
+  } else if (method != tree_method::target_only && !r.materialised) {
+    res = K::sample_residual(p, q, strict, u);
+  } else {
+    if constexpr (method == tree_method::target_only) {  // p without the rejected siblings
+      s.residual.assign(p.begin(), p.end());
+      for (const token_id t : s.rejected) s.residual[static_cast<std::size_t>(t)] = 0.0;
+    }
+    res.sample = K::sample_categorical(std::span<const double>(s.residual), u);
+    if (res.sample.status == row_status::no_mass) {
+      res.sample = K::sample_categorical(p, u);
+      res.used_fallback = true;
+    }
+  }
+  if (res.used_fallback) checks.status |= verify_status::residual_fallback;
+  checks.emit(res.sample, d.emitted);
+  return d;
+}
+
+//! Typical acceptance on a tree (acceptance/typical.hpp): every node whose path passes is found in
+//! node order (parents first); the deepest wins, then the larger sum of log p, then the lower id.
+//! An unusable row of a reached node makes the request invalid before anything is emitted.
+template <class K, class T>
+std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& batch, std::size_t b,
+                                 const random::request_stream& stream, std::span<token_id> tokens,
+                                 std::span<std::int32_t> path, request_checks<K, T>& checks, tree_scratch& s) {
+  const tree_layout& tree = batch.layout;
+  const std::size_t n = tree.num_nodes(b);
+  s.reached.assign(n, 0);
+  s.score.assign(n, 0.0);
+  s.threshold.assign(n, std::nan(""));
+  const auto threshold_of = [&](std::size_t node) {
+    if (std::isnan(s.threshold[node])) {
+      const std::span<const T> p = batch.target_row(b, node);
+      if (!checks.row(p)) return false;
+      s.threshold[node] = rule.threshold(p);
+      if (std::isnan(s.threshold[node])) {
+        checks.status |= verify_status::invalid_row;
+        return false;
+      }
+    }
+    return true;
+  };
+  s.reached[0] = 1;
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < n; ++i) {
+    const auto parent = static_cast<std::size_t>(tree.parent(b, i));
+    if (!s.reached[parent]) continue;
+    if (!threshold_of(parent)) return 0;
+    const double px = static_cast<double>(batch.target_row(b, parent)[static_cast<std::size_t>(batch.token(b, i))]);
+    if (!(px > s.threshold[parent])) continue;
+    s.reached[i] = 1;
+    s.score[i] = s.score[parent] + std::log(px);
+    if (tree.depth(b, i) > tree.depth(b, best) || (tree.depth(b, i) == tree.depth(b, best) && s.score[i] > s.score[best])) best = i;
+  }
+  if (!threshold_of(best)) return 0;
+  const auto depth = static_cast<std::size_t>(tree.depth(b, best));
+  for (std::size_t node = best, j = depth; j > 0; node = static_cast<std::size_t>(tree.parent(b, node)), --j) {
+    path[j] = static_cast<std::int32_t>(node);
+    tokens[j - 1] = batch.token(b, node);
+  }
+  checks.emit(typical_emission<K>(rule, batch.target_row(b, best), s.threshold[best], stream, static_cast<std::uint32_t>(best)),
+              tokens[depth]);
+  if (!is_valid(checks.status)) {
+    std::fill(tokens.begin(), tokens.end(), no_token);
+    std::fill(path.begin() + 1, path.end(), no_node);
+    return 0;
+  }
+  return static_cast<std::int32_t>(depth);
+}
+
+//! The walk of one request's tree. Returns the accepted count; writes tokens and path.
+template <class K, TreeRule Rule, class T>
+std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, std::size_t b,
+                             const random::request_stream& stream, std::span<token_id> tokens,
+                             std::span<std::int32_t> path, verify_status& status, const verify_options& options) {
+  using random::purpose;
+  constexpr tree_method method = tree_method_of<Rule>::value;
+  const tree_layout& tree = batch.layout;
+  const std::size_t n = tree.num_nodes(b), V = batch.vocab_size;
+  std::fill(tokens.begin(), tokens.end(), no_token);
+  std::fill(path.begin(), path.end(), no_node);
+  request_checks<K, T> checks{status, options, V};
+  if (!checks.ids(batch.tokens.subspan(tree.node_row(b, 1), n - 1))) return 0;
+  path[0] = 0;
+  tree_scratch& s = tree_scratch::local();
+  if constexpr (method == tree_method::typical) {
+    return verify_typical_tree<K>(rule, batch, b, stream, tokens, path, checks, s);
+  } else {
+    std::size_t node = 0, depth = 0;
+    for (;;) {
+      const std::span<const T> p = batch.target_row(b, node);
+      if (!checks.row(p)) return static_cast<std::int32_t>(depth);
+      node_decision d;
+      if (tree.first_child(b, node) == no_node) {  // a leaf: the bonus, drawn as the chain rule draws it
+        const auto pos = static_cast<std::uint32_t>(node);
+        if constexpr (method == tree_method::greedy) {
+          if (K::greedy_usable(p)) d.emitted = static_cast<token_id>(K::argmax(p));
+          else status |= verify_status::invalid_row;
+        } else {
+          const auto what = method == tree_method::sample_and_match ? purpose::target_sample : purpose::resample;
+          checks.emit(K::sample_categorical(p, stream.open(pos, what).uniform()), d.emitted);
+        }
+      } else if constexpr (method == tree_method::greedy || method == tree_method::sample_and_match) {
+        d = match_target_choice<K, Rule>(batch, b, node, p, stream, checks);
+      } else {
+        d = decide_by_coins<K, Rule>(batch, b, node, p, stream, checks, s);
+      }
+      if (!is_valid(status)) return static_cast<std::int32_t>(depth);
+      if (d.child == no_node) {
+        tokens[depth] = d.emitted;
+        return static_cast<std::int32_t>(depth);
+      }
+      node = static_cast<std::size_t>(d.child);
+      tokens[depth] = batch.token(b, node);
+      path[++depth] = d.child;
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace specdec::backend::seq
+
+namespace specdec::backend::seq {
+namespace detail {
+template <TreeRule Rule, class T>
+void check_tree_shapes(const tree_batch<T>& batch, std::span<const random::request_stream> streams, const tree_outputs& out) {
+  const std::size_t B = batch.layout.batch_size(), V = batch.vocab_size, rows = batch.layout.num_rows();
+  const std::size_t width = batch.layout.max_depth() + 1;
+  SPECDEC_EXPECTS(V > 0, "vocab_size must be > 0");
+  SPECDEC_EXPECTS(batch.tokens.size() == rows, "tokens: one per node is required");
+  SPECDEC_EXPECTS(batch.target_rows.size() == rows * V, "target rows: size is not num_rows * vocab_size (one row per node)");
+  if (tree_reads_draft<Rule> || !batch.draft_rows.empty())
+    SPECDEC_EXPECTS(batch.draft_rows.size() == rows * V, "draft rows: size is not num_rows * vocab_size (one row per node)");
+  SPECDEC_EXPECTS(streams.size() == B, "one request_stream per request is required");
+  SPECDEC_EXPECTS(out.tokens.size() == B * width && out.path.size() == B * width,
+                  "output tokens and path must be B * (max_depth + 1)");
+  SPECDEC_EXPECTS(out.num_accepted.size() == B && out.status.size() == B, "num_accepted and status need one entry per request");
+}
+
+//! Tree verification with the row kernels `K`.
+template <class K, TreeRule Rule, class T>
+void verify_tree_with(const Rule& rule, const tree_batch<T>& batch, std::span<const random::request_stream> streams,
+                      const tree_outputs& out, const verify_options& options) {
+  check_tree_shapes<Rule>(batch, streams, out);
+  if constexpr (tree_method_of<Rule>::value == tree_method::typical) rule.validate();
+  const std::size_t width = batch.layout.max_depth() + 1;
+  for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
+    out.status[b] = verify_status::ok;
+    out.num_accepted[b] = verify_tree_one<K>(rule, batch, b, streams[b], out.tokens.subspan(b * width, width),
+                                             out.path.subspan(b * width, width), out.status[b], options);
+  }
+}
+}  // namespace detail
+
+//! Sequential tree verification.
+template <TreeRule Rule, class T>
+void verify_tree(const Rule& rule, const tree_batch<T>& batch, std::span<const random::request_stream> streams,
+                 const tree_outputs& out, const verify_options& options) {
+  detail::verify_tree_with<seq_kernels>(rule, batch, streams, out, options);
+}
+
+}  // namespace specdec::backend::seq
