@@ -9,7 +9,7 @@
 //! | drafting | batched chain drafting on the draft model (default); a `draft_stage` (draft/stage.hpp): any `Drafter`, beams (MTAD), verifier-gated runs (SPRINTER) |
 //! | draft stop (after each draft) | none; a `DraftStopRule` (`stop_stage`: confidence, p_min, entropy, cumulative acceptance; length/concepts.hpp) |
 //! | verified length (after drafting) | all drafts (default); a `verify_length_stage` (SV's goodput-optimal lengths from a companion, decode/sv.hpp; llama.cpp's n_min) |
-//! | acceptance | the decoder's chain `Rule` or a chain rule per request; `mtad_rule` (joint likelihood, acceptance/mtad.hpp); `bild_rule` (BiLD's rollback, acceptance/bild.hpp); `last_token` (SPRINTER, acceptance/last_token.hpp) |
+//! | acceptance | the decoder's chain `Rule` or a chain rule per request (block verification and typical acceptance included); `tree_acceptance` (a tree rule on a tree drafter stage's drafts, acceptance/tree.hpp); `mtad_rule` (joint likelihood, acceptance/mtad.hpp); `bild_rule` (BiLD's rollback, acceptance/bild.hpp); `last_token` (SPRINTER, acceptance/last_token.hpp) |
 //!
 //! A step, for every running request: choose its draft length (at most the tokens it may still emit,
 //! minus one for the correction or bonus token of chain and joint rules); draft (chain drafting: one
@@ -19,8 +19,10 @@
 //! drafts; verification, grouped by kind of request: one batched `verify_from_logits` through the execution
 //! policy for chain-drafted requests (it warps only the rows it reads, and q is the row the draft was
 //! sampled from), one batched `verify` for stage-drafted chain requests (their q rows come as
-//! probabilities), `mtad_verify` and `check_last_token` per request; then commit the emitted tokens and
-//! roll both models back past the rejected drafts.
+//! probabilities), one batched `verify_tree` per tree rule (the target scores every node of a request's
+//! tree in one tree-shaped append), `mtad_verify` and `check_last_token` per request; then commit the
+//! emitted tokens and roll both models back past the rejected drafts (a tree: the target keeps the
+//! accepted path, `TreeSequenceModel::commit_tree`).
 //! Randomness: request r's round k uses `request_stream{seed, request_id, k}` (draft position j:
 //! purpose draft; accept tests and residuals as in `verify`), so a request's tokens depend only on its
 //! own options, never on the batch it runs in.
@@ -45,6 +47,7 @@
 #include <vector>
 
 #include "specdec/acceptance/bild.hpp"
+#include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/last_token.hpp"
@@ -52,6 +55,8 @@
 #include "specdec/acceptance/mtad.hpp"
 #include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/strict.hpp"
+#include "specdec/acceptance/tree.hpp"
+#include "specdec/acceptance/typical.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/decode/cost_model.hpp"
 #include "specdec/core/decode_stats.hpp"
@@ -71,12 +76,34 @@ namespace specdec {
 //! the request's own), MTAD's joint rule, BiLD's rollback rule, or SPRINTER's last-token check (which needs a drafter stage
 //! that marks the verifier's tokens). Requests with equal chain rules are verified in one call.
 struct chain_acceptance {};
-using request_acceptance =
-    std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule, mtad_rule, bild_rule, last_token_rule>;
+
+//! Tree verification (acceptance/tree.hpp) of the tree a request's drafter stage writes
+//! (`stage_draft::parents`), with one of the tree rules; the candidates must have been drawn as the
+//! rule assumes (acceptance/multi_candidate.hpp).
+struct tree_acceptance {
+  std::variant<target_only_rule, strict_rule, recursive_rejection_rule, k_seq_rule, greedy_rule, sample_and_match_rule, typical_rule>
+      rule{};
+};
+
+using request_acceptance = std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule, block_rule,
+                                        typical_rule, tree_acceptance, mtad_rule, bild_rule, last_token_rule>;
+
+namespace detail {
+inline bool same_typical(const typical_rule& a, const typical_rule& b) noexcept {
+  return a.epsilon == b.epsilon && a.delta == b.delta && a.log_offset == b.log_offset && a.correction == b.correction;
+}
+}  // namespace detail
 
 //! Whether two requests' acceptance stages are the same rule with the same parameters.
 inline bool same_rule(const request_acceptance& a, const request_acceptance& b) noexcept {
   if (a.index() != b.index()) return false;
+  if (const auto* t = std::get_if<typical_rule>(&a)) return detail::same_typical(*t, std::get<typical_rule>(b));
+  if (const auto* t = std::get_if<tree_acceptance>(&a)) {
+    const auto& u = std::get<tree_acceptance>(b);
+    if (t->rule.index() != u.rule.index()) return false;
+    const auto* x = std::get_if<typical_rule>(&t->rule);
+    return x == nullptr || detail::same_typical(*x, std::get<typical_rule>(u.rule));
+  }
   if (const auto* l = std::get_if<lenient_rule>(&a)) return l->lenience() == std::get<lenient_rule>(b).lenience();
   if (const auto* m = std::get_if<mtad_rule>(&a)) return m->tau() == std::get<mtad_rule>(b).tau();
   if (const auto* d = std::get_if<bild_rule>(&a)) return d->rollback_threshold() == std::get<bild_rule>(b).rollback_threshold();
@@ -210,12 +237,17 @@ class batch_decoder {
     validate(options.draft_params);
     request r;
     r.group = std::holds_alternative<last_token_rule>(options.acceptance) ? verify_group::last_token
+             : std::holds_alternative<tree_acceptance>(options.acceptance) ? verify_group::tree
              : std::holds_alternative<mtad_rule>(options.acceptance) ||
                      std::holds_alternative<bild_rule>(options.acceptance) ? verify_group::host
              : options.drafter                                           ? verify_group::stage_chain
                                                                          : verify_group::chain;
     SPECDEC_EXPECTS(r.group != verify_group::last_token || options.drafter,
                     "specdec::batch_decoder::add: the last-token rule needs a drafter stage that marks the verifier's tokens");
+    SPECDEC_EXPECTS(r.group != verify_group::tree || options.drafter,
+                    "specdec::batch_decoder::add: tree verification needs a tree drafter stage (draft/tree.hpp)");
+    SPECDEC_EXPECTS(r.group != verify_group::tree || TreeSequenceModel<Target>,
+                    "specdec::batch_decoder::add: tree verification needs a target that takes tree-shaped appends (TreeSequenceModel)");
     r.handle = next_handle_++;
     r.prompt_size = options.prompt.size();
     r.context = options.prompt;
@@ -261,7 +293,7 @@ class batch_decoder {
 
  private:
   // Verification groups, in the order of the target forward and of the draft slots.
-  enum class verify_group : std::uint8_t { chain, stage_chain, host, last_token };
+  enum class verify_group : std::uint8_t { chain, stage_chain, host, last_token, tree };
 
   struct request {
     request_handle handle = 0;
@@ -288,6 +320,7 @@ class batch_decoder {
     std::size_t drafts_at = 0;             // offset of its verified drafts in drafts_ (slot, or packed)
     std::size_t target_row = 0, target_rows = 0, target_drafts = 0;  // its rows of target_logits_; drafts appended
     stage_draft block;                     // what its drafter stage wrote
+    std::vector<std::int32_t> tree_kept;   // a tree: offsets of the accepted path's nodes among the appended nodes
     // This round's outcome.
     std::vector<token_id> emitted;         // the tokens verification emitted
     std::size_t target_kept = 0;           // appended drafts the target keeps
@@ -340,6 +373,11 @@ class batch_decoder {
                           const Chain& rule);
   void verify_on_host(request& r);
   void verify_last_token(request& r);
+  template <TreeRule Tree>
+  void verify_tree_range(typename std::vector<request*>::iterator first, typename std::vector<request*>::iterator last,
+                         const Tree& rule);
+  void verify_trees();
+  void check_tree_draft(const request& r) const;
   void take_chain_row(request& r, std::size_t k, std::size_t stride);
   void commit(request& r);
   // Warps `rows` target rows of r into p_probs_ (a row without usable mass is filled with NaN, which
@@ -377,6 +415,12 @@ class batch_decoder {
   std::vector<verify_status> out_status_;
   std::vector<std::size_t> appended_offset_;
   chain_batch<float> batch_;
+  // Tree requests: their appends' parents, and the batch of one tree verification.
+  std::vector<std::int32_t> append_parents_, tree_nodes_, tree_parents_, out_path_;
+  std::vector<token_id> tree_tokens_;
+  std::vector<float> tree_q_;
+  tree_batch<float> tree_batch_;
+  mutable std::vector<std::int32_t> depth_;  // check_tree_draft's scratch
   std::vector<step_event> events_;
 };
 
@@ -425,6 +469,7 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     const auto t0 = clock::now();
     verify_chains(verify_group::chain);
     verify_chains(verify_group::stage_chain);
+    verify_trees();
     for (request* r : running_)
       if (r->group == verify_group::host)
         verify_on_host(*r);
@@ -488,6 +533,11 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
       }
     }
     const std::size_t n = b.tokens.size();
+    if (r->group == verify_group::tree) {  // gamma bounds a tree's depth
+      check_tree_draft(*r);
+      r->drafted = n;
+      continue;
+    }
     SPECDEC_EXPECTS(n <= r->gamma, "specdec::batch_decoder: a drafter stage drafted more tokens than allowed");
     SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n),
                     "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q)");
@@ -519,7 +569,8 @@ void batch_decoder<P, T, D, R>::assign_slots() {
   for (request* r : running_) {
     if (!r->options.drafter) continue;
     std::copy(r->block.tokens.begin(), r->block.tokens.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r->slot));
-    std::copy(r->block.q_rows.begin(), r->block.q_rows.end(), q_probs_.begin() + static_cast<std::ptrdiff_t>(r->slot * vocab_));
+    if (r->group != verify_group::tree)  // a tree's q rows (one per node) stay in its block
+      std::copy(r->block.q_rows.begin(), r->block.q_rows.end(), q_probs_.begin() + static_cast<std::ptrdiff_t>(r->slot * vocab_));
   }
 }
 
@@ -589,8 +640,9 @@ void batch_decoder<P, T, D, R>::choose_verified() {
   if (!verify_length_) return;
   drafted_requests_.clear();
   lengths_.clear();
+  const auto chosen = [](const request* r) { return r->group != verify_group::last_token && r->group != verify_group::tree; };
   for (request* r : running_) {
-    if (r->group == verify_group::last_token) continue;
+    if (!chosen(r)) continue;
     const bool has_q = !r->options.drafter || !r->block.q_rows.empty();
     drafted_requests_.push_back({r->handle, &r->stats, std::span<const token_id>(r->context),
                                  std::span<const token_id>(drafts_).subspan(r->slot, r->drafted),
@@ -600,7 +652,7 @@ void batch_decoder<P, T, D, R>::choose_verified() {
   verify_length_(std::span<const drafted_request>(drafted_requests_), std::span<std::size_t>(lengths_));
   std::size_t k = 0;
   for (request* r : running_)
-    if (r->group != verify_group::last_token) r->verified = std::min(r->drafted, lengths_[k++]);
+    if (chosen(r)) r->verified = std::min(r->drafted, lengths_[k++]);
 }
 
 //! One batched target forward: chain and joint requests append their pending tokens and verified drafts
@@ -610,6 +662,7 @@ template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceR
 void batch_decoder<P, T, D, R>::score() {
   appends_.clear();
   appended_.clear();
+  append_parents_.clear();
   appended_offset_.resize(running_.size());
   std::size_t rows = 0;
   for (std::size_t k = 0; k < running_.size(); ++k) {
@@ -629,12 +682,23 @@ void batch_decoder<P, T, D, R>::score() {
     appended_.insert(appended_.end(), r.pending_target.begin(), r.pending_target.end());
     appended_.insert(appended_.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot),
                      drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot + r.target_drafts));
+    if (r.group == verify_group::tree) {
+      // The pending tokens are a chain; node k's parent p is appended token (pending - 1) + p.
+      append_parents_.resize(appended_.size());
+      const std::size_t at = appended_offset_[k], m = r.pending_target.size();
+      for (std::size_t i = 0; i < m; ++i) append_parents_[at + i] = static_cast<std::int32_t>(i) - 1;
+      for (std::size_t i = 0; i < r.target_drafts; ++i)
+        append_parents_[at + m + i] = static_cast<std::int32_t>(m - 1) + r.block.parents[i];
+    }
   }
   for (std::size_t k = 0; k < running_.size(); ++k) {
     const request& r = *running_[k];
     if (r.target_rows == 0) continue;
     const std::size_t n = r.pending_target.size() + r.target_drafts;
-    appends_.push_back({r.handle, std::span<const token_id>(appended_).subspan(appended_offset_[k], n), r.target_rows});
+    const auto parents = r.group == verify_group::tree
+                             ? std::span<const std::int32_t>(append_parents_).subspan(appended_offset_[k], n)
+                             : std::span<const std::int32_t>{};
+    appends_.push_back({r.handle, std::span<const token_id>(appended_).subspan(appended_offset_[k], n), r.target_rows, parents});
   }
   target_logits_.resize(rows * vocab_);
   if (appends_.empty()) return;
@@ -796,6 +860,92 @@ void batch_decoder<P, T, D, R>::verify_last_token(request& r) {
   r.round_status = c.status;
 }
 
+//! Tree verification, one batched `verify_tree` per tree rule: each request's tree (its stage's
+//! parents, tokens and q rows) with its target rows warped to probabilities.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::verify_trees() {
+  auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == verify_group::tree; });
+  while (first != running_.end()) {
+    const std::size_t c = (*first)->rule_class;
+    const auto last = std::find_if(first, running_.end(), [&](const request* r) { return r->rule_class != c; });
+    std::visit([&](const auto& rule) { verify_tree_range(first, last, rule); }, std::get<tree_acceptance>((*first)->options.acceptance).rule);
+    first = last;
+  }
+}
+
+//! Requests [first, last) of one tree rule, in one call.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+template <TreeRule Tree>
+void batch_decoder<P, T, D, R>::verify_tree_range(typename std::vector<request*>::iterator first,
+                                                  typename std::vector<request*>::iterator last, const Tree& rule) {
+  tree_nodes_.clear();
+  tree_parents_.clear();
+  tree_tokens_.clear();
+  tree_q_.clear();
+  streams_.clear();
+  std::size_t rows = 0;
+  for (auto it = first; it != last; ++it) rows += (*it)->target_rows;
+  p_probs_.resize(rows * vocab_);
+  rows = 0;
+  for (auto it = first; it != last; ++it) {
+    request& r = **it;
+    tree_nodes_.push_back(static_cast<std::int32_t>(r.drafted + 1));
+    tree_parents_.push_back(no_node);
+    tree_parents_.insert(tree_parents_.end(), r.block.parents.begin(), r.block.parents.end());
+    tree_tokens_.push_back(no_token);
+    tree_tokens_.insert(tree_tokens_.end(), r.block.tokens.begin(), r.block.tokens.end());
+    if constexpr (tree_reads_draft<Tree>) {
+      SPECDEC_EXPECTS(r.drafted == 0 || r.block.q_rows.size() == (r.drafted + 1) * vocab_,
+                      "specdec::batch_decoder: this tree rule reads q: the tree stage must write a q row per node");
+      if (r.drafted == 0)
+        tree_q_.resize(tree_q_.size() + vocab_, 0.0f);  // a lone root's row is never read
+      else
+        tree_q_.insert(tree_q_.end(), r.block.q_rows.begin(), r.block.q_rows.end());
+    }
+    warp_target_rows(r, 0, r.target_rows, rows);
+    rows += r.target_rows;
+    streams_.push_back(stream_of(r));
+  }
+  tree_batch_.layout.assign_parents(tree_nodes_, tree_parents_);
+  tree_batch_.vocab_size = vocab_;
+  tree_batch_.tokens = std::span<const token_id>(tree_tokens_);
+  tree_batch_.draft_rows = std::span<const float>(tree_q_);
+  tree_batch_.target_rows = std::span<const float>(p_probs_);
+  const std::size_t count = tree_nodes_.size(), width = tree_batch_.layout.max_depth() + 1;
+  out_tokens_.resize(count * width);
+  out_path_.resize(count * width);
+  out_accepted_.resize(count);
+  out_status_.resize(count);
+  verify_tree(policy_, rule, tree_batch_, std::span<const random::request_stream>(streams_),
+              tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
+  for (std::size_t k = 0; k < count; ++k) {
+    request& r = *first[static_cast<std::ptrdiff_t>(k)];
+    take_chain_row(r, k, width);
+    r.judged = r.drafted;
+    r.tree_kept.clear();  // node ids 1.. are appended offsets 0..
+    for (std::size_t j = 1; j <= r.accepted; ++j) r.tree_kept.push_back(out_path_[k * width + j] - 1);
+  }
+}
+
+//! A tree stage's block, checked against its request: parents before children, a q row per node or
+//! none, the depth within the round's length.
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
+void batch_decoder<P, T, D, R>::check_tree_draft(const request& r) const {
+  const stage_draft& b = r.block;
+  const std::size_t n = b.tokens.size();
+  SPECDEC_EXPECTS(b.parents.size() == n, "specdec::batch_decoder: a tree stage must write a parent per token");
+  SPECDEC_EXPECTS(b.q_rows.empty() || b.q_rows.size() == (n + 1) * vocab_,
+                  "specdec::batch_decoder: a tree stage writes a q row per node (the root's first) or none");
+  depth_.assign(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    SPECDEC_EXPECTS(b.parents[i] >= 0 && static_cast<std::size_t>(b.parents[i]) <= i,
+                    "specdec::batch_decoder: a tree stage wrote a parent that is not an earlier node");
+    depth_[i + 1] = depth_[static_cast<std::size_t>(b.parents[i])] + 1;
+    SPECDEC_EXPECTS(static_cast<std::size_t>(depth_[i + 1]) <= r.gamma,
+                    "specdec::batch_decoder: a tree stage drafted deeper than the round's length");
+  }
+}
+
 //! Request r's outcome: emitted tokens, model rollbacks, counters, finishing.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::commit(request& r) {
@@ -805,7 +955,10 @@ void batch_decoder<P, T, D, R>::commit(request& r) {
   r.status |= status;
   const bool called = r.target_rows > 0;
   // The target keeps the appended drafts that were accepted; the rest of the emitted tokens are pending.
-  if (called) {
+  if (called && r.group == verify_group::tree) {
+    if constexpr (TreeSequenceModel<T>) target_->commit_tree(r.handle, r.target_drafts, std::span<const std::int32_t>(r.tree_kept));
+    r.pending_target.assign(emitted.begin() + static_cast<std::ptrdiff_t>(r.target_kept), emitted.end());
+  } else if (called) {
     target_->rollback(r.handle, r.target_drafts - r.target_kept);
     r.pending_target.assign(emitted.begin() + static_cast<std::ptrdiff_t>(r.target_kept), emitted.end());
   } else {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
@@ -26,6 +27,11 @@ struct stage_draft {
   //! accepted); only the `last_token` rule reads it, and then `kept + 1 == tokens.size()` when
   //! `check_last`, `kept == tokens.size()` otherwise.
   std::size_t kept = 0;
+  //! A tree draft (tree verification, acceptance/tree.hpp): the parent of each token, 0 = the root (the
+  //! context), k = the k-th token (1-based), each before its children; `q_rows` then holds one row per
+  //! node, the root's first ([tokens.size() + 1][V]), or is empty for rules that do not read q. Empty
+  //! for a chain.
+  std::vector<std::int32_t> parents;
   bool check_last = true;        //!< last_token rule: whether the last token goes to the target
   std::size_t model_calls = 0;   //!< draft-model evaluations (decode_stats::draft_calls)
   std::size_t charged_steps = 0; //!< draft steps the simulated clock charges (cost_model::t_draft each)
@@ -36,6 +42,7 @@ struct stage_draft {
     q_rows.clear();
     log_q.clear();
     kept = 0;
+    parents.clear();
     check_last = true;
     model_calls = 0;
     charged_steps = 0;

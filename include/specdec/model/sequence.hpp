@@ -34,8 +34,10 @@ using sequence_id = std::uint64_t;
 //! logits after each of the last `rows` appended positions are written (row k is the next-token
 //! logits after the state plus tokens[0 .. tokens.size() - rows + k]). Chain drafting asks for the
 //! last position, chain verification for the last gamma + 1.
-//! `parents` is reserved for tree-shaped appends (a parent index per appended token); it must be
-//! empty: no tree verification uses it yet.
+//! `parents` makes the append tree-shaped (tree verification, acceptance/tree.hpp): empty for a chain,
+//! else one entry per token, parents[i] in [-1, i): -1 means token i follows the state, j that it follows
+//! token j of this append. Row k is then the logits after the state plus the path to its token. Only a
+//! `TreeSequenceModel` takes such appends, and the sequence is extended again only after `commit_tree`.
 struct sequence_append {
   sequence_id sequence = 0;
   std::span<const token_id> tokens;
@@ -62,6 +64,15 @@ concept SequenceModel = requires(M& m, const M& cm, std::span<const sequence_app
   { cm.length(s) } -> std::convertible_to<std::size_t>;
 };
 
+//! A `SequenceModel` that also takes tree-shaped appends (`sequence_append::parents`) and then keeps
+//! one path of the tree: `m.commit_tree(s, count, keep)` keeps, of the last `count` tokens of s (a
+//! tree's nodes), those at the offsets `keep` (increasing, a root-to-node path), in that order, and
+//! drops the others (an engine copies the kept KV entries down, as EAGLE and TensorRT-LLM do).
+template <class M>
+concept TreeSequenceModel = SequenceModel<M> && requires(M& m, sequence_id s, std::size_t n, std::span<const std::int32_t> keep) {
+  m.commit_tree(s, n, keep);
+};
+
 //! What a sequence model computed (kept by the adapters; compare with what the cost model charges).
 struct sequence_model_stats {
   std::size_t calls = 0;                 //!< forward calls
@@ -73,8 +84,12 @@ struct sequence_model_stats {
 
 namespace detail {
 //! Checks one append against a state of `length` tokens and a vocabulary of V.
-inline void check_append(const sequence_append& a, std::size_t length, std::size_t V) {
-  SPECDEC_EXPECTS(a.parents.empty(), "specdec::SequenceModel: tree-shaped appends (parents) are not supported");
+inline void check_append(const sequence_append& a, std::size_t length, std::size_t V, bool trees = false) {
+  SPECDEC_EXPECTS(trees || a.parents.empty(), "specdec::SequenceModel: this model takes no tree-shaped appends (parents)");
+  SPECDEC_EXPECTS(a.parents.empty() || a.parents.size() == a.tokens.size(), "specdec::SequenceModel: one parent per appended token");
+  for (std::size_t i = 0; i < a.parents.size(); ++i)
+    SPECDEC_EXPECTS(a.parents[i] >= -1 && a.parents[i] < static_cast<std::int32_t>(i),
+                    "specdec::SequenceModel: a parent is not an earlier token of the append");
   SPECDEC_EXPECTS(a.rows <= a.tokens.size(), "specdec::SequenceModel: an append asks for more rows than it appends");
   for ([[maybe_unused]] const token_id t : a.tokens)
     SPECDEC_EXPECTS(in_vocabulary(t, V), "specdec::SequenceModel: an appended token is outside the vocabulary");
@@ -87,6 +102,16 @@ inline std::size_t check_rows(std::span<const sequence_append> appends, std::siz
   for (const auto& a : appends) rows += a.rows;
   SPECDEC_EXPECTS(logits_size == rows * V, "specdec::SequenceModel: logits must hold the requested rows");
   return rows;
+}
+
+//! The context of token i of a tree-shaped append: `before` (the state), then the tokens on the path to i.
+inline void tree_context(std::span<const token_id> before, const sequence_append& a, std::size_t i, std::vector<token_id>& out) {
+  std::size_t depth = 0;
+  for (std::int32_t j = static_cast<std::int32_t>(i); j >= 0; j = a.parents[static_cast<std::size_t>(j)]) ++depth;
+  out.assign(before.begin(), before.end());
+  out.resize(before.size() + depth);
+  for (std::int32_t j = static_cast<std::int32_t>(i); j >= 0; j = a.parents[static_cast<std::size_t>(j)])
+    out[before.size() + --depth] = a.tokens[static_cast<std::size_t>(j)];
 }
 
 //! The per-sequence state of the reference adapters: each sequence's tokens and `width` floats per
@@ -123,11 +148,32 @@ class sequence_store {
     stats.rolled_back += n;
   }
   void release(sequence_id s) { entries_.erase(s); }
+  //! Keeps, of the last `count` tokens of s, those at the offsets `keep` (increasing), with their
+  //! payload rows (`TreeSequenceModel::commit_tree`).
+  //! \throws specdec::error when count exceeds the length or `keep` is not increasing in [0, count)
+  void commit_tree(sequence_id s, std::size_t count, std::span<const std::int32_t> keep) {
+    SPECDEC_EXPECTS(count <= length(s), "specdec::TreeSequenceModel::commit_tree: more tokens than the sequence holds");
+    entry& e = entries_[s];
+    const std::size_t base = e.tokens.size() - count;
+    std::size_t at = base;
+    for (std::size_t k = 0; k < keep.size(); ++k) {
+      SPECDEC_EXPECTS(keep[k] >= 0 && static_cast<std::size_t>(keep[k]) < count && (k == 0 || keep[k] > keep[k - 1]),
+                      "specdec::TreeSequenceModel::commit_tree: kept offsets must increase within the tree");
+      const std::size_t from = base + static_cast<std::size_t>(keep[k]);
+      e.tokens[at] = e.tokens[from];
+      std::copy_n(e.payload.begin() + static_cast<std::ptrdiff_t>(from * width_), width_,
+                  e.payload.begin() + static_cast<std::ptrdiff_t>(at * width_));
+      ++at;
+    }
+    stats.rolled_back += count - keep.size();
+    e.tokens.resize(at);
+    e.payload.resize(at * width_);
+  }
   //! The checks every `forward` makes before it changes anything, and its call count.
   //! \throws specdec::error on a broken precondition.
   void begin_forward(std::span<const sequence_append> appends, std::size_t logits_size, std::size_t V) {
     check_rows(appends, logits_size, V);
-    for (const auto& a : appends) check_append(a, length(a.sequence), V);
+    for (const auto& a : appends) check_append(a, length(a.sequence), V, true);
     ++stats.calls;
   }
 
@@ -151,6 +197,8 @@ class stored_sequence_model {
   //! \throws specdec::error when n exceeds the sequence's length.
   void rollback(sequence_id s, std::size_t n) { store_.rollback(s, n); }
   void release(sequence_id s) { store_.release(s); }
+  //! `TreeSequenceModel::commit_tree`. \throws specdec::error on bad offsets.
+  void commit_tree(sequence_id s, std::size_t count, std::span<const std::int32_t> keep) { store_.commit_tree(s, count, keep); }
 
  protected:
   stored_sequence_model(const M& model, std::size_t width) : model_(&model), store_(width) {}
@@ -161,8 +209,9 @@ class stored_sequence_model {
 
 //! Any `Model` as a `SequenceModel`: keeps each sequence's tokens and computes the requested rows by
 //! scoring the whole context (`score`, model/score.hpp: one `score` call on a `ParallelScoringModel`,
-//! else one `next_logits` per row). Correct for every model, and as slow as recomputation is: use it for
-//! reference models and tests; an engine implements `SequenceModel` itself.
+//! else one `next_logits` per row; a tree-shaped append, one `next_logits` per row on its path). Correct
+//! for every model, and as slow as recomputation is: use it for reference models and tests; an engine
+//! implements `SequenceModel` (and `TreeSequenceModel`) itself.
 template <Model M>
 class recomputing_sequence_model : public detail::stored_sequence_model<M> {
   using base = detail::stored_sequence_model<M>;
@@ -181,6 +230,19 @@ class recomputing_sequence_model : public detail::stored_sequence_model<M> {
     std::size_t row = 0;
     for (const auto& a : appends) {
       std::vector<token_id>& state = store_[a.sequence].tokens;
+      if (!a.parents.empty()) {  // a tree: each row scores its own path
+        const std::size_t before = state.size();
+        for (std::size_t k = 0; k < a.rows; ++k) {
+          detail::tree_context(std::span<const token_id>(state).first(before), a, a.tokens.size() - a.rows + k, context_);
+          model_->next_logits(std::span<const token_id>(context_), logits.subspan((row + k) * V, V));
+          stats.recomputed_positions += context_.size();
+        }
+        state.insert(state.end(), a.tokens.begin(), a.tokens.end());
+        stats.appended_positions += a.tokens.size();
+        stats.rows += a.rows;
+        row += a.rows;
+        continue;
+      }
       const std::size_t before = state.size() + a.tokens.size() - a.rows;  // context of the first row, minus its last token
       state.insert(state.end(), a.tokens.begin(), a.tokens.end());
       stats.appended_positions += a.tokens.size();
@@ -193,6 +255,9 @@ class recomputing_sequence_model : public detail::stored_sequence_model<M> {
       row += a.rows;
     }
   }
+
+ private:
+  std::vector<token_id> context_;  // a tree row's context
 };
 
 //! A `StatefulModel` per sequence as a `SequenceModel`: `make()` returns a fresh `StatefulModel` for

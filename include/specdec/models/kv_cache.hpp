@@ -36,11 +36,21 @@ class kv_cached_model : public detail::stored_sequence_model<M> {
     sequence_model_stats& stats = store_.stats;
     std::size_t row = 0;
     for (const auto& a : appends) {
-      auto& e = store_[a.sequence];  // payload: row i follows tokens[0..i]
-      for (const token_id t : a.tokens) {
-        e.tokens.push_back(t);
-        e.payload.resize(e.tokens.size() * V);
-        model_->next_logits(std::span<const token_id>(e.tokens), std::span<float>(e.payload).last(V));
+      auto& e = store_[a.sequence];  // payload: row i follows tokens[0..i] (a tree token: its path)
+      if (!a.parents.empty()) {
+        const std::size_t before = e.tokens.size();
+        e.payload.resize((before + a.tokens.size()) * V);
+        for (std::size_t i = 0; i < a.tokens.size(); ++i) {
+          detail::tree_context(std::span<const token_id>(e.tokens).first(before), a, i, context_);
+          model_->next_logits(std::span<const token_id>(context_), std::span<float>(e.payload).subspan((before + i) * V, V));
+        }
+        e.tokens.insert(e.tokens.end(), a.tokens.begin(), a.tokens.end());
+      } else {
+        for (const token_id t : a.tokens) {
+          e.tokens.push_back(t);
+          e.payload.resize(e.tokens.size() * V);
+          model_->next_logits(std::span<const token_id>(e.tokens), std::span<float>(e.payload).last(V));
+        }
       }
       stats.appended_positions += a.tokens.size();
       stats.recomputed_positions += a.tokens.size();
@@ -66,6 +76,8 @@ class kv_cached_model : public detail::stored_sequence_model<M> {
     return true;
   }
 
+ private:
+  std::vector<token_id> context_;  // a tree token's context
 };
 
 }  // namespace specdec

@@ -185,10 +185,11 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
     for (std::size_t i = 0; i < tau; ++i) tokens[i] = drafts[i];
     return static_cast<std::int32_t>(tau);
   };
-  // tau = n: eta_n < a_n, written as eta q < a_{n-1} p so that n = 1 is strict's test to the bit.
-  if (n > 0 && draft_at_draft[n - 1] > 0.0 &&
-      stream.open(static_cast<std::uint32_t>(n - 1), purpose::accept).uniform() * draft_at_draft[n - 1] <
-          weight[n - 1] * target_at_draft[n - 1]) {
+  // tau = n: eta_n < a_n, written as eta q < a_{n-1} p so that n = 1 is strict's test to the bit
+  // (and always for n = 0: the bonus).
+  if (n == 0 || (draft_at_draft[n - 1] > 0.0 &&
+                 stream.open(static_cast<std::uint32_t>(n - 1), purpose::accept).uniform() * draft_at_draft[n - 1] <
+                     weight[n - 1] * target_at_draft[n - 1])) {
     const row_ref<T> p = rows.target(n);
     if (!checks.row(p)) return accept_drafts(n);
     checks.emit(K::sample_categorical(p.values, stream.open(static_cast<std::uint32_t>(n), purpose::resample).uniform()), tokens[n]);
@@ -203,8 +204,8 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
     const auto pos = static_cast<std::uint32_t>(i);
     const residual_result r = K::sample_residual(p.values, q.values, block_residual{1.0 / weight[i]},
                                                  stream.open(pos, purpose::resample).uniform());
-    // The sampler's mass is sum max(0, p - q / a_i) = R_i / a_i.
-    const double h = block_stop_probability(weight[i] * r.sample.mass, weight[i]);
+    // The sampler's mass is sum max(0, p - q / a_i) = R_i / a_i (0 when it fell back to p).
+    const double h = block_stop_probability(r.used_fallback ? 0.0 : weight[i] * r.sample.mass, weight[i]);
     if (i > 0 && !(stream.open(pos - 1, purpose::accept).uniform() < h)) continue;
     if (r.used_fallback) checks.status |= verify_status::residual_fallback;
     checks.emit(r.sample, tokens[i]);
