@@ -199,6 +199,30 @@ sample_result sample_categorical(std::span<const T> weights, double u) {
 }
 
 namespace detail {
+//! The weights of a row with some entries left out (weight 0): `masked` is sorted and distinct. A
+//! cursor makes the forward pass O(1) per entry; a step backwards (a rescan) searches again.
+template <class T>
+struct masked_weights {
+  std::span<const T> row;
+  std::span<const token_id> masked;
+  mutable std::size_t cursor = 0, last = 0;
+  double operator()(std::size_t v) const {
+    if (v < last) cursor = static_cast<std::size_t>(std::lower_bound(masked.begin(), masked.end(), static_cast<token_id>(v)) - masked.begin());
+    last = v;
+    while (cursor < masked.size() && static_cast<std::size_t>(masked[cursor]) < v) ++cursor;
+    return cursor < masked.size() && static_cast<std::size_t>(masked[cursor]) == v ? 0.0 : static_cast<double>(row[v]);
+  }
+};
+}  // namespace detail
+
+//! Samples from a row with the entries `masked` (sorted, distinct, in [0, size)) left out: the same
+//! token, status and mass as sampling a copy of the row with those entries set to 0.
+template <class T>
+sample_result sample_masked(std::span<const T> weights, std::span<const token_id> masked, double u) {
+  return sample_by_weights(weights.size(), detail::masked_weights<T>{weights, masked}, u);
+}
+
+namespace detail {
 //! The rescans of rules 5-6 over a sparse row: entries (token, weight) in increasing token order.
 struct sparse_tiles {
   std::span<const token_id> tokens;

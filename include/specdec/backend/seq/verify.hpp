@@ -73,6 +73,11 @@ struct seq_kernels {
   static std::ptrdiff_t argmax(std::span<const T> row) { return specdec::argmax(row); }
   template <class T>
   static sample_result sample_categorical(std::span<const T> row, double u) { return specdec::sample_categorical(row, u); }
+  //! A sample of the row with the entries `masked` (sorted, distinct) left out.
+  template <class T>
+  static sample_result sample_masked(std::span<const T> row, std::span<const token_id> masked, double u) {
+    return specdec::sample_masked(row, masked, u);
+  }
   template <class Rule, class T>
   static residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
     return specdec::sample_residual(p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);

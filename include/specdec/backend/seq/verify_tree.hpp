@@ -188,11 +188,12 @@ node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::si
   } else if (method != tree_method::target_only && !r.materialised) {
     res = K::sample_residual(p, q, strict, u);
   } else {
-    if constexpr (method == tree_method::target_only) {  // p without the rejected siblings
-      s.residual.assign(p.begin(), p.end());
-      for (const token_id t : s.rejected) s.residual[static_cast<std::size_t>(t)] = 0.0;
+    if constexpr (method == tree_method::target_only) {  // p without the rejected siblings, read in place
+      std::sort(s.rejected.begin(), s.rejected.end());
+      res.sample = K::sample_masked(p, std::span<const token_id>(s.rejected), u);
+    } else {
+      res.sample = K::sample_categorical(std::span<const double>(s.residual), u);
     }
-    res.sample = K::sample_categorical(std::span<const double>(s.residual), u);
     if (res.sample.status == row_status::no_mass) {
       res.sample = K::sample_categorical(p, u);
       res.used_fallback = true;

@@ -14,6 +14,7 @@
 //! exactly, so the status is seq's.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -123,7 +124,37 @@ struct row_step {
   double scalar(std::size_t v) const { return static_cast<double>(x[v]); }
 };
 
+//! The step of a row with some entries left out (`masked`: sorted, distinct): a round of 32 that holds
+//! one is copied with those entries zeroed, every other round is `row_step`'s.
+template <class Arch, class T>
+struct masked_row_step {
+  row_step<Arch, T> row;
+  std::span<const token_id> masked;
+  std::size_t next = 0;  // the first masked entry not before the current round
+
+  void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
+    while (next < masked.size() && static_cast<std::size_t>(masked[next]) < base) ++next;
+    if (next == masked.size() || static_cast<std::size_t>(masked[next]) >= base + sampling_lanes) return row(base, acc);
+    alignas(64) std::array<T, sampling_lanes> round;
+    std::copy_n(row.x + base, sampling_lanes, round.begin());
+    for (std::size_t k = next; k < masked.size() && static_cast<std::size_t>(masked[k]) < base + sampling_lanes; ++k)
+      round[static_cast<std::size_t>(masked[k]) - base] = T(0);
+    for_each_double_batch<Arch>(round.data(), 0, row.ok, [&acc](std::size_t r, const dbatch<Arch>& w) { acc[r] += w; });
+  }
+  bool usable() const { return row.usable(); }
+  double scalar(std::size_t v) const {
+    return std::binary_search(masked.begin(), masked.end(), static_cast<token_id>(v)) ? 0.0 : row.scalar(v);
+  }
+};
+
 }  // namespace detail
+
+//! `specdec::sample_masked` on the simd backend: the same token, status and mass.
+template <class Arch, class T>
+sample_result sample_masked(std::span<const T> weights, std::span<const token_id> masked, double u) {
+  detail::masked_row_step<Arch, T> step{{weights.data(), weights.size()}, masked};
+  return detail::sample_with_step<Arch>(weights.size(), step, u);
+}
 
 //! `specdec::sample_categorical` on the simd backend: the same token, status and mass for every row
 //! and every u (the determinism contract of sampling/categorical.hpp).

@@ -51,6 +51,10 @@ struct verify_kernels {
   static std::ptrdiff_t argmax(std::span<const T> row) { return simd::argmax<Arch>(row); }
   template <class T>
   static sample_result sample_categorical(std::span<const T> row, double u) { return simd::sample_categorical<Arch>(row, u); }
+  template <class T>
+  static sample_result sample_masked(std::span<const T> row, std::span<const token_id> masked, double u) {
+    return simd::sample_masked<Arch>(row, masked, u);
+  }
   template <class Rule, class T>
   static residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
     return simd::sample_residual<Arch>(p, q, rule, u);
