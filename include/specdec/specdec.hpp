@@ -38,6 +38,8 @@
 #include "specdec/draft/stage.hpp"
 #include "specdec/draft/chain.hpp"
 #include "specdec/draft/beam.hpp"
+#include "specdec/draft/tree_shape.hpp"
+#include "specdec/draft/tree.hpp"
 #include "specdec/draft/verifier.hpp"
 #include "specdec/draft/verifier_gated.hpp"
 #include "specdec/length/fixed.hpp"

@@ -20,9 +20,10 @@
 //! eta q(X) < p(X) and the residual are exactly strict's, so the tokens equal strict's. The residual
 //! or bonus after tau uses (position tau, resample), as every chain rule does.
 //!
-//! **Cost.** The scan runs from i = g down and stops at the first passing i; each i < g with
-//! a_i > 0 that is visited reads the row pair (p_{i+1}, q_{i+1}) once, and that same pass samples the
-//! candidate residual. Token-wise verification reads one row pair in all.
+//! **Cost.** The scan runs from i = g down and stops at the first passing i. Since R_i <= a_i, h_i <= a_i:
+//! a prefix with eta_i >= a_i fails without reading anything; otherwise its row pair (p_{i+1},
+//! q_{i+1}) is read once, and that pass also samples the candidate residual. So position i < g costs a
+//! row pair with probability at most a_i; token-wise verification reads one row pair in all.
 #pragma once
 
 #include "specdec/acceptance/concepts.hpp"

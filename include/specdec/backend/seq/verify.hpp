@@ -201,7 +201,9 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
     return accept_drafts(n);
   }
   for (std::size_t i = n; i-- > 0;) {
-    if (!(weight[i] > 0.0)) continue;  // a_i = 0: R_i = 0, h_i = 0
+    // R_i <= a_i (each term of R_i is at most a_i p(v)), so h_i <= a_i: when eta_i >= a_i the prefix
+    // fails whatever R_i is, and its rows are not read (a_i = 0 included). Prefix 0 always passes.
+    if (i > 0 && !(stream.open(static_cast<std::uint32_t>(i - 1), purpose::accept).uniform() < weight[i])) continue;
     const row_ref<T> p = rows.target(i);
     if (!checks.row(p)) return 0;
     const row_ref<T> q = rows.draft(i);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -76,17 +77,23 @@ struct carried_residual {
   double at(std::size_t v) const { return materialised ? row[v] : static_cast<double>(p[v]); }
   //! r <- max(0, r - scale q'), q' = q except 0 where `drawn` is set (if given); NaN is kept so that
   //! the final draw reports the row. Then the new mass (a sum in index order).
+  //! The mass is summed in 32 interleaved lanes (the order of sampling/categorical.hpp's contract, so
+  //! the loop vectorises); every backend runs this same code.
   void subtract(std::span<const T> q, double scale, const std::vector<unsigned char>* drawn) {
-    row.resize(p.size());
-    double m = 0.0;
-    for (std::size_t v = 0; v < p.size(); ++v) {
+    const std::size_t V = p.size();
+    row.resize(V);
+    std::array<double, sampling_lanes> lanes{};
+    const auto update = [&](std::size_t v) {
       const double qv = drawn != nullptr && (*drawn)[v] ? 0.0 : static_cast<double>(q[v]);
       const double next = at(v) - scale * qv;
-      row[v] = next > 0.0 || std::isnan(next) ? next : 0.0;
-      m += row[v];
-    }
+      return next > 0.0 || next != next ? next : 0.0;  // NaN is kept
+    };
+    std::size_t v = 0;
+    for (; v + sampling_lanes <= V; v += sampling_lanes)
+      for (std::size_t j = 0; j < sampling_lanes; ++j) lanes[j] += row[v + j] = update(v + j);
+    for (std::size_t j = 0; v + j < V; ++j) lanes[j] += row[v + j] = update(v + j);
     materialised = true;
-    mass = m;
+    mass = specdec::detail::reduce_lanes(lanes);
   }
 };
 
