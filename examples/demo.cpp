@@ -101,10 +101,13 @@ int main(int argc, char** argv) try {
               static_cast<unsigned long long>(args.seed));
 
   const std::vector<std::string> prompts{"this license", "you may", "the software is provided", "permission is hereby granted to"};
-  std::vector<row> rows{{"target-only", {}, 0, {}}, {"strict SD", {}, 0, {}}, {"lenient SD", {}, 0, {}},
-                        {"greedy SD", {}, 0, {}}, {"SV exact", {}, 0, {}}, {"SV paper", {}, 0, {}},
-                        {"MTAD t=0.1", {}, 0, {}}, {"MTAD t=0.9", {}, 0, {}}};
+  std::vector<row> rows{{"target-only", {}, 0, {}}, {"strict SD", {}, 0, {}}, {"block SD", {}, 0, {}},
+                        {"EAGLE-2 tree", {}, 0, {}}, {"lenient SD", {}, 0, {}}, {"greedy SD", {}, 0, {}},
+                        {"SV exact", {}, 0, {}}, {"SV paper", {}, 0, {}}, {"MTAD t=0.1", {}, 0, {}}, {"MTAD t=0.9", {}, 0, {}}};
   const specdec::warp_params sampled{}, greedy_params{.temperature = 0.0};
+  // EAGLE-2's dynamic tree (depth 7 expansions of the top 10 nodes, 60 nodes kept) from the 2-gram
+  // draft, verified node by node with the target-only rule (lossless for any candidate choice).
+  specdec::dynamic_tree_drafter eagle(models.draft, specdec::dynamic_tree_params{.warp = sampled});
 
   // Speculative Verification (seed 001): a 3-gram companion on the same text and vocabulary, and
   // P(accept | S, A) profiled with SD on other prompts (SV section 7.4), adaptive 10x10 bins.
@@ -159,6 +162,9 @@ int main(int argc, char** argv) try {
     options.target_params = sampled;
     const auto target_only = specdec::decode_target_only(models.target, prompt, options);
     const auto strict = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
+    const auto block_sd = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::block, prompt, options);
+    const auto tree = specdec::decode_tree(specdec::exec::seq, models.target, eagle, specdec::eagle2_default_depth + 1, specdec::target_only,
+                                           prompt, options);
     const auto len = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, lenient, prompt, options);
     sv.mode = specdec::sv_mode::exact;
     const auto sv_exact = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator, sv_latency, prompt, options, sv);
@@ -173,7 +179,7 @@ int main(int argc, char** argv) try {
     options.target_params = greedy_params;
     const auto greedy = specdec::decode(specdec::exec::seq, models.target, models.draft, greedy_params, args.gamma, specdec::greedy, prompt, options);
 
-    std::vector<const specdec::decode_result*> results{&target_only, &strict, &len, &greedy, &sv_exact, &sv_paper, &mtad_01, &mtad_09};
+    std::vector<const specdec::decode_result*> results{&target_only, &strict, &block_sd, &tree, &len, &greedy, &sv_exact, &sv_paper, &mtad_01, &mtad_09};
 #if SPECDEC_DEMO_SPRINTER
     options.target_params = sampled;
     const auto sprinter = specdec::decode_sprinter(models.target, models.draft, sampled, specdec::draft_row_features{},
@@ -198,7 +204,9 @@ int main(int argc, char** argv) try {
   }
   std::printf("\nOne continuation per method (first prompt; '|' marks where generation starts):\n");
   for (const row& r : rows) std::printf("  %-12s %s\n", r.method.c_str(), r.sample.c_str());
-  std::printf("\nstrict SD and target-only sample the same distribution (lossless); lenient SD with l < 1 is lossy;\n"
+  std::printf("\nstrict SD, block SD (block verification: the whole draft judged jointly, never fewer accepted tokens than\n"
+              "strict on average), the EAGLE-2 tree (60 nodes scored per target call) and target-only sample the same\n"
+              "distribution (lossless); lenient SD with l < 1 is lossy;\n"
               "greedy SD reproduces the target's greedy decoding token for token. SV drafts gamma tokens, asks a 3-gram\n"
               "companion how likely each is to be accepted and verifies the goodput-optimal prefix: 'SV exact' is lossless,\n"
               "'SV paper' (the paper's rule, which looks at the drafted token itself) is not; their acceptance_rate is\n"

@@ -47,6 +47,7 @@
 #include "specdec/acceptance/last_token.hpp"
 #include "specdec/decode/decode.hpp"
 #include "specdec/decode/batch_decoder.hpp"
+#include "specdec/decode/tree.hpp"
 #include "specdec/decode/mtad.hpp"
 #include "specdec/decode/sprinter.hpp"
 #include "specdec/decode/sv.hpp"

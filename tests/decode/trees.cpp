@@ -193,6 +193,56 @@ TEST_CASE("block verification on the step decoder keeps the target's law", "[dec
   CHECK(gof.p_value > specdec_test::gof_alpha);
 }
 
+// The law of the first three tokens of 20000 generations of 12 tokens: long drafts (block verification's
+// choice of prefix reads every later position) are verified, only the first three tokens are counted.
+template <class Decoder, class Configure>
+specdec_test::gof_result first_tokens_law(Decoder& decoder, std::uint64_t seed, Configure configure) {
+  const auto law = specdec_test::target_sequence_distribution(tables(), 1, horizon);
+  std::vector<std::uint64_t> counts(law.size(), 0);
+  constexpr std::uint32_t n = 20000, per_batch = 2000;
+  for (std::uint32_t first = 0; first < n; first += per_batch) {
+    for (std::uint32_t id = first; id < first + per_batch; ++id) {
+      specdec::request_options o;
+      o.prompt = {1};
+      o.seed = seed;
+      o.request_id = id;
+      o.max_new_tokens = 12;
+      configure(o);
+      decoder.add(o);
+    }
+    std::map<specdec::request_handle, std::vector<token_id>> tokens;
+    while (decoder.active() > 0)
+      for (const auto& e : decoder.step()) tokens[e.request].insert(tokens[e.request].end(), e.tokens.begin(), e.tokens.end());
+    for (const auto& [h, t] : tokens) {
+      REQUIRE(t.size() == 12);
+      std::size_t index = 0;
+      for (int i = 0; i < horizon; ++i) index = index * vocab + static_cast<std::size_t>(t[static_cast<std::size_t>(i)]);
+      ++counts[index];
+    }
+  }
+  return specdec_test::chi_squared_gof(counts, law);
+}
+
+TEST_CASE("block verification of long drafts and deep trees keeps the target's law", "[decode][block][tree][statistical]") {
+  fixture f;
+  specdec::kv_cached_model<decltype(f.target)> t(f.target);
+  specdec::kv_cached_model<decltype(f.draft)> q(f.draft);
+  specdec::batch_decoder blocks(specdec::exec::simd, t, q, specdec::block);
+  const auto block8 = first_tokens_law(blocks, 31, [](specdec::request_options& o) { o.gamma = 8; });
+  INFO("block verification, gamma 8: " << block8);
+  CHECK(block8.p_value > specdec_test::gof_alpha);
+  specdec::no_sequence_model none(vocab);
+  specdec::batch_decoder trees(specdec::exec::simd, t, none, specdec::strict);
+  const auto stage = tree_stage(pick::iid);
+  const auto deep = first_tokens_law(trees, 32, [&](specdec::request_options& o) {
+    o.gamma = 6;
+    o.drafter = stage;
+    o.acceptance = specdec::tree_acceptance{specdec::strict};
+  });
+  INFO("multi-step sampling on trees of depth 6: " << deep);
+  CHECK(deep.p_value > specdec_test::gof_alpha);
+}
+
 TEST_CASE("a tree request needs a tree stage whose tree is well formed", "[decode][tree]") {
   fixture f;
   specdec::kv_cached_model<decltype(f.target)> t(f.target);
