@@ -30,8 +30,18 @@
 #if SPECDEC_ENABLE_SIMD
 #include "specdec/backend/simd/verify_tree.hpp"
 #endif
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+#include "specdec/backend/cuda/verify_tree.cuh"  // CUDA headers only in CUDA translation units
+#endif
 
 namespace specdec {
+
+//! Whether the cuda backend verifies trees with `Rule`: target_only, greedy, sample_and_match,
+//! strict (multi-step sampling) and recursive_rejection (backend/cuda/verify_tree.cuh); k_seq and
+//! typical_rule have no cuda kernel.
+template <TreeRule Rule>
+inline constexpr bool cuda_verifies_tree = tree_method_of<Rule>::value != tree_method::k_seq &&
+                                           tree_method_of<Rule>::value != tree_method::typical;
 
 //! Verifies a batch of token trees against target probabilities.
 //! \param rule    strict (SpecInfer), recursive_rejection, k_seq, target_only, greedy,
@@ -39,20 +49,50 @@ namespace specdec {
 //! \param batch   the trees, their node tokens, draft rows q (rules that read q: the warped rows
 //!                the children were drawn from) and target rows p, as probabilities
 //! \param streams one per request
-//! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream
+//! With `exec::cuda` (rules: `cuda_verifies_tree`) the spans of `batch` and `out` are device memory,
+//! the layout and the streams host memory; the call is asynchronous on the policy's stream and
+//! allocates a workspace on it (see the workspace overload); the outputs are seq's, bit for bit.
+//! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream;
+//! specdec::cuda_error on a CUDA error
 template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
 void verify_tree(const Policy& policy, const Rule& rule, const tree_batch<T>& batch,
                  std::span<const random::request_stream> streams, const tree_outputs& out, const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_tree");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
-                "specdec::verify_tree: the cuda backend has no tree kernel; verify trees with exec::seq or exec::simd");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda || tree_method_of<Rule>::value != tree_method::k_seq,
+                "specdec::verify_tree: k_seq (SpecTr K-SEQ) has no cuda kernel; verify with exec::seq or exec::simd");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda || tree_method_of<Rule>::value != tree_method::typical,
+                "specdec::verify_tree: typical_rule (typical acceptance) has no cuda kernel; verify with exec::seq or exec::simd");
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::verify_tree<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
 #endif
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+  if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
+    return backend::cuda::verify_tree(policy.stream, rule, batch, streams, out, options);
+#endif
   (void)policy;
   backend::seq::verify_tree(rule, batch, streams, out, options);
 }
+
+#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
+//! Device bytes of the workspace `verify_tree(exec::cuda, ..., workspace)` needs (ask once per shape,
+//! allocate, reuse every step).
+template <TreeRule Rule, class T>
+std::size_t verify_tree_workspace_bytes(const exec::cuda_policy&, const Rule& rule, const tree_batch<T>& batch,
+                                        const verify_options& options = {}) {
+  static_assert(cuda_verifies_tree<Rule>, "specdec::verify_tree_workspace_bytes: k_seq and typical_rule have no cuda kernel");
+  return backend::cuda::verify_tree_workspace_bytes(rule, batch, options);
+}
+
+//! `verify_tree` on the GPU with a caller-owned device workspace of `verify_tree_workspace_bytes(...)` bytes.
+template <TreeRule Rule, class T>
+void verify_tree(const exec::cuda_policy& policy, const Rule& rule, const tree_batch<T>& batch,
+                 std::span<const random::request_stream> streams, const tree_outputs& out, std::span<std::byte> workspace,
+                 const verify_options& options = {}) {
+  static_assert(cuda_verifies_tree<Rule>, "specdec::verify_tree: k_seq and typical_rule have no cuda kernel");
+  backend::cuda::verify_tree(policy.stream, rule, batch, streams, out, workspace, options);
+}
+#endif
 
 //! The result of verifying one tree.
 struct tree_result {
@@ -68,6 +108,8 @@ template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
 tree_result verify_one_tree(const Policy& policy, const Rule& rule, std::span<const std::int32_t> parents,
                             std::span<const token_id> tokens, std::span<const T> draft_rows, std::span<const T> target_rows,
                             std::size_t vocab_size, const random::request_stream& stream, const verify_options& options = {}) {
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
+                "specdec::verify_one_tree takes host memory; with exec::cuda call specdec::verify_tree on device buffers");
   const auto n = static_cast<std::int32_t>(parents.size());
   tree_batch<T> batch{tree_layout::from_parents(std::span<const std::int32_t>(&n, 1), parents), vocab_size, tokens, draft_rows,
                       target_rows};

@@ -29,14 +29,20 @@
 #endif
 #if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
 #include "specdec/backend/cuda/verify.cuh"  // CUDA headers only in CUDA translation units
+#include "specdec/backend/cuda/verify_block.cuh"
 #endif
 
 namespace specdec {
 
-//! Whether the cuda backend has kernels for a rule's family (block and typical have none).
+//! Whether the cuda backend has kernels for a rule's family (typical has none; block verification
+//! has one for probabilities, backend/cuda/verify_block.cuh, and none from logits).
 template <AcceptanceRule Rule>
 inline constexpr bool cuda_verifies = Rule::family == rule_family::rejection || Rule::family == rule_family::greedy ||
-                                      Rule::family == rule_family::sample_and_match;
+                                      Rule::family == rule_family::sample_and_match || Rule::family == rule_family::block;
+
+//! Whether the cuda backend's fused path (`verify_from_logits`) has kernels for a rule's family.
+template <AcceptanceRule Rule>
+inline constexpr bool cuda_verifies_from_logits = cuda_verifies<Rule> && Rule::family != rule_family::block;
 
 //! Verifies a batch of drafted chains against target probabilities.
 //! \param rule    strict, lenient_rule{l}, greedy, sample_and_match, block (acceptance/block.hpp),
@@ -54,17 +60,22 @@ void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
             const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
   static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies<Rule>,
-                "specdec::verify: block verification and typical acceptance have no cuda kernel; use exec::seq or exec::simd");
+                "specdec::verify: typical acceptance (typical_rule) has no cuda kernel; use exec::seq or exec::simd");
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::verify<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
 #endif
+  if constexpr (exec::backend_of<Policy> == exec::backend::cuda) {
 #if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-  if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
-    return backend::cuda::verify(policy.stream, rule, batch, streams, out, options);
+    if constexpr (Rule::family == rule_family::block)
+      backend::cuda::verify_block(policy.stream, rule, batch, streams, out, options);
+    else
+      backend::cuda::verify(policy.stream, rule, batch, streams, out, options);
 #endif
-  (void)policy;
-  backend::seq::verify(rule, batch, streams, out, options);
+  } else {  // (not instantiated for cuda)
+    (void)policy;
+    backend::seq::verify(rule, batch, streams, out, options);
+  }
 }
 
 #if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
@@ -74,7 +85,10 @@ template <AcceptanceRule Rule, class T>
 std::size_t verify_workspace_bytes(const exec::cuda_policy&, const Rule& rule, const chain_batch<T>& batch,
                                    const verify_options& options = {}) {
   static_assert(cuda_verifies<Rule>, "specdec::verify_workspace_bytes: no cuda kernel for this rule");
-  return backend::cuda::verify_workspace_bytes(rule, batch, options);
+  if constexpr (Rule::family == rule_family::block)
+    return backend::cuda::verify_block_workspace_bytes(rule, batch, options);
+  else
+    return backend::cuda::verify_workspace_bytes(rule, batch, options);
 }
 
 //! `verify` on the GPU with a caller-owned device workspace of `verify_workspace_bytes(...)` bytes.
@@ -83,7 +97,10 @@ void verify(const exec::cuda_policy& policy, const Rule& rule, const chain_batch
             std::span<const random::request_stream> streams, const chain_outputs& out, std::span<std::byte> workspace,
             const verify_options& options = {}) {
   static_assert(cuda_verifies<Rule>, "specdec::verify: no cuda kernel for this rule");
-  backend::cuda::verify(policy.stream, rule, batch, streams, out, workspace, options);
+  if constexpr (Rule::family == rule_family::block)
+    backend::cuda::verify_block(policy.stream, rule, batch, streams, out, workspace, options);
+  else
+    backend::cuda::verify(policy.stream, rule, batch, streams, out, workspace, options);
 }
 #endif
 
@@ -100,8 +117,8 @@ void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batc
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies<Rule>,
-                "specdec::verify_from_logits: block verification and typical acceptance have no cuda kernel; use exec::seq or exec::simd");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies_from_logits<Rule>,
+                "specdec::verify_from_logits: block verification and typical acceptance have no cuda kernel from logits; use exec::seq or exec::simd");
 #if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
   if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
     return backend::cuda::verify_from_logits(policy.stream, rule, logits_batch, target_params, draft_params, streams, out,

@@ -237,81 +237,84 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
   // Ids are checked up front (n comparisons): a chain holding an id outside [0, V) is the caller's
   // bug, so the whole request is refused, whatever an earlier rejection would have done.
   if (!checks.ids(drafts)) return 0;
-  if constexpr (Rule::family == rule_family::block) return verify_block_one<K, T>(rows, drafts, stream, tokens, checks);
-  for (std::size_t i = 0; i <= n; ++i) {
-    const bool bonus = i == n;
-    const token_id x = bonus ? no_token : drafts[i];
-    const row_ref<T> p = rows.target(i);
-    if (!check(p)) return static_cast<std::int32_t>(i);
-    const auto pos = static_cast<std::uint32_t>(i);
+  if constexpr (Rule::family == rule_family::block) {
+    return verify_block_one<K, T>(rows, drafts, stream, tokens, checks);
+  } else {
+    for (std::size_t i = 0; i <= n; ++i) {
+      const bool bonus = i == n;
+      const token_id x = bonus ? no_token : drafts[i];
+      const row_ref<T> p = rows.target(i);
+      if (!check(p)) return static_cast<std::int32_t>(i);
+      const auto pos = static_cast<std::uint32_t>(i);
 
-    if constexpr (Rule::family == rule_family::rejection) {
-      if (bonus) {
-        // The bonus is the residual against q = 0: a sample from p (one code path, DESIGN.md §7).
-        emit_sample(K::sample_categorical(p.values, stream.open(pos, purpose::resample).uniform()), i);
-        return static_cast<std::int32_t>(i);
-      }
-      const row_ref<T> q = rows.draft(i);
-      if (!check(q)) return static_cast<std::int32_t>(i);
-      const double px = static_cast<double>(p.values[static_cast<std::size_t>(x)]);
-      const double qx = static_cast<double>(q.values[static_cast<std::size_t>(x)]);
-      if (!usable_scalar(px) || !usable_scalar(qx)) {
-        status |= verify_status::invalid_row;
-        return static_cast<std::int32_t>(i);
-      }
-      bool accepted = false;
-      if (qx == 0.0) {
-        status |= verify_status::draft_prob_zero;
-        // Only now can q have no mass at all; such a row is unusable (status.hpp), not a residual of p.
-        if (!K::has_mass(q.values)) {
+      if constexpr (Rule::family == rule_family::rejection) {
+        if (bonus) {
+          // The bonus is the residual against q = 0: a sample from p (one code path, DESIGN.md §7).
+          emit_sample(K::sample_categorical(p.values, stream.open(pos, purpose::resample).uniform()), i);
+          return static_cast<std::int32_t>(i);
+        }
+        const row_ref<T> q = rows.draft(i);
+        if (!check(q)) return static_cast<std::int32_t>(i);
+        const double px = static_cast<double>(p.values[static_cast<std::size_t>(x)]);
+        const double qx = static_cast<double>(q.values[static_cast<std::size_t>(x)]);
+        if (!usable_scalar(px) || !usable_scalar(qx)) {
           status |= verify_status::invalid_row;
           return static_cast<std::int32_t>(i);
         }
-      } else
-        accepted = rule.accepts(px, qx, stream.open(pos, purpose::accept).uniform());
-      if (accepted) {
-        tokens[i] = x;
-        continue;
-      }
-      const residual_result r = K::sample_residual(p.values, q.values, rule, stream.open(pos, purpose::resample).uniform());
-      if (r.used_fallback) status |= verify_status::residual_fallback;
-      emit_sample(r.sample, i);
-      return static_cast<std::int32_t>(i);
-    } else if constexpr (Rule::family == rule_family::greedy) {
-      if (!K::greedy_usable(p.values)) {
-        status |= verify_status::invalid_row;
+        bool accepted = false;
+        if (qx == 0.0) {
+          status |= verify_status::draft_prob_zero;
+          // Only now can q have no mass at all; such a row is unusable (status.hpp), not a residual of p.
+          if (!K::has_mass(q.values)) {
+            status |= verify_status::invalid_row;
+            return static_cast<std::int32_t>(i);
+          }
+        } else
+          accepted = rule.accepts(px, qx, stream.open(pos, purpose::accept).uniform());
+        if (accepted) {
+          tokens[i] = x;
+          continue;
+        }
+        const residual_result r = K::sample_residual(p.values, q.values, rule, stream.open(pos, purpose::resample).uniform());
+        if (r.used_fallback) status |= verify_status::residual_fallback;
+        emit_sample(r.sample, i);
+        return static_cast<std::int32_t>(i);
+      } else if constexpr (Rule::family == rule_family::greedy) {
+        if (!K::greedy_usable(p.values)) {
+          status |= verify_status::invalid_row;
+          return static_cast<std::int32_t>(i);
+        }
+        const auto best = static_cast<token_id>(K::argmax(p.values));
+        if (!bonus && best == x) {
+          tokens[i] = x;
+          continue;
+        }
+        tokens[i] = best;
+        return static_cast<std::int32_t>(i);
+      } else if constexpr (Rule::family == rule_family::typical) {
+        const double threshold = rule.threshold(p.values);
+        if (!std::isfinite(threshold)) {
+          status |= verify_status::invalid_row;
+          return static_cast<std::int32_t>(i);
+        }
+        if (!bonus && static_cast<double>(p.values[static_cast<std::size_t>(x)]) > threshold) {
+          tokens[i] = x;
+          continue;
+        }
+        emit_sample(typical_emission<K>(rule, p.values, threshold, stream, pos), i);
+        return static_cast<std::int32_t>(i);
+      } else {  // sample_and_match
+        const sample_result y = K::sample_categorical(p.values, stream.open(pos, purpose::target_sample).uniform());
+        if (!bonus && y.status == row_status::ok && y.token == x) {
+          tokens[i] = x;
+          continue;
+        }
+        emit_sample(y, i);
         return static_cast<std::int32_t>(i);
       }
-      const auto best = static_cast<token_id>(K::argmax(p.values));
-      if (!bonus && best == x) {
-        tokens[i] = x;
-        continue;
-      }
-      tokens[i] = best;
-      return static_cast<std::int32_t>(i);
-    } else if constexpr (Rule::family == rule_family::typical) {
-      const double threshold = rule.threshold(p.values);
-      if (!std::isfinite(threshold)) {
-        status |= verify_status::invalid_row;
-        return static_cast<std::int32_t>(i);
-      }
-      if (!bonus && static_cast<double>(p.values[static_cast<std::size_t>(x)]) > threshold) {
-        tokens[i] = x;
-        continue;
-      }
-      emit_sample(typical_emission<K>(rule, p.values, threshold, stream, pos), i);
-      return static_cast<std::int32_t>(i);
-    } else {  // sample_and_match
-      const sample_result y = K::sample_categorical(p.values, stream.open(pos, purpose::target_sample).uniform());
-      if (!bonus && y.status == row_status::ok && y.token == x) {
-        tokens[i] = x;
-        continue;
-      }
-      emit_sample(y, i);
-      return static_cast<std::int32_t>(i);
     }
+    return static_cast<std::int32_t>(n);  // unreachable: the loop returns at the bonus
   }
-  return static_cast<std::int32_t>(n);  // unreachable: the loop returns at the bonus
 }
 
 template <class T>
