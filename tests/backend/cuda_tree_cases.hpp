@@ -245,8 +245,10 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
     for (std::size_t v = 0; v < V; ++v) {
       const bool hit = child_token_in(static_cast<token_id>(v), drawn);
       const double qv = hit ? 0.0 : static_cast<double>(q(node)[v]);
-      const double next = (materialised ? residual[v] : static_cast<double>(p(node)[v])) - scale * qv;
-      residual[v] = next > 0.0 || next != next ? next : 0.0;
+      const double rv = materialised ? residual[v] : static_cast<double>(p(node)[v]);
+      const double next = rv - scale * qv;
+      residual[v] = specdec::detail::usable_weight(rv) & specdec::detail::usable_weight(qv) ? (next > 0.0 ? next : 0.0)
+                                                                                           : std::numeric_limits<double>::quiet_NaN();
       lanes[v % specdec::sampling_lanes] += residual[v];
     }
     return specdec::detail::reduce_lanes(lanes);
@@ -282,6 +284,7 @@ struct host_block_ops : host_row_ops<specdec::chain_batch<T>, T> {
   using host_row_ops<specdec::chain_batch<T>, T>::q;
   using host_row_ops<specdec::chain_batch<T>, T>::batch;
 
+  bool draft_has_mass(std::int32_t i) const { return specdec::backend::seq::seq_kernels::has_mass(q(i)); }
   cd::residual_pass residual_mass(std::int32_t i, double inverse) const {
     const specdec::block_residual rule{inverse};
     return contract_mass(batch.vocab_size, [&](std::size_t v) {

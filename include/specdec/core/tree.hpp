@@ -83,10 +83,11 @@ class tree_layout {
     for (std::size_t b = 0; b < l.batch_size(); ++b) {
       const std::size_t base = static_cast<std::size_t>(l.offsets_[b]), n = l.num_nodes_of(b);
       const auto in_tree = [n](std::int32_t id) { return id == no_node || (id >= 0 && static_cast<std::size_t>(id) < n); };
-      std::size_t linked = 0;  // a well-formed tree links exactly n - 1 children; more means a cycle or a shared node
-      for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t i = 0; i < n; ++i)  // every id is checked before any list is followed
         SPECDEC_EXPECTS(in_tree(first_child[base + i]) && in_tree(next_sibling[base + i]),
                         "tree_layout: a child or sibling id outside its tree");
+      std::size_t linked = 0;  // a well-formed tree links exactly n - 1 children; more means a cycle or a shared node
+      for (std::size_t i = 0; i < n; ++i) {
         for (std::int32_t c = first_child[base + i]; c != no_node; c = next_sibling[base + static_cast<std::size_t>(c)]) {
           SPECDEC_EXPECTS(++linked < n, "tree_layout: sibling lists longer than the tree (a cycle or a shared node)");
           SPECDEC_EXPECTS(static_cast<std::size_t>(c) > i, "tree_layout: a child is not later than its parent");

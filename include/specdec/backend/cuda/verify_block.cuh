@@ -66,6 +66,7 @@ struct residual_pass {
 //   target_normalised(i), draft_normalised(i)   check_normalisation's test (true when off)
 //   target_at(i, x), draft_at(i, x)             p_i(x), q_i(x) as doubles
 //   sample_target(i, u) -> located              sample_categorical(p_i, u)
+//   draft_has_mass(i)                           some q_i(v) > 0
 //   residual_mass(i, 1 / a) -> residual_pass    pass 1 over max(0, p_i - min(p_i, q_i / a))
 //   locate_residual(i, 1 / a, u, usable)        that residual's token, else p_i's (fallback)
 //   barrier()                                   the weights stored by thread 0 are visible
@@ -102,7 +103,13 @@ SPECDEC_HOST_DEVICE block_walk_result walk_block(Ops& ops, const token_id* draft
       r.status |= verify_status::invalid_row;
       return r;
     }
-    if (qx == 0.0) r.status |= verify_status::draft_prob_zero;
+    if (qx == 0.0) {
+      r.status |= verify_status::draft_prob_zero;
+      if (!ops.draft_has_mass(i)) {  // as seq: a q without mass is unusable
+        r.status |= verify_status::invalid_row;
+        return r;
+      }
+    }
     a_last = a;
     p_last = px;
     q_last = qx;
@@ -214,6 +221,7 @@ struct block_request_ops {
   }
   __device__ double target_at(std::int32_t i, token_id x) const { return static_cast<double>(target(i)[x]); }
   __device__ double draft_at(std::int32_t i, token_id x) const { return static_cast<double>(draft(i)[x]); }
+  __device__ bool draft_has_mass(std::int32_t i) { return block_any_positive(row_weight<T>{draft(i)}, a.vocab); }
   __device__ located sample_target(std::int32_t i, double u) {
     return block_sample(row_weight<T>{target(i)}, a.vocab, u, masses, sh);
   }

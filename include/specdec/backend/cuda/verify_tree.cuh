@@ -420,9 +420,11 @@ struct tree_block_ops {
     for (std::size_t v = threadIdx.x; v < a.vocab; v += blockDim.x) {
       bool hit = false;
       for (std::int32_t i = 0; i < drawn; ++i) hit = hit | (listed[i] == static_cast<token_id>(v));
-      const double qv = hit ? 0.0 : q(v);
-      const double next = __dsub_rn(materialised ? r[v] : p(v), __dmul_rn(scale, qv));
-      r[v] = next > 0.0 || next != next ? next : 0.0;  // NaN is kept, so that the final draw reports the row
+      const double qv = hit ? 0.0 : q(v), rv = materialised ? r[v] : p(v);
+      const double next = __dsub_rn(rv, __dmul_rn(scale, qv));
+      // An unusable entry becomes NaN, so that the final draw reports the row (as seq).
+      r[v] = specdec::detail::usable_weight(rv) & specdec::detail::usable_weight(qv) ? (next > 0.0 ? next : 0.0)
+                                                                                     : __longlong_as_double(0x7FF8000000000000ll);
     }
     __syncthreads();
     if (threadIdx.x < warp_size) {  // seq's 32 interleaved lanes over the whole row, then the halving tree

@@ -183,7 +183,13 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
       checks.status |= verify_status::invalid_row;
       return 0;
     }
-    if (draft_at_draft[i] == 0.0) checks.status |= verify_status::draft_prob_zero;
+    if (draft_at_draft[i] == 0.0) {
+      checks.status |= verify_status::draft_prob_zero;
+      if (!K::has_mass(q.values)) {  // as for strict: a q without mass is unusable, not a residual of p
+        checks.status |= verify_status::invalid_row;
+        return 0;
+      }
+    }
     weight[i + 1] = block_weight(weight[i], target_at_draft[i], draft_at_draft[i]);
   }
   const auto accept_drafts = [&](std::size_t tau) {

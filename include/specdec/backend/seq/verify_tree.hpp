@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -75,8 +76,8 @@ struct carried_residual {
   bool materialised = false;
 
   double at(std::size_t v) const { return materialised ? row[v] : static_cast<double>(p[v]); }
-  //! r <- max(0, r - scale q'), q' = q except 0 where `drawn` is set (if given); NaN is kept so that
-  //! the final draw reports the row. Then the new mass (a sum in index order).
+  //! r <- max(0, r - scale q'), q' = q except 0 where `drawn` is set (if given); an unusable entry
+  //! becomes NaN, so that the final draw reports the row. Then the new mass.
   //! The mass is summed in 32 interleaved lanes (the order of sampling/categorical.hpp's contract, so
   //! the loop vectorises); every backend runs this same code.
   void subtract(std::span<const T> q, double scale, const std::vector<unsigned char>* drawn) {
@@ -84,9 +85,12 @@ struct carried_residual {
     row.resize(V);
     std::array<double, sampling_lanes> lanes{};
     const auto update = [&](std::size_t v) {
-      const double qv = drawn != nullptr && (*drawn)[v] ? 0.0 : static_cast<double>(q[v]);
-      const double next = at(v) - scale * qv;
-      return next > 0.0 || next != next ? next : 0.0;  // NaN is kept
+      const double rv = at(v), qv = drawn != nullptr && (*drawn)[v] ? 0.0 : static_cast<double>(q[v]);
+      const double next = rv - scale * qv;
+      // An unusable entry (NaN, infinite, negative) makes the weight NaN, so that the final draw
+      // reports the row, as `detail::residual_weight` does for a single sibling.
+      return specdec::detail::usable_weight(rv) & specdec::detail::usable_weight(qv) ? (next > 0.0 ? next : 0.0)
+                                                                                      : std::numeric_limits<double>::quiet_NaN();
     };
     std::size_t v = 0;
     for (; v + sampling_lanes <= V; v += sampling_lanes)
@@ -213,53 +217,49 @@ node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::si
 
 //! Typical acceptance on a tree (acceptance/typical.hpp): every node whose path passes is found in
 //! node order (parents first); the deepest wins, then the larger sum of log p, then the lower id.
-//! An unusable row of a reached node makes the request invalid before anything is emitted.
+//! A reached node whose row is unusable flags `invalid_row` and is not expanded; the deepest path is
+//! still emitted, without a correction token (on a chain: the drafts accepted before the bad row,
+//! as the chain walk emits).
 template <class K, class T>
 std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& batch, std::size_t b,
                                  const random::request_stream& stream, std::span<token_id> tokens,
                                  std::span<std::int32_t> path, request_checks<K, T>& checks, tree_scratch& s) {
   const tree_layout& tree = batch.layout;
   const std::size_t n = tree.num_nodes(b);
+  constexpr double unusable = std::numeric_limits<double>::infinity();  // no p(x) passes it
   s.reached.assign(n, 0);
   s.score.assign(n, 0.0);
   s.threshold.assign(n, std::nan(""));
   const auto threshold_of = [&](std::size_t node) {
     if (std::isnan(s.threshold[node])) {
       const std::span<const T> p = batch.target_row(b, node);
-      if (!checks.row(p)) return false;
-      s.threshold[node] = rule.threshold(p);
-      if (std::isnan(s.threshold[node])) {
-        checks.status |= verify_status::invalid_row;
-        return false;
-      }
+      const double t = checks.row(p) ? rule.threshold(p) : std::nan("");
+      if (std::isnan(t)) checks.status |= verify_status::invalid_row;
+      s.threshold[node] = std::isnan(t) ? unusable : t;
     }
-    return true;
+    return s.threshold[node];
   };
   s.reached[0] = 1;
   std::size_t best = 0;
   for (std::size_t i = 1; i < n; ++i) {
     const auto parent = static_cast<std::size_t>(tree.parent(b, i));
     if (!s.reached[parent]) continue;
-    if (!threshold_of(parent)) return 0;
+    const double threshold = threshold_of(parent);
+    if (threshold == unusable) continue;
     const double px = static_cast<double>(batch.target_row(b, parent)[static_cast<std::size_t>(batch.token(b, i))]);
-    if (!(px > s.threshold[parent])) continue;
+    if (!(px > threshold)) continue;
     s.reached[i] = 1;
     s.score[i] = s.score[parent] + std::log(px);
     if (tree.depth(b, i) > tree.depth(b, best) || (tree.depth(b, i) == tree.depth(b, best) && s.score[i] > s.score[best])) best = i;
   }
-  if (!threshold_of(best)) return 0;
   const auto depth = static_cast<std::size_t>(tree.depth(b, best));
   for (std::size_t node = best, j = depth; j > 0; node = static_cast<std::size_t>(tree.parent(b, node)), --j) {
     path[j] = static_cast<std::int32_t>(node);
     tokens[j - 1] = batch.token(b, node);
   }
-  checks.emit(typical_emission<K>(rule, batch.target_row(b, best), s.threshold[best], stream, static_cast<std::uint32_t>(best)),
-              tokens[depth]);
-  if (!is_valid(checks.status)) {
-    std::fill(tokens.begin(), tokens.end(), no_token);
-    std::fill(path.begin() + 1, path.end(), no_node);
-    return 0;
-  }
+  const double threshold = threshold_of(best);
+  if (is_valid(checks.status))
+    checks.emit(typical_emission<K>(rule, batch.target_row(b, best), threshold, stream, static_cast<std::uint32_t>(best)), tokens[depth]);
   return static_cast<std::int32_t>(depth);
 }
 
