@@ -232,6 +232,18 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
     const auto r = specdec::sample_residual(p(node), q(node), [](double pv, double qv) { return specdec::strict.accepted_mass(pv, qv); }, u);
     return {located_of(r.sample), r.used_fallback};
   }
+  specdec::residual_result scaled(std::int32_t node, double scale, double u) const {
+    const specdec::scaled_draft_residual rule{scale};
+    return specdec::sample_residual(p(node), q(node), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+  }
+  double scaled_residual_mass(std::int32_t node, double scale) const {
+    const auto r = scaled(node, scale, 0.0);
+    return r.used_fallback ? 0.0 : r.sample.mass;
+  }
+  cd::residual_draw scaled_residual(std::int32_t node, double scale, double u) const {
+    const auto r = scaled(node, scale, u);
+    return {located_of(r.sample), r.used_fallback};
+  }
   cd::residual_draw sample_without_children(std::int32_t node, std::int32_t k, double u) const {
     std::vector<token_id> masked(children.begin(), children.begin() + k);
     std::sort(masked.begin(), masked.end());

@@ -8,7 +8,7 @@
 //!
 //! | rule                  | candidates must be             | test of c_j               | after rejecting c_j |
 //! |-----------------------|--------------------------------|---------------------------|---------------------|
-//! | `strict` (SpecInfer multi-step sampling, arXiv 2305.09781) | i.i.d. draws from q | u < r(c)/q(c) | r <- norm(max(r - q, 0)) |
+//! | `strict` (SpecInfer multi-step sampling, arXiv 2305.09781) | i.i.d. draws from q | u < r(c)/q(c) | r <- norm(max(r - q, 0)) = norm(max(p - s q, 0)) |
 //! | `recursive_rejection` (Jeon et al., arXiv 2402.14160) | draws from q without replacement | u < r(c)/q_j(c) | r <- norm(max(r - q_j, 0)), q_{j+1} = norm(q_j without c_j) |
 //! | `k_seq` (SpecTr K-SEQ, Sun et al., arXiv 2310.15141) | i.i.d. draws from q | u < p(c)/(rho q(c)) | none; if all fail, r(v) ~ max(0, p - rho q) |
 //! | `target_only` (EAGLE, SGLang) | any choice not using the coins | u < r(c) | r <- norm(r without c) |
@@ -141,12 +141,15 @@ double k_seq_rho(std::span<const T> p, std::span<const T> q, std::size_t k) {
   return hi;  // the residual p - min(p, rho q) stays >= 0 for rho >= rho*
 }
 
-//! K-SEQ's residual as a rejection-rule residual: weight max(0, p - min(p, rho q)).
-struct k_seq_residual {
-  double rho = 1.0;
-  SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * rho * q < p; }
+//! The residual max(0, p - s q) as a rejection-rule residual (weight p - min(p, s q)): K-SEQ's
+//! (s = rho*), and multi-step sampling's after rejecting j i.i.d. siblings: with r_0 = p and
+//! r_{j+1} ~ max(0, r_j / M_j - q), r_j = max(0, p - s_j q) where s_0 = 0 and s_{j+1} = s_j + M_j
+//! (M_j = the mass of r_j, M_0 = 1), so r is never materialised. s = 1 is strict's residual, to the bit.
+struct scaled_draft_residual {
+  double scale = 1.0;
+  SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * scale * q < p; }
   SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept {
-    const double scaled = rho * q;
+    const double scaled = scale * q;
     return scaled < p ? scaled : p;
   }
 };

@@ -183,8 +183,7 @@ class tree_layout {
   void reset(std::span<const std::int32_t> num_nodes) {
     for (const auto n : num_nodes) SPECDEC_EXPECTS(n >= 1, "tree_layout: a tree needs its root");
     num_nodes_.assign(num_nodes.begin(), num_nodes.end());
-    offsets_.resize(num_nodes.size() + 1);
-    offsets_[0] = 0;
+    offsets_.assign(num_nodes.size() + 1, 0);
     for (std::size_t b = 0; b < num_nodes.size(); ++b) offsets_[b + 1] = offsets_[b] + num_nodes[b];
     const std::size_t rows = num_rows();
     parent_.assign(rows, no_node);

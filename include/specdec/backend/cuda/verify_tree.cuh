@@ -151,6 +151,9 @@ struct tree_walk_result {
 //   child_token_in(x, j)                             "x is the token of one of the first j children"
 //   strict_residual(node, u) -> residual_draw        sample_residual(p, q, strict, u)
 //   sample_without_children(node, k, u) -> ...       sample_masked(p, the k children's tokens, u), else p
+//   scaled_residual_mass(node, s) -> mass            seq's sample_residual(p, q, scaled_draft_residual{s}) mass
+//                                                    (0 when it falls back to p)
+//   scaled_residual(node, s, u) -> residual_draw     that residual's token, else p's (fallback)
 //   subtract(node, scale, j, materialised) -> mass   r <- max(0, r - scale q'), q' = q without the
 //                                                    first j children's tokens; r = p when not materialised
 //   residual_at(x), sample_residual_row(node, u)     r(x); a sample of r, else of p (fallback)
@@ -179,6 +182,25 @@ SPECDEC_HOST_DEVICE tree_choice match_target_choice(Ops& ops, const tree_layout_
   return d;
 }
 
+//! `scaled_draft_residual::accepted_mass` with the product rounded once (never an fma), so that the
+//! weights are seq's doubles.
+struct scaled_accepted_mass {
+  double scale;
+  SPECDEC_HOST_DEVICE double operator()(double p, double q) const noexcept {
+    const double scaled = product_rn(scale, q);
+    return scaled < p ? scaled : p;
+  }
+};
+
+//! The weight max(0, p - min(p, s q)) of a row pair, NaN for unusable inputs.
+template <class PWeight, class QWeight>
+struct scaled_residual_weight {
+  PWeight p;
+  QWeight q;
+  scaled_accepted_mass mass;
+  __device__ double operator()(std::size_t v) const { return specdec::detail::residual_weight(p(v), q(v), mass); }
+};
+
 //! The coin-based rules at a node with children (seq's decide_by_coins): target-only, multi-step
 //! sampling (strict) and recursive rejection.
 #pragma nv_exec_check_disable  // the walk also runs on the host (tests/backend/cuda_tree_host.cu)
@@ -198,6 +220,7 @@ SPECDEC_HOST_DEVICE tree_choice decide_by_coins(Ops& ops, const tree_layout_view
   for (std::int32_t c = tree.first_child(b, node); c != no_node; c = tree.next_sibling(b, c)) ++k;
   if constexpr (Method != tree_method::multi_step) ops.stage_children(node);
   double mass = 1.0;       // r's mass: p is taken as normalised
+  double scale = 0.0;      // multi-step sampling: r = max(0, p - scale q) (scaled_draft_residual)
   double remaining = 1.0;  // recursive rejection: the draft mass not yet drawn
   bool materialised = false;
   int q_has_mass = -1;  // unknown until a child has q_j(c) = 0
@@ -232,15 +255,22 @@ SPECDEC_HOST_DEVICE tree_choice decide_by_coins(Ops& ops, const tree_layout_view
           status |= verify_status::invalid_row;
           return {};
         }
-      } else if (u * mass * q_now < (materialised ? ops.residual_at(x) : px) * remaining) {
-        return {c, no_token};
+      } else {
+        double rx = materialised ? ops.residual_at(x) : px;
+        if constexpr (!by_recursive_rejection) rx = scale == 0.0 ? px : px - scaled_accepted_mass{scale}(px, qx);
+        if (u * mass * q_now < rx * remaining) return {c, no_token};
       }
       if (k == 1) break;  // a single child: strict's residual, read in one pass below
-      if (remaining > 0.0) {
-        mass = ops.subtract(node, mass / remaining, by_recursive_rejection ? j : 0, materialised);
-        materialised = true;
+      if constexpr (by_recursive_rejection) {
+        if (remaining > 0.0) {
+          mass = ops.subtract(node, mass / remaining, j, materialised);
+          materialised = true;
+        }
+        if (!was_drawn) remaining -= qx;
+      } else {  // s_{j+1} = s_j + M_j, as seq
+        scale += mass;
+        mass = ops.scaled_residual_mass(node, scale);
       }
-      if (by_recursive_rejection && !was_drawn) remaining -= qx;
     }
   }
   // Every child was rejected: one token from the last residual.
@@ -248,6 +278,8 @@ SPECDEC_HOST_DEVICE tree_choice decide_by_coins(Ops& ops, const tree_layout_view
   residual_draw r;
   if constexpr (by_target_only)
     r = ops.sample_without_children(node, k, u);
+  else if (!by_recursive_rejection && scale > 0.0)
+    r = ops.scaled_residual(node, scale, u);
   else if (!materialised)
     r = ops.strict_residual(node, u);
   else
@@ -408,6 +440,18 @@ struct tree_block_ops {
   __device__ residual_draw strict_residual(std::int32_t node, double u) {
     using weight = residual_weight_of<row_weight<T>, row_weight<T>, strict_rule>;
     return sample_or_p(weight{target(node), draft(node), {strict_rule{}}}, node, u);
+  }
+  __device__ double scaled_residual_mass(std::int32_t node, double scale) {
+    using weight = scaled_residual_weight<row_weight<T>, row_weight<T>>;
+    const bool usable = block_tile_masses(weight{target(node), draft(node), {scale}}, a.vocab, masses());
+    const double total = tiles_total(masses(), a.vocab);
+    // seq: an unusable row's mass is NaN; a usable, finite row without mass falls back (mass 0).
+    if (!usable) return __longlong_as_double(0x7FF8000000000000ll);
+    return specdec::detail::usable_weight(total) && !(total > 0.0) ? 0.0 : total;
+  }
+  __device__ residual_draw scaled_residual(std::int32_t node, double scale, double u) {
+    using weight = scaled_residual_weight<row_weight<T>, row_weight<T>>;
+    return sample_or_p(weight{target(node), draft(node), {scale}}, node, u);
   }
   __device__ residual_draw sample_without_children(std::int32_t node, std::int32_t k, double u) {
     return sample_or_p(without_tokens<T>{a.target + row(node) * a.vocab, children(), k}, node, u);

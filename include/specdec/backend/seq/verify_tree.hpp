@@ -8,9 +8,11 @@
 //! Randomness of node n (local id): the sibling tests read the stream (n, accept) in sibling order,
 //! the emitted token (n, resample), sample-and-match's target sample (n, target_sample). On a chain
 //! (node id = depth) these are the chain verifier's addresses, so a chain tree yields its tokens.
-//! Residuals that carry over several siblings are materialised in a thread-local row of doubles and
-//! updated by scalar loops shared by every backend; the final draw uses the backend's categorical
-//! sampler, which follows the determinism contract: seq and simd emit the same tokens.
+//! Multi-step sampling's residual after j rejected siblings is max(0, p - s_j q) (acceptance/
+//! multi_candidate.hpp, `scaled_draft_residual`): each rejection costs one pass over (p, q) for the
+//! next mass, and nothing is written. Recursive rejection's residual (q changes with every draw) is
+//! materialised in a thread-local row of doubles by a scalar loop shared by every backend. Every row
+//! draw and every mass follows the determinism contract: seq and simd emit the same tokens.
 #pragma once
 
 #include <algorithm>
@@ -67,7 +69,8 @@ struct tree_scratch {
 };
 
 //! The residual r carried over the siblings of a node: p itself until the first update, then the
-//! unnormalised row `scratch.residual` of mass `mass`.
+//! unnormalised row `scratch.residual` of mass `mass` (recursive rejection; the other rules keep
+//! only the mass here).
 template <class T>
 struct carried_residual {
   std::span<const T> p;
@@ -138,7 +141,8 @@ node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::si
   }
   const std::size_t k = tree.num_children(b, node);
   const double rho = method == tree_method::k_seq ? k_seq_rho(p, q, k) : 1.0;
-  carried_residual<T> r{p, s.residual};
+  carried_residual<T> r{p, s.residual};  // recursive rejection's r; the others use its mass only
+  double scale = 0.0;            // multi-step sampling: r = max(0, p - scale q) (scaled_draft_residual)
   double remaining_draft = 1.0;  // recursive rejection: the draft mass not yet drawn, Q_j
   s.rejected.clear();
   if constexpr (method == tree_method::recursive_rejection) s.drawn.assign(p.size(), 0);
@@ -176,14 +180,21 @@ node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::si
           checks.status |= verify_status::invalid_row;
           return {};
         }
-      } else if (method == tree_method::k_seq ? u * rho * qx < px : u * r.mass * q_now < r.at(x) * remaining_draft) {
-        return {c, no_token};
+      } else {
+        double rx = r.at(x);  // r(c), the weight the residual sampler gives c
+        if constexpr (method == tree_method::multi_step)
+          rx = scale == 0.0 ? px : px - scaled_draft_residual{scale}.accepted_mass(px, qx);
+        if (method == tree_method::k_seq ? u * rho * qx < px : u * r.mass * q_now < rx * remaining_draft) return {c, no_token};
       }
       if constexpr (method == tree_method::k_seq) continue;  // K-SEQ's residual is taken once, below
       if (k == 1) break;  // a single child: strict's residual, read in one pass below
-      if (remaining_draft > 0.0)
-        r.subtract(q, r.mass / remaining_draft, method == tree_method::recursive_rejection ? &s.drawn : nullptr);
-      if constexpr (method == tree_method::recursive_rejection) {
+      if constexpr (method == tree_method::multi_step) {
+        // s_{j+1} = s_j + M_j; M_{j+1} is the residual sampler's mass (0 when it has none).
+        scale += r.mass;
+        const residual_result next = K::sample_residual(p, q, scaled_draft_residual{scale}, 0.0);
+        r.mass = next.used_fallback ? 0.0 : next.sample.mass;
+      } else {
+        if (remaining_draft > 0.0) r.subtract(q, r.mass / remaining_draft, &s.drawn);
         if (!was_drawn) remaining_draft -= qx;
         s.drawn[x] = 1;
       }
@@ -195,7 +206,9 @@ node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::si
   node_decision d;
   residual_result res;
   if constexpr (method == tree_method::k_seq) {
-    res = K::sample_residual(p, q, k_seq_residual{rho}, u);
+    res = K::sample_residual(p, q, scaled_draft_residual{rho}, u);
+  } else if (method == tree_method::multi_step && scale > 0.0) {
+    res = K::sample_residual(p, q, scaled_draft_residual{scale}, u);
   } else if (method != tree_method::target_only && !r.materialised) {
     res = K::sample_residual(p, q, strict, u);
   } else {

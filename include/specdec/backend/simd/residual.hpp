@@ -66,12 +66,13 @@ struct vector_residual<block_residual> {
   }
 };
 
-//! K-SEQ's residual: max(0, p - rho q), the product of `k_seq_residual::accepted_mass`.
+//! max(0, p - s q) (K-SEQ, multi-step sampling on trees), the product of
+//! `scaled_draft_residual::accepted_mass`.
 template <>
-struct vector_residual<k_seq_residual> {
+struct vector_residual<scaled_draft_residual> {
   template <class B>
-  static B weight(const k_seq_residual& rule, const B& p, const B& q) noexcept {
-    return positive_part<typename B::arch_type>(p - B(rule.rho) * q);
+  static B weight(const scaled_draft_residual& rule, const B& p, const B& q) noexcept {
+    return positive_part<typename B::arch_type>(p - B(rule.scale) * q);
   }
 };
 
