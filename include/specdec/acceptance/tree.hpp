@@ -94,6 +94,28 @@ void verify_tree(const exec::cuda_policy& policy, const Rule& rule, const tree_b
 }
 #endif
 
+//! Verifies a batch of token trees from target logits: each target row the walk reads is warped
+//! first with its request's parameters (temperature, top-k, top-p, min-p), and only those rows (an
+//! EAGLE tree of 60 nodes typically reads one to a few). Draft rows are the probabilities the
+//! candidates were drawn from, as a tree drafter writes them. Same tokens as `verify_tree` on the
+//! warped rows. Host backends only.
+//! \throws specdec::error as `verify_tree`, and without one valid `warp_params` per request
+template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
+void verify_tree_from_logits(const Policy& policy, const Rule& rule, const tree_batch<T>& logits_batch,
+                             std::span<const warp_params> target_params, std::span<const random::request_stream> streams,
+                             const tree_outputs& out, const verify_options& options = {}) {
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_tree_from_logits");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
+                "specdec::verify_tree_from_logits: no cuda path; warp the rows and call verify_tree with exec::cuda");
+#if SPECDEC_ENABLE_SIMD
+  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
+    return backend::simd::verify_tree_from_logits<exec::simd_arch_t<Policy>>(rule, logits_batch, target_params, streams, out,
+                                                                             options);
+#endif
+  (void)policy;
+  backend::seq::verify_tree_from_logits(rule, logits_batch, target_params, streams, out, options);
+}
+
 //! The result of verifying one tree.
 struct tree_result {
   std::vector<token_id> tokens;     //!< accepted tokens, then the correction or bonus token

@@ -19,7 +19,7 @@
 //! drafts; verification, grouped by kind of request: one batched `verify_from_logits` through the execution
 //! policy for chain-drafted requests (it warps only the rows it reads, and q is the row the draft was
 //! sampled from), one batched `verify` for stage-drafted chain requests (their q rows come as
-//! probabilities), one batched `verify_tree` per tree rule (the target scores every node of a request's
+//! probabilities), one batched `verify_tree_from_logits` per tree rule (the target scores every node of a request's
 //! tree in one tree-shaped append), `mtad_verify` and `check_last_token` per request; then commit the
 //! emitted tokens and roll both models back past the rejected drafts (a tree: the target keeps the
 //! accepted path, `TreeSequenceModel::commit_tree`).
@@ -860,8 +860,8 @@ void batch_decoder<P, T, D, R>::verify_last_token(request& r) {
   r.round_status = c.status;
 }
 
-//! Tree verification, one batched `verify_tree` per tree rule: each request's tree (its stage's
-//! parents, tokens and q rows) with its target rows warped to probabilities.
+//! Tree verification, one batched `verify_tree_from_logits` per tree rule: each request's tree (its
+//! stage's parents, tokens and q rows) with its target logits, warped only where the walk reads them.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::verify_trees() {
   auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == verify_group::tree; });
@@ -883,10 +883,9 @@ void batch_decoder<P, T, D, R>::verify_tree_range(typename std::vector<request*>
   tree_tokens_.clear();
   tree_q_.clear();
   streams_.clear();
+  target_params_.clear();
+  const std::size_t first_row = (*first)->target_row;
   std::size_t rows = 0;
-  for (auto it = first; it != last; ++it) rows += (*it)->target_rows;
-  p_probs_.resize(rows * vocab_);
-  rows = 0;
   for (auto it = first; it != last; ++it) {
     request& r = **it;
     tree_nodes_.push_back(static_cast<std::int32_t>(r.drafted + 1));
@@ -902,22 +901,22 @@ void batch_decoder<P, T, D, R>::verify_tree_range(typename std::vector<request*>
       else
         tree_q_.insert(tree_q_.end(), r.block.q_rows.begin(), r.block.q_rows.end());
     }
-    warp_target_rows(r, 0, r.target_rows, rows);
     rows += r.target_rows;
     streams_.push_back(stream_of(r));
+    target_params_.push_back(r.options.target_params);
   }
   tree_batch_.layout.assign_parents(tree_nodes_, tree_parents_);
   tree_batch_.vocab_size = vocab_;
   tree_batch_.tokens = std::span<const token_id>(tree_tokens_);
   tree_batch_.draft_rows = std::span<const float>(tree_q_);
-  tree_batch_.target_rows = std::span<const float>(p_probs_);
+  tree_batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, rows * vocab_);
   const std::size_t count = tree_nodes_.size(), width = tree_batch_.layout.max_depth() + 1;
   out_tokens_.resize(count * width);
   out_path_.resize(count * width);
   out_accepted_.resize(count);
   out_status_.resize(count);
-  verify_tree(policy_, rule, tree_batch_, std::span<const random::request_stream>(streams_),
-              tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
+  verify_tree_from_logits(policy_, rule, tree_batch_, std::span<const warp_params>(target_params_),
+                          std::span<const random::request_stream>(streams_), tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
   for (std::size_t k = 0; k < count; ++k) {
     request& r = *first[static_cast<std::ptrdiff_t>(k)];
     take_chain_row(r, k, width);

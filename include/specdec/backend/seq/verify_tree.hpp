@@ -68,6 +68,37 @@ struct tree_scratch {
   }
 };
 
+//! Rows of a tree batch of probabilities, read in place.
+template <class T>
+struct tree_probability_rows {
+  const tree_batch<T>& batch;
+  std::size_t b;
+  row_ref<T> target(std::size_t node) { return {batch.target_row(b, node), true}; }
+  std::span<const T> draft(std::size_t node) { return batch.draft_row(b, node); }
+};
+
+//! Target rows warped from logits on demand (only the rows the walk reads; the last one is kept, so
+//! reading one node's row twice warps it once), draft rows as given (probabilities).
+template <class T, class Kernels>
+struct tree_warped_rows {
+  const tree_batch<T>& batch;
+  std::size_t b;
+  warp_params params;
+  std::vector<T>& scratch;
+  std::size_t warped = static_cast<std::size_t>(-1);  // the node whose row `scratch` holds
+  bool usable = false;
+
+  row_ref<T> target(std::size_t node) {
+    if (node != warped) {
+      scratch.resize(batch.vocab_size);
+      usable = Kernels::warp_logits(batch.target_row(b, node), std::span<T>(scratch), params) == row_status::ok;
+      warped = node;
+    }
+    return {std::span<const T>(scratch), usable};
+  }
+  std::span<const T> draft(std::size_t node) { return batch.draft_row(b, node); }
+};
+
 //! The residual r carried over the siblings of a node: p itself until the first update, then the
 //! unnormalised row `scratch.residual` of mass `mass` (recursive rejection; the other rules keep
 //! only the mass here).
@@ -127,8 +158,8 @@ node_decision match_target_choice(const tree_batch<T>& batch, std::size_t b, std
 }
 
 //! The coin-based rules at a node with children (acceptance/multi_candidate.hpp's table).
-template <class K, TreeRule Rule, class T>
-node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::size_t node, std::span<const T> p,
+template <class K, TreeRule Rule, class T, class Rows>
+node_decision decide_by_coins(const tree_batch<T>& batch, Rows& rows, std::size_t b, std::size_t node, std::span<const T> p,
                               const random::request_stream& stream, request_checks<K, T>& checks, tree_scratch& s) {
   using random::purpose;
   constexpr tree_method method = tree_method_of<Rule>::value;
@@ -136,7 +167,7 @@ node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::si
   const auto pos = static_cast<std::uint32_t>(node);
   std::span<const T> q;
   if constexpr (tree_reads_draft<Rule>) {
-    q = batch.draft_row(b, node);
+    q = rows.draft(node);
     if (!checks.row(q)) return {};
   }
   const std::size_t k = tree.num_children(b, node);
@@ -233,8 +264,8 @@ node_decision decide_by_coins(const tree_batch<T>& batch, std::size_t b, std::si
 //! A reached node whose row is unusable flags `invalid_row` and is not expanded; the deepest path is
 //! still emitted, without a correction token (on a chain: the drafts accepted before the bad row,
 //! as the chain walk emits).
-template <class K, class T>
-std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& batch, std::size_t b,
+template <class K, class T, class Rows>
+std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& batch, Rows& rows, std::size_t b,
                                  const random::request_stream& stream, std::span<token_id> tokens,
                                  std::span<std::int32_t> path, request_checks<K, T>& checks, tree_scratch& s) {
   const tree_layout& tree = batch.layout;
@@ -245,8 +276,8 @@ std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& 
   s.threshold.assign(n, std::nan(""));
   const auto threshold_of = [&](std::size_t node) {
     if (std::isnan(s.threshold[node])) {
-      const std::span<const T> p = batch.target_row(b, node);
-      const double t = checks.row(p) ? rule.threshold(p) : std::nan("");
+      const row_ref<T> p = rows.target(node);
+      const double t = checks.row(p) ? rule.threshold(p.values) : std::nan("");
       if (std::isnan(t)) checks.status |= verify_status::invalid_row;
       s.threshold[node] = std::isnan(t) ? unusable : t;
     }
@@ -259,7 +290,7 @@ std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& 
     if (!s.reached[parent]) continue;
     const double threshold = threshold_of(parent);
     if (threshold == unusable) continue;
-    const double px = static_cast<double>(batch.target_row(b, parent)[static_cast<std::size_t>(batch.token(b, i))]);
+    const double px = static_cast<double>(rows.target(parent).values[static_cast<std::size_t>(batch.token(b, i))]);
     if (!(px > threshold)) continue;
     s.reached[i] = 1;
     s.score[i] = s.score[parent] + std::log(px);
@@ -272,13 +303,13 @@ std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& 
   }
   const double threshold = threshold_of(best);
   if (is_valid(checks.status))
-    checks.emit(typical_emission<K>(rule, batch.target_row(b, best), threshold, stream, static_cast<std::uint32_t>(best)), tokens[depth]);
+    checks.emit(typical_emission<K>(rule, rows.target(best).values, threshold, stream, static_cast<std::uint32_t>(best)), tokens[depth]);
   return static_cast<std::int32_t>(depth);
 }
 
 //! The walk of one request's tree. Returns the accepted count; writes tokens and path.
-template <class K, TreeRule Rule, class T>
-std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, std::size_t b,
+template <class K, TreeRule Rule, class T, class Rows>
+std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, Rows& rows, std::size_t b,
                              const random::request_stream& stream, std::span<token_id> tokens,
                              std::span<std::int32_t> path, verify_status& status, const verify_options& options) {
   using random::purpose;
@@ -292,12 +323,13 @@ std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, std::
   path[0] = 0;
   tree_scratch& s = tree_scratch::local();
   if constexpr (method == tree_method::typical) {
-    return verify_typical_tree<K>(rule, batch, b, stream, tokens, path, checks, s);
+    return verify_typical_tree<K>(rule, batch, rows, b, stream, tokens, path, checks, s);
   } else {
     std::size_t node = 0, depth = 0;
     for (;;) {
-      const std::span<const T> p = batch.target_row(b, node);
-      if (!checks.row(p)) return static_cast<std::int32_t>(depth);
+      const row_ref<T> target = rows.target(node);
+      if (!checks.row(target)) return static_cast<std::int32_t>(depth);
+      const std::span<const T> p = target.values;
       node_decision d;
       if (tree.first_child(b, node) == no_node) {  // a leaf: the bonus, drawn as the chain rule draws it
         const auto pos = static_cast<std::uint32_t>(node);
@@ -311,7 +343,7 @@ std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, std::
       } else if constexpr (method == tree_method::greedy || method == tree_method::sample_and_match) {
         d = match_target_choice<K, Rule>(batch, b, node, p, stream, checks);
       } else {
-        d = decide_by_coins<K, Rule>(batch, b, node, p, stream, checks, s);
+        d = decide_by_coins<K, Rule>(batch, rows, b, node, p, stream, checks, s);
       }
       if (!is_valid(status)) return static_cast<std::int32_t>(depth);
       if (d.child == no_node) {
@@ -345,18 +377,39 @@ void check_tree_shapes(const tree_batch<T>& batch, std::span<const random::reque
   SPECDEC_EXPECTS(out.num_accepted.size() == B && out.status.size() == B, "num_accepted and status need one entry per request");
 }
 
-//! Tree verification with the row kernels `K`.
-template <class K, TreeRule Rule, class T>
-void verify_tree_with(const Rule& rule, const tree_batch<T>& batch, std::span<const random::request_stream> streams,
-                      const tree_outputs& out, const verify_options& options) {
+//! Runs the walk for every request with the rows `make_rows(b)` provides.
+template <class K, TreeRule Rule, class T, class MakeRows>
+void verify_each_tree(const Rule& rule, const tree_batch<T>& batch, std::span<const random::request_stream> streams,
+                      const tree_outputs& out, const verify_options& options, MakeRows&& make_rows) {
   check_tree_shapes<Rule>(batch, streams, out);
   if constexpr (tree_method_of<Rule>::value == tree_method::typical) rule.validate();
   const std::size_t width = batch.layout.max_depth() + 1;
   for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
+    auto rows = make_rows(b);
     out.status[b] = verify_status::ok;
-    out.num_accepted[b] = verify_tree_one<K>(rule, batch, b, streams[b], out.tokens.subspan(b * width, width),
+    out.num_accepted[b] = verify_tree_one<K>(rule, batch, rows, b, streams[b], out.tokens.subspan(b * width, width),
                                              out.path.subspan(b * width, width), out.status[b], options);
   }
+}
+
+//! Tree verification from probabilities with the row kernels `K`.
+template <class K, TreeRule Rule, class T>
+void verify_tree_with(const Rule& rule, const tree_batch<T>& batch, std::span<const random::request_stream> streams,
+                      const tree_outputs& out, const verify_options& options) {
+  verify_each_tree<K>(rule, batch, streams, out, options, [&](std::size_t b) { return tree_probability_rows<T>{batch, b}; });
+}
+
+//! Tree verification from target logits (warped on demand with each request's parameters) and draft
+//! probabilities, with the row kernels `K`.
+template <class K, TreeRule Rule, class T>
+void verify_tree_from_logits_with(const Rule& rule, const tree_batch<T>& batch, std::span<const warp_params> target_params,
+                                  std::span<const random::request_stream> streams, const tree_outputs& out,
+                                  const verify_options& options) {
+  SPECDEC_EXPECTS(target_params.size() == batch.layout.batch_size(), "one warp_params per request is required");
+  for (const auto& w : target_params) validate(w);
+  thread_local std::vector<T> scratch;  // kept from call to call: no allocation once V long
+  verify_each_tree<K>(rule, batch, streams, out, options,
+                      [&](std::size_t b) { return tree_warped_rows<T, K>{batch, b, target_params[b], scratch}; });
 }
 }  // namespace detail
 
@@ -365,6 +418,13 @@ template <TreeRule Rule, class T>
 void verify_tree(const Rule& rule, const tree_batch<T>& batch, std::span<const random::request_stream> streams,
                  const tree_outputs& out, const verify_options& options) {
   detail::verify_tree_with<seq_kernels>(rule, batch, streams, out, options);
+}
+
+//! Sequential tree verification from target logits.
+template <TreeRule Rule, class T>
+void verify_tree_from_logits(const Rule& rule, const tree_batch<T>& batch, std::span<const warp_params> target_params,
+                             std::span<const random::request_stream> streams, const tree_outputs& out, const verify_options& options) {
+  detail::verify_tree_from_logits_with<seq_kernels>(rule, batch, target_params, streams, out, options);
 }
 
 }  // namespace specdec::backend::seq
