@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "bandwidth.hpp"
+#include "simd_chain_verify.hpp"
 #include "simd_common.hpp"
 #include "verify_data.hpp"
 #include "specdec/acceptance/block.hpp"
@@ -248,43 +249,6 @@ void run_tree(benchmark::State& state, const char* rule_name, const Rule& rule, 
          backend_name<Backend>(), cpu, wall, bytes);
 }
 
-template <class Backend, class Rule>
-void run_chain(benchmark::State& state, const char* rule_name, const Rule& rule, std::size_t B, std::size_t gamma, std::size_t V) {
-  if (!backend_runs<Backend>()) return state.SkipWithError("this CPU cannot run the architecture");
-  verify_data& d = get_verify_data(B, gamma, V);
-  std::vector<specdec::random::request_stream> streams(B);
-  for (std::size_t b = 0; b < B; ++b) streams[b] = {0x5eedULL, static_cast<std::uint32_t>(b), 0};
-  std::vector<token_id> tokens(B * (gamma + 1));
-  std::vector<std::int32_t> accepted(B);
-  std::vector<specdec::verify_status> status(B);
-  const specdec::chain_outputs out{tokens, accepted, status};
-  double bytes = 0.0, accepted_total = 0.0;
-  std::uint8_t status_bits = 0;
-  std::uint32_t step = 0;
-  const loop_timer timer;
-  for (auto _ : state) {
-    for (auto& s : streams) s.step = step;
-    const std::size_t k = step % d.K;
-    if constexpr (std::is_same_v<Backend, seq_backend>)
-      specdec::verify(specdec::exec::seq, rule, d.batches[k], streams, out);
-    else
-      specdec::verify(specdec::exec::simd_policy<typename Backend::arch>{}, rule, d.batches[k], streams, out);
-    bytes += min_bytes(accepted, gamma, V);
-    for (std::size_t b = 0; b < B; ++b) {
-      accepted_total += accepted[b];
-      status_bits |= static_cast<std::uint8_t>(status[b]);
-    }
-    benchmark::ClobberMemory();
-    ++step;
-  }
-  const double cpu = timer.cpu(), wall = timer.wall();
-  if (!specdec::is_valid(static_cast<specdec::verify_status>(status_bits))) state.SkipWithError("a request was flagged invalid");
-  state.counters["mean_accepted"] = accepted_total / (static_cast<double>(state.iterations()) * static_cast<double>(B));
-  // Both rules are charged strict's minimum bytes, so that their GB/s compare their times.
-  record(state, std::string("verify (") + rule_name + ")",
-         "B=" + std::to_string(B) + " gamma=" + std::to_string(gamma) + " V=" + std::to_string(V), backend_name<Backend>(), cpu, wall, bytes);
-}
-
 void register_all() {
   for (const std::size_t V : {std::size_t{32000}, std::size_t{128256}})
     for_each_backend(
@@ -312,10 +276,10 @@ void register_all() {
             if constexpr (!std::is_same_v<Backend, naive_backend>) {  // token-wise strict is the baseline
               const std::string tail = "/" + backend_name<Backend>() + "/B:64/gamma:" + std::to_string(gamma) + "/V:" + std::to_string(V);
               benchmark::RegisterBenchmark(("BM_chain/strict" + tail).c_str(), [gamma, V](benchmark::State& s) {
-                run_chain<Backend>(s, "strict", specdec::strict, 64, gamma, V);
+                run_chain_verify<Backend>(s, "strict", specdec::strict, 64, gamma, V);
               })->Unit(benchmark::kMicrosecond);
               benchmark::RegisterBenchmark(("BM_chain/block" + tail).c_str(), [gamma, V](benchmark::State& s) {
-                run_chain<Backend>(s, "block", specdec::block, 64, gamma, V);
+                run_chain_verify<Backend>(s, "block", specdec::block, 64, gamma, V);
               })->Unit(benchmark::kMicrosecond);
             }
           },

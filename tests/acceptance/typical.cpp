@@ -94,7 +94,7 @@ row correction_law(const typical_rule& rule, std::span<const double> p) {
 // emitted and the block ends; after gamma kept drafts the "bonus" is the correction too.
 std::vector<double> typical_sequence_distribution(const typical_rule& rule, const markov_pair& m, std::size_t prompt, int horizon,
                                                   int gamma) {
-  const std::size_t V = m.vocab, J = static_cast<std::size_t>(gamma) + 1;
+  const std::size_t V = m.vocab;
   std::vector<double> kept(V * V), corrected(V * V), bonus(V * V);
   for (std::size_t a = 0; a < V; ++a) {
     const auto p = m.p_row(a), q = m.q_row(a);
@@ -110,33 +110,7 @@ std::vector<double> typical_sequence_distribution(const typical_rule& rule, cons
       bonus[a * V + v] = c[v];
     }
   }
-  std::vector<double> cur(J, 0.0);
-  cur[0] = 1.0;
-  for (int t = 0; t < horizon; ++t) {
-    const std::size_t prefixes = cur.size() / J;
-    std::vector<double> next(prefixes * V * J, 0.0);
-    for (std::size_t prefix = 0; prefix < prefixes; ++prefix) {
-      const std::size_t last = t == 0 ? prompt : prefix % V;
-      for (std::size_t j = 0; j < J; ++j) {
-        const double mass = cur[prefix * J + j];
-        if (mass == 0.0) continue;
-        for (std::size_t v = 0; v < V; ++v) {
-          double* out = &next[(prefix * V + v) * J];
-          if (j + 1 < J) {
-            out[j + 1] += mass * kept[last * V + v];
-            out[0] += mass * corrected[last * V + v];
-          } else {
-            out[0] += mass * bonus[last * V + v];
-          }
-        }
-      }
-    }
-    cur.swap(next);
-  }
-  std::vector<double> dist(cur.size() / J, 0.0);
-  for (std::size_t s = 0; s < dist.size(); ++s)
-    for (std::size_t j = 0; j < J; ++j) dist[s] += cur[s * J + j];
-  return dist;
+  return specdec_test::block_emission_distribution(kept, corrected, bonus, V, prompt, horizon, gamma);
 }
 
 double total_variation(const std::vector<double>& a, const std::vector<double>& b) {

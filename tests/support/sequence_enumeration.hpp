@@ -94,19 +94,15 @@ inline std::vector<double> target_sequence_distribution(const markov_pair& m, st
   return cur;
 }
 
-//! The exact distribution of the first H tokens emitted by chain speculative decoding with a
-//! rejection-family `rule`, drafting gamma tokens per block from `m.draft` and verifying them against
-//! `m.target` (the verifier is told the true q). Dynamic programme over (prefix, j), see the file comment.
-template <class Rule>
-std::vector<double> speculative_sequence_distribution(const Rule& rule, const markov_pair& m, std::size_t prompt,
-                                                      int horizon, int gamma) {
+//! The law of the first `horizon` tokens of a process that emits blocks of at most gamma + 1 tokens:
+//! at a drafted position after token a, `accepted[a][v]` is the probability of keeping draft v and
+//! going on, `corrected[a][v]` that of emitting v and ending the block; after gamma kept drafts,
+//! `bonus[a][v]` that of the last token. A dynamic programme over (prefix, position in the block).
+inline std::vector<double> block_emission_distribution(std::span<const double> accepted, std::span<const double> corrected,
+                                                       std::span<const double> bonus, std::size_t V, std::size_t prompt,
+                                                       int horizon, int gamma) {
   if (gamma < 0) throw std::invalid_argument("gamma must be >= 0");
-  const std::size_t V = m.vocab, J = static_cast<std::size_t>(gamma) + 1;
-  // Emission parts per previous token, computed once.
-  std::vector<double> accepted(V * V), corrected(V * V);
-  for (std::size_t a = 0; a < V; ++a)
-    specdec::emission_distribution(rule, m.p_row(a), m.q_row(a), std::span<double>(accepted).subspan(a * V, V),
-                                   std::span<double>(corrected).subspan(a * V, V));
+  const std::size_t J = static_cast<std::size_t>(gamma) + 1;
   std::vector<double> cur(J, 0.0);  // [prefix][j], one empty prefix
   cur[0] = 1.0;
   for (int t = 0; t < horizon; ++t) {
@@ -123,7 +119,7 @@ std::vector<double> speculative_sequence_distribution(const Rule& rule, const ma
             out[j + 1] += mass * accepted[last * V + v];
             out[0] += mass * corrected[last * V + v];
           } else {  // the bonus position
-            out[0] += mass * m.target[last * V + v];
+            out[0] += mass * bonus[last * V + v];
           }
         }
       }
@@ -134,6 +130,22 @@ std::vector<double> speculative_sequence_distribution(const Rule& rule, const ma
   for (std::size_t s = 0; s < dist.size(); ++s)
     for (std::size_t j = 0; j < J; ++j) dist[s] += cur[s * J + j];
   return dist;
+}
+
+//! The exact distribution of the first H tokens emitted by chain speculative decoding with a
+//! rejection-family `rule`, drafting gamma tokens per block from `m.draft` and verifying them against
+//! `m.target` (the verifier is told the true q). Dynamic programme over (prefix, j), see the file comment.
+template <class Rule>
+std::vector<double> speculative_sequence_distribution(const Rule& rule, const markov_pair& m, std::size_t prompt,
+                                                      int horizon, int gamma) {
+  if (gamma < 0) throw std::invalid_argument("gamma must be >= 0");
+  const std::size_t V = m.vocab;
+  // Emission parts per previous token, computed once.
+  std::vector<double> accepted(V * V), corrected(V * V);
+  for (std::size_t a = 0; a < V; ++a)
+    specdec::emission_distribution(rule, m.p_row(a), m.q_row(a), std::span<double>(accepted).subspan(a * V, V),
+                                   std::span<double>(corrected).subspan(a * V, V));
+  return block_emission_distribution(accepted, corrected, m.target, V, prompt, horizon, gamma);
 }
 
 //! max_i |a_i - b_i|.
