@@ -130,6 +130,7 @@ template <class Arch, class T>
 struct masked_row_step {
   row_step<Arch, T> row;
   std::span<const token_id> masked;
+  specdec::detail::masked_weights<T> weights{{row.x, row.size}, masked};  // seq's weights, for the rescan
   std::size_t next = 0;  // the first masked entry not before the current round
 
   void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
@@ -142,9 +143,7 @@ struct masked_row_step {
     for_each_double_batch<Arch>(round.data(), 0, row.ok, [&acc](std::size_t r, const dbatch<Arch>& w) { acc[r] += w; });
   }
   bool usable() const { return row.usable(); }
-  double scalar(std::size_t v) const {
-    return std::binary_search(masked.begin(), masked.end(), static_cast<token_id>(v)) ? 0.0 : row.scalar(v);
-  }
+  double scalar(std::size_t v) const { return weights(v); }
 };
 
 }  // namespace detail
