@@ -19,7 +19,7 @@
 //! drafts; verification, grouped by kind of request: one batched `verify_from_logits` through the execution
 //! policy for chain-drafted requests (it warps only the rows it reads, and q is the row the draft was
 //! sampled from), one batched `verify` for stage-drafted chain requests (their q rows come as
-//! probabilities), one batched `verify_tree_from_logits` per tree rule (the target scores every node of a request's
+//! probabilities), `verify_tree_from_logits` per tree request (the target scores every node of a request's
 //! tree in one tree-shaped append), `mtad_verify` and `check_last_token` per request; then commit the
 //! emitted tokens and roll both models back past the rejected drafts (a tree: the target keeps the
 //! accepted path, `TreeSequenceModel::commit_tree`).
@@ -374,8 +374,7 @@ class batch_decoder {
   void verify_on_host(request& r);
   void verify_last_token(request& r);
   template <TreeRule Tree>
-  void verify_tree_range(typename std::vector<request*>::iterator first, typename std::vector<request*>::iterator last,
-                         const Tree& rule);
+  void verify_tree_request(request& r, const Tree& rule);
   void verify_trees();
   void check_tree_draft(const request& r) const;
   void take_chain_row(request& r, std::size_t k, std::size_t stride);
@@ -415,8 +414,8 @@ class batch_decoder {
   std::vector<verify_status> out_status_;
   std::vector<std::size_t> appended_offset_;
   chain_batch<float> batch_;
-  // Tree requests: their appends' parents, and the batch of one tree verification.
-  std::vector<std::int32_t> append_parents_, tree_nodes_, tree_parents_, out_path_;
+  // Tree requests: their appends' parents, and the batch of one request's tree verification.
+  std::vector<std::int32_t> append_parents_, tree_parents_, out_path_;
   std::vector<token_id> tree_tokens_;
   std::vector<float> tree_q_;
   tree_batch<float> tree_batch_;
@@ -860,70 +859,50 @@ void batch_decoder<P, T, D, R>::verify_last_token(request& r) {
   r.round_status = c.status;
 }
 
-//! Tree verification, one batched `verify_tree_from_logits` per tree rule: each request's tree (its
-//! stage's parents, tokens and q rows) with its target logits, warped only where the walk reads them.
+//! Tree verification, one `verify_tree_from_logits` per tree request: its tree (the stage's parents
+//! and tokens, and its q rows read where the stage wrote them) with its target logits, warped only
+//! where the walk reads them. The host walk goes request by request anyway; a call per request spares
+//! copying every node's q row into one batch.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::verify_trees() {
-  auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == verify_group::tree; });
-  while (first != running_.end()) {
-    const std::size_t c = (*first)->rule_class;
-    const auto last = std::find_if(first, running_.end(), [&](const request* r) { return r->rule_class != c; });
-    std::visit([&](const auto& rule) { verify_tree_range(first, last, rule); }, std::get<tree_acceptance>((*first)->options.acceptance).rule);
-    first = last;
-  }
+  for (request* r : running_)
+    if (r->group == verify_group::tree)
+      std::visit([&](const auto& rule) { verify_tree_request(*r, rule); }, std::get<tree_acceptance>(r->options.acceptance).rule);
 }
 
-//! Requests [first, last) of one tree rule, in one call.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 template <TreeRule Tree>
-void batch_decoder<P, T, D, R>::verify_tree_range(typename std::vector<request*>::iterator first,
-                                                  typename std::vector<request*>::iterator last, const Tree& rule) {
-  tree_nodes_.clear();
-  tree_parents_.clear();
-  tree_tokens_.clear();
-  tree_q_.clear();
-  streams_.clear();
-  target_params_.clear();
-  const std::size_t first_row = (*first)->target_row;
-  std::size_t rows = 0;
-  for (auto it = first; it != last; ++it) {
-    request& r = **it;
-    tree_nodes_.push_back(static_cast<std::int32_t>(r.drafted + 1));
-    tree_parents_.push_back(no_node);
-    tree_parents_.insert(tree_parents_.end(), r.block.parents.begin(), r.block.parents.end());
-    tree_tokens_.push_back(no_token);
-    tree_tokens_.insert(tree_tokens_.end(), r.block.tokens.begin(), r.block.tokens.end());
-    if constexpr (tree_reads_draft<Tree>) {
-      SPECDEC_EXPECTS(r.drafted == 0 || r.block.q_rows.size() == (r.drafted + 1) * vocab_,
-                      "specdec::batch_decoder: this tree rule reads q: the tree stage must write a q row per node");
-      if (r.drafted == 0)
-        tree_q_.resize(tree_q_.size() + vocab_, 0.0f);  // a lone root's row is never read
-      else
-        tree_q_.insert(tree_q_.end(), r.block.q_rows.begin(), r.block.q_rows.end());
-    }
-    rows += r.target_rows;
-    streams_.push_back(stream_of(r));
-    target_params_.push_back(r.options.target_params);
-  }
-  tree_batch_.layout.assign_parents(tree_nodes_, tree_parents_);
+void batch_decoder<P, T, D, R>::verify_tree_request(request& r, const Tree& rule) {
+  const auto nodes = static_cast<std::int32_t>(r.drafted + 1);
+  tree_parents_.assign(1, no_node);
+  tree_parents_.insert(tree_parents_.end(), r.block.parents.begin(), r.block.parents.end());
+  tree_tokens_.assign(1, no_token);
+  tree_tokens_.insert(tree_tokens_.end(), r.block.tokens.begin(), r.block.tokens.end());
+  tree_batch_.layout.assign_parents(std::span<const std::int32_t>(&nodes, 1), tree_parents_);
   tree_batch_.vocab_size = vocab_;
   tree_batch_.tokens = std::span<const token_id>(tree_tokens_);
-  tree_batch_.draft_rows = std::span<const float>(tree_q_);
-  tree_batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, rows * vocab_);
-  const std::size_t count = tree_nodes_.size(), width = tree_batch_.layout.max_depth() + 1;
-  out_tokens_.resize(count * width);
-  out_path_.resize(count * width);
-  out_accepted_.resize(count);
-  out_status_.resize(count);
-  verify_tree_from_logits(policy_, rule, tree_batch_, std::span<const warp_params>(target_params_),
-                          std::span<const random::request_stream>(streams_), tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
-  for (std::size_t k = 0; k < count; ++k) {
-    request& r = *first[static_cast<std::ptrdiff_t>(k)];
-    take_chain_row(r, k, width);
-    r.judged = r.drafted;
-    r.tree_kept.clear();  // node ids 1.. are appended offsets 0..
-    for (std::size_t j = 1; j <= r.accepted; ++j) r.tree_kept.push_back(out_path_[k * width + j] - 1);
+  tree_batch_.draft_rows = std::span<const float>(r.block.q_rows);
+  if constexpr (tree_reads_draft<Tree>) {
+    SPECDEC_EXPECTS(r.drafted == 0 || !r.block.q_rows.empty(),
+                    "specdec::batch_decoder: this tree rule reads q: the tree stage must write a q row per node");
+    if (r.block.q_rows.empty()) {  // a lone root: its row is never read
+      tree_q_.assign(vocab_, 0.0f);
+      tree_batch_.draft_rows = std::span<const float>(tree_q_);
+    }
   }
+  tree_batch_.target_rows = target_logits(r);
+  const random::request_stream stream = stream_of(r);
+  const std::size_t width = tree_batch_.layout.max_depth() + 1;
+  out_tokens_.resize(width);
+  out_path_.resize(width);
+  out_accepted_.resize(1);
+  out_status_.resize(1);
+  verify_tree_from_logits(policy_, rule, tree_batch_, std::span<const warp_params>(&r.options.target_params, 1),
+                          std::span<const random::request_stream>(&stream, 1), tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
+  take_chain_row(r, 0, width);
+  r.judged = r.drafted;
+  r.tree_kept.clear();  // node ids 1.. are appended offsets 0..
+  for (std::size_t j = 1; j <= r.accepted; ++j) r.tree_kept.push_back(out_path_[j] - 1);
 }
 
 //! A tree stage's block, checked against its request: parents before children, a q row per node or

@@ -110,16 +110,16 @@ struct carried_residual {
   bool materialised = false;
 
   double at(std::size_t v) const { return materialised ? row[v] : static_cast<double>(p[v]); }
-  //! r <- max(0, r - scale q'), q' = q except 0 where `drawn` is set (if given); an unusable entry
+  //! r <- max(0, r - scale q'), q' = q except 0 where `drawn` is set; an unusable entry
   //! becomes NaN, so that the final draw reports the row. Then the new mass.
   //! The mass is summed in 32 interleaved lanes (the order of sampling/categorical.hpp's contract, so
   //! the loop vectorises); every backend runs this same code.
-  void subtract(std::span<const T> q, double scale, const std::vector<unsigned char>* drawn) {
+  void subtract(std::span<const T> q, double scale, const std::vector<unsigned char>& drawn) {
     const std::size_t V = p.size();
     row.resize(V);
     std::array<double, sampling_lanes> lanes{};
     const auto update = [&](std::size_t v) {
-      const double rv = at(v), qv = drawn != nullptr && (*drawn)[v] ? 0.0 : static_cast<double>(q[v]);
+      const double rv = at(v), qv = drawn[v] ? 0.0 : static_cast<double>(q[v]);
       const double next = rv - scale * qv;
       // An unusable entry (NaN, infinite, negative) makes the weight NaN, so that the final draw
       // reports the row, as `detail::residual_weight` does for a single sibling.
@@ -225,7 +225,7 @@ node_decision decide_by_coins(const tree_batch<T>& batch, Rows& rows, std::size_
         const residual_result next = K::sample_residual(p, q, scaled_draft_residual{scale}, 0.0);
         r.mass = next.used_fallback ? 0.0 : next.sample.mass;
       } else {
-        if (remaining_draft > 0.0) r.subtract(q, r.mass / remaining_draft, &s.drawn);
+        if (remaining_draft > 0.0) r.subtract(q, r.mass / remaining_draft, s.drawn);
         if (!was_drawn) remaining_draft -= qx;
         s.drawn[x] = 1;
       }
