@@ -152,9 +152,7 @@ std::vector<std::uint64_t> simulate_chain(const typical_rule& rule, const markov
       sequence.insert(sequence.end(), out.tokens.begin(), out.tokens.end());
       last = static_cast<std::size_t>(sequence.back());
     }
-    std::size_t index = 0;
-    for (int k = 0; k < horizon; ++k) index = index * V + static_cast<std::size_t>(sequence[static_cast<std::size_t>(k)]);
-    ++counts[index];
+    ++counts[specdec_test::sequence_cell(sequence, V, horizon)];
   }
   return counts;
 }
@@ -188,9 +186,7 @@ std::vector<std::uint64_t> simulate_tree(const typical_rule& rule, const markov_
       sequence.insert(sequence.end(), out.tokens.begin(), out.tokens.end());
       last = static_cast<std::size_t>(sequence.back());
     }
-    std::size_t index = 0;
-    for (int k = 0; k < horizon; ++k) index = index * V + static_cast<std::size_t>(sequence[static_cast<std::size_t>(k)]);
-    ++counts[index];
+    ++counts[specdec_test::sequence_cell(sequence, V, horizon)];
   }
   return counts;
 }

@@ -193,34 +193,16 @@ TEST_CASE("block verification on the step decoder keeps the target's law", "[dec
   CHECK(gof.p_value > specdec_test::gof_alpha);
 }
 
-// The law of the first three tokens of 20000 generations of 12 tokens: long drafts (block verification's
+// The law of the first three tokens of generations of 12 tokens: long drafts (block verification's
 // choice of prefix reads every later position) are verified, only the first three tokens are counted.
 template <class Decoder, class Configure>
 specdec_test::gof_result first_tokens_law(Decoder& decoder, std::uint64_t seed, Configure configure) {
   const auto law = specdec_test::target_sequence_distribution(tables(), 1, horizon);
-  std::vector<std::uint64_t> counts(law.size(), 0);
-  constexpr std::uint32_t n = 20000, per_batch = 2000;
-  for (std::uint32_t first = 0; first < n; first += per_batch) {
-    for (std::uint32_t id = first; id < first + per_batch; ++id) {
-      specdec::request_options o;
-      o.prompt = {1};
-      o.seed = seed;
-      o.request_id = id;
-      o.max_new_tokens = 12;
-      configure(o);
-      decoder.add(o);
-    }
-    std::map<specdec::request_handle, std::vector<token_id>> tokens;
-    while (decoder.active() > 0)
-      for (const auto& e : decoder.step()) tokens[e.request].insert(tokens[e.request].end(), e.tokens.begin(), e.tokens.end());
-    for (const auto& [h, t] : tokens) {
-      REQUIRE(t.size() == 12);
-      std::size_t index = 0;
-      for (int i = 0; i < horizon; ++i) index = index * vocab + static_cast<std::size_t>(t[static_cast<std::size_t>(i)]);
-      ++counts[index];
-    }
-  }
-  return specdec_test::chi_squared_gof(counts, law);
+  const auto c = specdec_test::count_sequences(decoder, vocab, horizon, law.size(), seed, [&](specdec::request_options& o) {
+    o.max_new_tokens = 12;
+    configure(o);
+  });
+  return specdec_test::chi_squared_gof(c.counts, law);
 }
 
 TEST_CASE("block verification of long drafts and deep trees keeps the target's law", "[decode][block][tree][statistical]") {

@@ -148,6 +148,13 @@ std::vector<double> speculative_sequence_distribution(const Rule& rule, const ma
   return block_emission_distribution(accepted, corrected, m.target, V, prompt, horizon, gamma);
 }
 
+//! The cell of the first `horizon` tokens of `tokens` in a table of V^horizon: sum_i x_i V^(H-1-i).
+inline std::size_t sequence_cell(std::span<const specdec::token_id> tokens, std::size_t vocab, int horizon) {
+  std::size_t index = 0;
+  for (int i = 0; i < horizon; ++i) index = index * vocab + static_cast<std::size_t>(tokens[static_cast<std::size_t>(i)]);
+  return index;
+}
+
 //! max_i |a_i - b_i|.
 inline double max_abs_difference(std::span<const double> a, std::span<const double> b) {
   if (a.size() != b.size()) throw std::invalid_argument("max_abs_difference: length mismatch");
