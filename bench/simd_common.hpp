@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "bandwidth.hpp"
 #include "specdec/exec/simd.hpp"

@@ -13,7 +13,7 @@ JOBS="$(nproc 2>/dev/null || echo 2)"
 source "$ROOT/scripts/lib.sh"
 
 section "dependencies"
-"$ROOT/scripts/install-deps.sh" >&2
+"$ROOT/scripts/install-deps.sh" --core >&2
 
 section "configure ($BUILD_DIR)"
 # The demo runs on the CPU: no tests, benchmarks or CUDA, so configuring stays quick.

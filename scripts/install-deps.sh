@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what specdec's build, tests, benchmarks and examples need on Debian 12 (or Ubuntu):
-# cmake, g++, ninja (or make), Eigen, xsimd, Boost.Math, Catch2 v2, Google Benchmark and gnuplot.
+# cmake, g++, ninja, Eigen, xsimd, Boost.Math, Catch2 v2, Google Benchmark, gnuplot, and clang with its
+# sanitizer/libFuzzer runtimes, clang-format and clang-tidy.
 # Only the missing packages are installed (apt-get, through sudo when not root).
-# Used by scripts/test.sh and scripts/demo.sh. Set SPECDEC_SKIP_DEPS=1 to skip this step.
+# Used by scripts/test.sh and scripts/demo.sh (--core: without the clang tools). Set SPECDEC_SKIP_DEPS=1
+# to skip this step.
 set -euo pipefail
 
 if [[ "${SPECDEC_SKIP_DEPS:-0}" == "1" ]]; then
@@ -12,7 +14,7 @@ fi
 
 # package name -> why it is needed
 packages=(
-  cmake            # build system (>= 3.23)
+  cmake            # build system (>= 3.23; 3.25 for CMakePresets.json)
   g++              # C++20 compiler
   libeigen3-dev    # specdec::learn
   libxsimd-dev     # specdec::simd
@@ -20,10 +22,16 @@ packages=(
   catch2           # tests (Catch2 v2)
   libbenchmark-dev # bench/
   gnuplot-nox      # specdec-sim --plot (tools/)
+  ninja-build      # the generator of the CMake presets (CMakePresets.json)
 )
-# A build tool: ninja if present, else make; install ninja when neither is there.
-if ! command -v ninja >/dev/null 2>&1 && ! command -v make >/dev/null 2>&1; then
-  packages+=(ninja-build)
+# What only scripts/test.sh and the analysis scripts need (left out with --core, as scripts/demo.sh does).
+if [[ "${1:-}" != "--core" ]]; then
+  packages+=(
+    clang            # second compiler: the sanitizer and fuzzing build (scripts/test.sh)
+    libclang-rt-dev  # clang's AddressSanitizer, UBSan and libFuzzer runtimes
+    clang-format     # scripts/format.sh
+    clang-tidy       # scripts/tidy.sh
+  )
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
@@ -45,6 +53,7 @@ for p in "${packages[@]}"; do
   case "$p" in
     cmake) command -v cmake >/dev/null 2>&1 && continue ;;
     g++) command -v g++ >/dev/null 2>&1 && continue ;;
+    ninja-build) command -v ninja >/dev/null 2>&1 && continue ;;
   esac
   missing+=("$p")
 done

@@ -1,38 +1,104 @@
 #!/usr/bin/env bash
-# Builds specdec with tests, benchmarks and examples and runs every test through CTest.
-#   scripts/test.sh                        build in ./build (Release)
-#   BUILD_DIR=/tmp/b scripts/test.sh       another build directory
-#   SPECDEC_CMAKE_ARGS="-DSPECDEC_ENABLE_CUDA=OFF" scripts/test.sh   extra CMake arguments
-#   SPECDEC_SKIP_DEPS=1 scripts/test.sh    do not check/install Debian packages
-# CUDA is auto-detected (nvcc on PATH or in /usr/local/cuda/bin); GPU tests exit 77 (skipped)
-# on machines without a GPU. Exits non-zero on any failure.
+# What CI runs (.ci/run): installs what is missing, then runs these stages and prints the time of each.
+#   gcc       g++ Release build of the tests, benchmarks and examples with warnings as errors (CMake
+#             preset ci-gcc, in ./build); the whole CTest suite.
+#   sanitize  clang++ build with AddressSanitizer + UndefinedBehaviorSanitizer and warnings as errors
+#             (preset sanitize, in ./build-sanitize); the whole CTest suite except the fuzz runs, the
+#             slowest statistical tests at SPECDEC_TEST_SAMPLE_SCALE (default 0.25) of their samples.
+#   fuzz      every libFuzzer harness of tests/fuzz/ for SPECDEC_FUZZ_SECONDS (default 20) each, in the
+#             sanitize build (test preset fuzz). scripts/fuzz.sh runs them longer.
+#   format    scripts/format.sh --check (clang-format).
+# Options (environment):
+#   SPECDEC_TEST_STAGES="gcc format"   run only these stages (default: gcc sanitize fuzz format)
+#   BUILD_DIR=/tmp/b, SANITIZE_BUILD_DIR=/tmp/s   other build directories
+#   SPECDEC_CMAKE_ARGS="-DSPECDEC_ENABLE_CUDA=OFF"   extra CMake arguments for every configure
+#   SPECDEC_SKIP_DEPS=1                do not check/install Debian packages
+# CUDA is auto-detected in the gcc stage (nvcc on PATH or in /usr/local/cuda/bin); GPU tests exit 77
+# (skipped) on machines without a GPU. Exits non-zero on the first failing stage.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$(realpath -m "${BUILD_DIR:-$ROOT/build}")"
+SANITIZE_BUILD_DIR="$(realpath -m "${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}")"
+STAGES="${SPECDEC_TEST_STAGES:-gcc sanitize fuzz format}"
 JOBS="$(nproc 2>/dev/null || echo 2)"
+extra_args=()
+if [[ -n "${SPECDEC_CMAKE_ARGS:-}" ]]; then
+  read -r -a extra_args <<< "$SPECDEC_CMAKE_ARGS"
+fi
 
 source "$ROOT/scripts/lib.sh"
+
+for stage in $STAGES; do
+  case "$stage" in
+    gcc | sanitize | fuzz | format) ;;
+    *) echo "scripts/test.sh: unknown stage '$stage' (gcc, sanitize, fuzz, format)" >&2; exit 2 ;;
+  esac
+done
+wants() { [[ " $STAGES " == *" $1 "* ]]; }
+
+timings=()
+timed() {  # timed NAME COMMAND...: runs the command and records its wall time
+  local name="$1" start=$SECONDS
+  shift
+  "$@"
+  timings+=("$(printf '%-10s %4d s' "$name" $((SECONDS - start)))")
+}
 
 section "dependencies"
 "$ROOT/scripts/install-deps.sh"
 
-if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-fi
-if command -v nvcc >/dev/null 2>&1; then
-  echo "CUDA compiler: $(command -v nvcc) (CMake decides whether it is usable)"
-else
-  echo "CUDA compiler: none (GPU parts are not built)"
-fi
+stage_gcc() {
+  if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+  if command -v nvcc >/dev/null 2>&1; then
+    echo "CUDA compiler: $(command -v nvcc) (CMake decides whether it is usable)"
+  else
+    echo "CUDA compiler: none (GPU parts are not built)"
+  fi
+  section "gcc: configure ($BUILD_DIR)"
+  cmake --preset ci-gcc -S "$ROOT" -B "$BUILD_DIR" "${extra_args[@]}"
+  section "gcc: build (-j$JOBS)"
+  cmake --build "$BUILD_DIR" -j "$JOBS"
+  section "gcc: test (-j$JOBS)"
+  ctest --preset ci-gcc --test-dir "$BUILD_DIR" -j "$JOBS"
+}
 
-section "configure ($BUILD_DIR)"
-configure "$BUILD_DIR" -DSPECDEC_BUILD_TESTS=ON -DSPECDEC_BUILD_BENCH=ON -DSPECDEC_BUILD_EXAMPLES=ON
+configure_sanitize() {
+  cmake --preset sanitize -S "$ROOT" -B "$SANITIZE_BUILD_DIR" \
+    "-DSPECDEC_FUZZ_SECONDS=${SPECDEC_FUZZ_SECONDS:-20}" "${extra_args[@]}"
+}
 
-section "build (-j$JOBS)"
-cmake --build "$BUILD_DIR" -j "$JOBS"
+stage_sanitize() {
+  section "sanitize: configure ($SANITIZE_BUILD_DIR)"
+  configure_sanitize
+  section "sanitize: build (-j$JOBS)"
+  cmake --build "$SANITIZE_BUILD_DIR" -j "$JOBS"
+  section "sanitize: test (-j$JOBS, SPECDEC_TEST_SAMPLE_SCALE=${SPECDEC_TEST_SAMPLE_SCALE:-0.25})"
+  SPECDEC_TEST_SAMPLE_SCALE="${SPECDEC_TEST_SAMPLE_SCALE:-0.25}" \
+    ctest --preset sanitize --test-dir "$SANITIZE_BUILD_DIR" -j "$JOBS"
+}
 
-section "test (-j$JOBS)"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+stage_fuzz() {
+  section "fuzz: ${SPECDEC_FUZZ_SECONDS:-20} s per harness (-j$JOBS)"
+  configure_sanitize
+  cmake --build "$SANITIZE_BUILD_DIR" -j "$JOBS"
+  ctest --preset fuzz --test-dir "$SANITIZE_BUILD_DIR" -j "$JOBS"
+  # Executions reached by each harness (run_fuzzer.cmake prints one summary line per harness).
+  grep -hoE "run_fuzzer summary: .*" "$SANITIZE_BUILD_DIR/Testing/Temporary/LastTest.log" || true
+}
 
-section "all tests passed"
+stage_format() {
+  section "format: clang-format --dry-run over every tracked C++/CUDA file"
+  "$ROOT/scripts/format.sh" --check
+}
+
+for stage in gcc sanitize fuzz format; do
+  if wants "$stage"; then
+    timed "$stage" "stage_$stage"
+  fi
+done
+
+section "all stages passed"
+printf '%s\n' "${timings[@]}"

@@ -389,6 +389,43 @@ TEST_CASE("shape mismatches and missing streams throw specdec::error", "[accepta
   }
 }
 
+TEST_CASE("sizes whose products wrap around throw specdec::error instead of reaching outside the buffers",
+          "[acceptance][bad_input]") {
+  // Found by the fuzz harness tests/fuzz/verify.cpp. The row counts of a padded layout (B * (width + 1))
+  // and the buffer sizes (rows * V) were computed in std::size_t without a check, so a huge width or V
+  // wrapped them around to the sizes of small (or empty) buffers and verification indexed far outside them.
+  constexpr std::size_t top = std::size_t{1} << 63, max = std::numeric_limits<std::size_t>::max();
+  SECTION("a padded width whose row count overflows") {
+    const std::vector<std::int32_t> two{0, 0}, three{0, 1, 0};
+    CHECK_THROWS_AS(specdec::ragged_layout::padded(std::span<const std::int32_t>(two), top), specdec::error);
+    CHECK_THROWS_AS(specdec::ragged_layout::padded(std::span<const std::int32_t>(two), max), specdec::error);
+    CHECK_THROWS_AS(specdec::ragged_layout::padded(std::span<const std::int32_t>(three), max / 3 + 1), specdec::error);
+    CHECK_THROWS_AS(specdec::ragged_layout::padded(std::span<const std::int32_t>(three), max / 3), specdec::error);
+    const auto widest = specdec::ragged_layout::padded(std::span<const std::int32_t>(three), max / 3 - 1);
+    CHECK(widest.num_target_rows() == max / 3 * 3);          // B * (width + 1) still fits
+    CHECK_NOTHROW(specdec::ragged_layout::padded({}, max));  // no request: no row
+  }
+  SECTION("a vocab_size whose products with the row counts wrap around to the buffers' sizes") {
+    // One request with one draft: 2 target rows, 1 draft row. Greedy reads no q, so empty q rows pass.
+    const std::vector<std::int32_t> one{1};
+    const std::vector<token_id> drafts{0};
+    std::vector<token_id> tokens(2);
+    std::vector<std::int32_t> accepted(1);
+    std::vector<verify_status> status(1);
+    const std::vector<request_stream> streams{{1, 0, 0}};
+    const specdec::chain_outputs out{tokens, accepted, status};
+    for (const std::size_t V : {top, top >> 1, max}) {
+      CAPTURE(V);
+      const specdec::chain_batch<double> huge{
+          specdec::ragged_layout::packed(std::span<const std::int32_t>(one)), V, drafts, {}, {}};
+      for_each_rule([&](const auto& rule, const char* name) {
+        CAPTURE(name);
+        CHECK_THROWS_AS(specdec::verify(specdec::exec::seq, rule, huge, streams, out), specdec::error);
+      });
+    }
+  }
+}
+
 TEST_CASE("an empty batch (B = 0) is a no-op", "[acceptance][bad_input]") {
   const std::vector<request_data<double>> none;
   for (const bool packed : {true, false}) {

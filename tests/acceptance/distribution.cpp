@@ -22,6 +22,7 @@
 #include "specdec/specdec.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sequence_enumeration.hpp"
+#include "support/sample_scale.hpp"
 
 namespace {
 
@@ -32,7 +33,7 @@ constexpr std::size_t vocab = 5;
 constexpr std::size_t prompt = 0;
 constexpr std::uint64_t table_seed = 20240611;
 constexpr double draft_mix = 0.8;
-constexpr std::uint64_t num_samples = 1'000'000;
+const std::uint64_t num_samples = specdec_test::scaled_sample_count(1'000'000);
 
 const markov_pair& pair() {
   static const markov_pair m = specdec_test::make_markov_pair(vocab, table_seed, draft_mix);

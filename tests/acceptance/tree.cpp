@@ -37,6 +37,7 @@
 #include "support/chi_squared.hpp"
 #include "support/random_requests.hpp"
 #include "support/sequence_enumeration.hpp"
+#include "support/sample_scale.hpp"
 
 namespace {
 
@@ -157,8 +158,8 @@ constexpr std::size_t vocab = 4;
 constexpr std::size_t prompt = 0;
 constexpr int horizon = 3;
 constexpr std::uint64_t table_seed = 20250715;
-constexpr std::uint64_t num_samples = 200'000;
-constexpr std::uint64_t num_negative_samples = 100'000;
+const std::uint64_t num_samples = specdec_test::scaled_sample_count(200'000);
+const std::uint64_t num_negative_samples = specdec_test::scaled_sample_count(100'000);
 
 const markov_pair& pair() {
   static const markov_pair m = specdec_test::make_markov_pair(vocab, table_seed, 0.8);

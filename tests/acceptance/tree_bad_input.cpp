@@ -241,6 +241,29 @@ TEST_CASE("verify_tree: rows, tokens, streams and outputs that do not match the 
   CHECK_THROWS_AS(verify(specdec::typical_rule{0.09, k_nan}, good, streams, out), specdec::error);
 }
 
+TEST_CASE("verify_tree: a vocab_size whose products with the row count wrap around throws specdec::error", "[tree][bad_input]") {
+  // Found by the fuzz harness tests/fuzz/verify_tree.cpp: the shape check compared the row buffers
+  // with num_rows * V, which wraps around to 0 for V = 2^63 and two nodes, so empty buffers passed and
+  // the walk read far outside them.
+  const ids num_nodes{2};
+  const tree_layout layout = tree_layout::from_parents(num_nodes, ids{-1, 0});
+  const std::vector<token_id> tokens{0, 0};
+  std::vector<token_id> out_tokens(2);
+  ids path(2), accepted(1);
+  std::vector<verify_status> status(1);
+  const std::vector<request_stream> streams{{1, 0, 0}};
+  for (const std::size_t V : {std::size_t{1} << 63, std::size_t{1} << 62, std::numeric_limits<std::size_t>::max()}) {
+    CAPTURE(V);
+    const specdec::tree_batch<double> huge{layout, V, tokens, {}, {}};
+    for_each_tree_rule([&](const auto& rule, const char* name) {
+      CAPTURE(name);
+      CHECK_THROWS_AS(specdec::verify_tree(specdec::exec::seq, rule, huge, streams,
+                                           specdec::tree_outputs{out_tokens, path, accepted, status}),
+                      specdec::error);
+    });
+  }
+}
+
 // ---- duplicated siblings -------------------------------------------------------------------------------
 
 TEST_CASE("duplicated siblings: harmless for target_only, strict, k_seq, greedy and sample-and-match", "[tree][bad_input][duplicates]") {
@@ -438,6 +461,9 @@ TEST_CASE("unnormalised rows with check_normalisation: not_normalised", "[tree][
     CHECK(r.tokens.empty());
     check_result(t, r);
     CHECK(specdec::is_valid(run(specdec::exec::seq, rule, t).status));  // unchecked: accepted as weights
+    // Typical acceptance flagged invalid_row too (the row holds no NaN, inf, negative entry and has
+    // mass), unlike the chain walk on the same chain tree; found by tests/fuzz/verify_tree.cpp.
+    CHECK(r.status == verify_status::not_normalised);
   });
 }
 

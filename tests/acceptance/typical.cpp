@@ -304,6 +304,35 @@ TEST_CASE("typical: the acceptance test is strict, p(x) > threshold", "[typical]
   CHECK(specdec::verify_chain(specdec::exec::seq, lower, std::vector<token_id>{1}, q, rows, 2, request_stream{1, 1, 1}).num_accepted == 1);
 }
 
+TEST_CASE("typical: parameters outside their domain throw specdec::error (chain and tree)", "[typical][bad_input]") {
+  // Found by the fuzz harness tests/fuzz/verify.cpp: chain verification used the parameters
+  // unchecked, so a negative epsilon gave a negative threshold and accepted drafts with p(x) = 0.
+  const std::size_t V = 2;
+  const row q(V, 0.5), rows{1.0, 0.0, 0.5, 0.5};  // the draft x = 1 has p(x) = 0
+  const std::vector<std::int32_t> parents{-1, 0};
+  const std::vector<token_id> tokens{0, 1};
+  const std::vector<row> tree_rows{row{1.0, 0.0}, row{0.5, 0.5}};
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const typical_rule& bad : {typical_rule{-0.1, 0.3}, typical_rule{0.09, -1.0}, typical_rule{nan, 0.3},
+                                  typical_rule{0.09, inf}, typical_rule{0.09, 0.3, -1e-5}, typical_rule{0.09, 0.3, nan}}) {
+    CAPTURE(bad.epsilon, bad.delta, bad.log_offset);
+    CHECK_THROWS_AS(bad.validate(), specdec::error);
+    CHECK_THROWS_AS(specdec::verify_chain(specdec::exec::seq, bad, std::vector<token_id>{1}, q, rows, V, request_stream{1, 0, 0}),
+                    specdec::error);
+#if SPECDEC_ENABLE_SIMD
+    CHECK_THROWS_AS(
+        specdec::verify_chain(specdec::exec::simd, bad, std::vector<token_id>{1}, q, rows, V, request_stream{1, 0, 0}),
+        specdec::error);
+#endif
+    CHECK_THROWS_AS(tree(bad, parents, tokens, tree_rows, V), specdec::error);
+  }
+  // At the edge of the domain: epsilon = delta = 0 gives threshold 0, and p(x) = 0 is still rejected.
+  const auto edge = specdec::verify_chain(specdec::exec::seq, typical_rule{0.0, 0.0}, std::vector<token_id>{1}, q, rows, V,
+                                          request_stream{1, 0, 0});
+  CHECK(edge.num_accepted == 0);
+  CHECK(edge.tokens == std::vector<token_id>{0});
+}
+
 TEST_CASE("typical: log_offset = 1e-5 reproduces Medusa's threshold formula", "[typical]") {
   philox_stream s(stream_address{0x3ED, 0, 0, 0, purpose::user});
   double worst = 0.0, offset_matters = 0.0;

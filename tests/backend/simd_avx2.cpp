@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include <catch2/catch.hpp>
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #if XSIMD_WITH_AVX2
 using specdec_simd_archs = std::tuple<xsimd::sse4_2, xsimd::avx2>;

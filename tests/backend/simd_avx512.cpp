@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include <catch2/catch.hpp>
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #if XSIMD_WITH_AVX512BW
 using specdec_simd_archs = std::tuple<xsimd::avx512bw>;

@@ -374,7 +374,8 @@ inline const std::size_t logit_sizes[] = {1, 7, 33, 100, 2049, 6150, 40000};
 
 }  // namespace specdec_simd_test
 
-TEMPLATE_LIST_TEST_CASE("simd softmax and log-sum-exp agree with seq within the stated bound", "[simd][softmax]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("simd softmax and log-sum-exp agree with seq within the stated bound", "[simd][softmax]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -395,7 +396,8 @@ TEMPLATE_LIST_TEST_CASE("simd softmax and log-sum-exp agree with seq within the 
           double ma = 0.0, mb = 0.0;
           REQUIRE(specdec::detail::logit_row_max(row, ma) == specdec::backend::simd::logit_row_max<Arch>(row, mb));
           REQUIRE((ma == mb || (std::isnan(ma) && std::isnan(mb))));
-          const double x = specdec::log_sum_exp(row, temperature), y = specdec::backend::simd::log_sum_exp<Arch>(row, temperature);
+          const double x = specdec::log_sum_exp(row, temperature),
+                       y = specdec::backend::simd::log_sum_exp<Arch>(row, temperature);
           REQUIRE((std::isnan(x) == std::isnan(y)));
           if (std::isfinite(x)) {
             worst_lse = std::max(worst_lse, std::abs(x - y) / std::max(1.0, std::abs(x)));
@@ -403,33 +405,154 @@ TEMPLATE_LIST_TEST_CASE("simd softmax and log-sum-exp agree with seq within the 
           } else {
             REQUIRE((x == y || std::isnan(x)));
           }
-          REQUIRE(specdec::log_softmax(row, std::span<T>(la), temperature) == specdec::backend::simd::log_softmax<Arch>(row, std::span<T>(lb), temperature));
+          REQUIRE(specdec::log_softmax(row, std::span<T>(la), temperature) ==
+                  specdec::backend::simd::log_softmax<Arch>(row, std::span<T>(lb), temperature));
           if (sa != specdec::row_status::ok) {
             REQUIRE(std::all_of(b.begin(), b.end(), [](T p) { return p == T(0); }));
             continue;
           }
           for (std::size_t v = 0; v < V; ++v) {
             if (l[v] == -std::numeric_limits<T>::infinity()) REQUIRE(b[v] == T(0));  // exactly 0, as in seq
-            if (!(a[v] > T(1e-30))) continue;  // below, float underflow may differ
+            if (!(a[v] > T(1e-30))) continue;                                        // below, float underflow may differ
             const double t = std::abs((static_cast<double>(l[v]) - ma) / temperature);
             const double rel = std::abs(static_cast<double>(a[v]) - static_cast<double>(b[v])) / static_cast<double>(a[v]);
             if constexpr (std::is_same_v<T, float>) {
-              worst_float = std::max(worst_float, rel / ((t + 4.0) * 0x1p-23));
-              REQUIRE(rel <= (t + 4.0) * 0x1p-23);
+              worst_float = std::max(worst_float, rel / ((2.0 * t + 4.0) * 0x1p-23));
+              REQUIRE(rel <= (2.0 * t + 4.0) * 0x1p-23);
             } else {  // exp within 1 ulp; the sum's order moves 1 / sum by at most 2 (V - 1) roundings
               const double bound = (2.0 * static_cast<double>(V) + 8.0) * 0x1p-53;
               worst_double = std::max(worst_double, rel / bound);
               REQUIRE(rel <= bound);
             }
-            if (std::isfinite(la[v])) REQUIRE(std::abs(static_cast<double>(la[v]) - static_cast<double>(lb[v])) <= 1e-5 * std::max(1.0, std::abs(static_cast<double>(la[v]))));
+            if (std::isfinite(la[v]))
+              REQUIRE(std::abs(static_cast<double>(la[v]) - static_cast<double>(lb[v])) <=
+                      1e-5 * std::max(1.0, std::abs(static_cast<double>(la[v]))));
           }
         }
   };
   run(float{});
   run(double{});
-  INFO(Arch::name() << ": float probabilities within " << worst_float << " of the bound (|t| + 4) 2^-23; double within "
+  INFO(Arch::name() << ": float probabilities within " << worst_float << " of the bound (2 |t| + 4) 2^-23; double within "
                     << worst_double << " of the bound (2 V + 8) 2^-53; log-sum-exp within " << worst_lse);
   CHECK(worst_float <= 1.0);
+}
+
+TEMPLATE_LIST_TEST_CASE("simd softmax: tiny temperatures on float rows, -inf and huge negative logits",
+                        "[simd][softmax][bad_input]", specdec_simd_archs) {
+  // Found while writing the fuzz harnesses (tests/fuzz/warp_and_sample.cpp, verify_from_logits.cpp):
+  //  - float rows scale by float(1 / T), which was +inf for T < 1 / FLT_MAX: inf * 0 at the maximum
+  //    gave NaN probabilities with status ok; such rows now take seq's path;
+  //  - a -inf logit (or the -inf padding of a partial batch) reached xsimd's exp, whose conversion of
+  //    round(x / log 2) to a 64-bit integer is a scalar cast of -inf on SSE2/AVX2: undefined behaviour
+  //    (UBSan); arguments are now raised to a floor where exp is 0 already.
+  using Arch = TestType;
+  if (!specdec_simd_test::runnable<Arch>()) return;
+  const auto check = [](auto tag, std::initializer_list<double> values, double temperature) {
+    using T = decltype(tag);
+    std::vector<T> logits;
+    for (const double x : values) logits.push_back(static_cast<T>(x));
+    std::vector<T> a(logits.size()), b(logits.size());
+    const std::span<const T> row(logits);
+    CAPTURE(temperature, logits);
+    REQUIRE(specdec::softmax(row, std::span<T>(a), temperature) == specdec::row_status::ok);
+    REQUIRE(specdec::backend::simd::softmax<Arch>(row, std::span<T>(b), temperature) == specdec::row_status::ok);
+    for (std::size_t v = 0; v < logits.size(); ++v) {
+      CHECK(std::isfinite(static_cast<double>(b[v])));
+      if (a[v] == T(0) || a[v] == T(1) || temperature < 1e-30) CHECK(b[v] == a[v]);  // exact there
+    }
+    const double x = specdec::log_sum_exp(row, temperature), y = specdec::backend::simd::log_sum_exp<Arch>(row, temperature);
+    CHECK(std::isfinite(y));
+    CHECK(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)));
+  };
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  for (const double temperature : {1e-300, 1e-39, 1.0}) {
+    check(float{}, {1.0, 2.0, 2.0, 0.5, 1.0}, temperature);
+    check(float{}, {-inf, 3.0, -inf, 3.0, -inf, -inf, -inf, -inf, 1.0}, temperature);
+  }
+  for (const double temperature : {1.0, 1e-300, 0.5}) {
+    check(double{}, {-inf, 0.0, -inf}, temperature);  // odd V: a partial batch
+    check(double{}, {-1.7e308, 2.0, -1e300, -inf, 1.0, -1e30, 0.25}, temperature);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("simd top-p on large rows of the largest finite or of subnormal values gives seq's mask",
+                        "[simd][warp][bad_input]", specdec_simd_archs) {
+  // Found by the fuzz harness tests/fuzz/warp_and_sample.cpp: the radix search's top bucket (the
+  // largest finite values) had the sign bit's pattern, -0, as its upper bound, so its band came out
+  // empty and every entry was kept; and when top_p * mass underflowed to 0, an empty bucket was
+  // taken as reaching the goal, with the same result.
+  using Arch = TestType;
+  if (!specdec_simd_test::runnable<Arch>()) return;
+  const auto check = [](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : {std::size_t{2772}, std::size_t{5000}}) {
+      for (const double top_p : {1e-300, 0.5, 0.999}) {
+        std::vector<T> row(V, T(1));
+        row[V / 3] = std::numeric_limits<T>::max();
+        row[V / 2] = std::numeric_limits<T>::max() / 2;
+        // and rows of subnormal entries whose goal top_p * mass underflows to 0: the largest only
+        std::vector<T> tiny(V, std::numeric_limits<T>::denorm_min());
+        tiny[V / 4] = std::numeric_limits<T>::denorm_min() * 3;
+        std::vector<T> c(tiny), d(tiny);
+        specdec::keep_top_p(std::span<T>(c), 1e-300);
+        specdec::backend::simd::keep_top_p<Arch>(std::span<T>(d), 1e-300);
+        CHECK(c == d);
+        CHECK(std::count_if(d.begin(), d.end(), [](T x) { return x > T(0); }) == 1);
+        std::vector<T> a(row), b(row);
+        specdec::keep_top_p(std::span<T>(a), top_p);
+        specdec::backend::simd::keep_top_p<Arch>(std::span<T>(b), top_p);
+        CAPTURE(V, top_p);
+        CHECK(a == b);
+        CHECK(std::count_if(b.begin(), b.end(), [](T x) { return x > T(0); }) < static_cast<std::ptrdiff_t>(V));
+      }
+    }
+  };
+  check(float{});
+  check(double{});
+}
+
+TEMPLATE_LIST_TEST_CASE("simd keep_min_p on a row of NaN only leaves it as seq does", "[simd][warp][bad_input]",
+                        specdec_simd_archs) {
+  // Found by the fuzz harness tests/fuzz/warp_and_sample.cpp: the row's argmax is -1, which was used
+  // as an index (a read before the row).
+  using Arch = TestType;
+  if (!specdec_simd_test::runnable<Arch>()) return;
+  for (const std::size_t V : {std::size_t{1}, std::size_t{37}}) {
+    std::vector<float> nan_row(V, std::numeric_limits<float>::quiet_NaN());
+    specdec::backend::simd::keep_min_p<Arch>(std::span<float>(nan_row), 0.5);
+    CHECK(std::all_of(nan_row.begin(), nan_row.end(), [](float x) { return std::isnan(x); }));
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("simd sample_masked ignores what the row holds at masked entries", "[simd][sampling][bad_input]",
+                        specdec_simd_archs) {
+  // Found by the fuzz harness tests/fuzz/warp_and_sample.cpp: a row with a -0 (which makes the fast
+  // usability check look again) and a NaN at a masked entry was reported not_finite; seq samples it
+  // as the copy with the masked entries set to 0.
+  using Arch = TestType;
+  if (!specdec_simd_test::runnable<Arch>()) return;
+  const auto check = [](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : {std::size_t{40}, std::size_t{3882}}) {
+      std::vector<T> row(V, T(1));
+      row[0] = std::numeric_limits<T>::quiet_NaN();
+      row[V - 5] = -std::numeric_limits<T>::infinity();
+      row[V / 2] = T(-0.0);
+      const std::vector<specdec::token_id> masked{0, static_cast<specdec::token_id>(V - 5)};
+      for (const double u : {0.0, 0.3, 0x1.fffffffffffffp-1}) {
+        const auto a = specdec::sample_masked(std::span<const T>(row), std::span<const specdec::token_id>(masked), u);
+        const auto b =
+            specdec::backend::simd::sample_masked<Arch>(std::span<const T>(row), std::span<const specdec::token_id>(masked), u);
+        CAPTURE(V, u);
+        CHECK(a.status == specdec::row_status::ok);
+        CHECK(b.status == a.status);
+        CHECK(b.token == a.token);
+        CHECK(b.mass == a.mass);
+      }
+    }
+  };
+  check(float{});
+  check(double{});
 }
 
 // ---- warping: top-k, top-p, min-p -----------------------------------------------------------------

@@ -3,7 +3,7 @@
 // simd_avx512.cpp run them for wider ISAs.
 #include <tuple>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 using specdec_simd_archs = std::tuple<xsimd::default_arch>;
 

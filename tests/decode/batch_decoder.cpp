@@ -176,7 +176,7 @@ TEST_CASE("batch_decoder: a request's tokens do not depend on its batch", "[deco
   specdec::request_handle probe_handle = 0;
   for (int step = 0; decoder.active() > 0; ++step) {
     if (step == 3) probe_handle = decoder.add(probe);
-    if (step < 24) others.push_back(decoder.add(options_for(next_id++, 2 + step % 3, 0.9, 7)));
+    if (step < 24) others.push_back(decoder.add(options_for(next_id++, static_cast<std::size_t>(2 + step % 3), 0.9, 7)));
     if (step == 5) decoder.cancel(long_one);
     for (const auto& e : decoder.step()) out[e.request].insert(out[e.request].end(), e.tokens.begin(), e.tokens.end());
   }

@@ -11,6 +11,7 @@
 #include "specdec/decode/decode.hpp"
 #include "specdec/distributions/divergence.hpp"
 #include "specdec/model/adapters.hpp"
+#include "support/sample_scale.hpp"
 
 namespace {
 using specdec::token_id;
@@ -88,7 +89,7 @@ TEST_CASE("the measured tokens per target call match Leviathan's closed form", "
   const double expected = (1 - std::pow(alpha, gamma + 1)) / (1 - alpha);
   specdec::decode_options o;
   o.seed = 11;
-  o.max_new_tokens = 150000;
+  o.max_new_tokens = specdec_test::scaled_sample_count(150000);
   const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, gamma, specdec::strict,
                                  std::vector<token_id>{0}, o);  // context-free models: the prompt changes no row
   // Every round emits its accepted drafts plus one token (only the last may be cut by the budget).

@@ -29,6 +29,7 @@
 #include "specdec/theory/sprinter.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sequence_enumeration.hpp"
+#include "support/sample_scale.hpp"
 
 namespace {
 
@@ -41,7 +42,7 @@ constexpr int horizon = 4;
 constexpr std::size_t prompt = 0;
 constexpr std::uint64_t table_seed = 20250301;
 constexpr double draft_mix = 0.8;
-constexpr std::uint64_t num_samples = 1'000'000;
+const std::uint64_t num_samples = specdec_test::scaled_sample_count(1'000'000);
 
 const markov_pair& pair() {
   static const markov_pair m = specdec_test::make_markov_pair(vocab, table_seed, draft_mix);
@@ -305,12 +306,13 @@ TEST_CASE("Theorem 3.3 / 3.4: run length with r acceptable tokens per run", "[sp
       specdec::verifier_gated_drafter drafter(models.draft, specdec::warp_params{}, specdec::oracle_features(models.target),
                                               specdec::oracle_noise_verifier(rt.tp, rt.fp),
                                               specdec::gating_params{.tau = 0.5, .max_run = 400});
-      const int cells = 16;  // N = 0..14, then N >= 15
+      constexpr std::size_t cells = 16;  // N = 0..14, then N >= 15
       std::vector<std::uint64_t> counts(cells, 0);
       std::vector<double> expected(cells, 0.0);
-      for (int i = 0; i + 1 < cells; ++i) expected[i] = theory::prob_tokens(i, rt.tp, rt.fp, static_cast<int>(r));
+      for (std::size_t i = 0; i + 1 < cells; ++i)
+        expected[i] = theory::prob_tokens(static_cast<int>(i), rt.tp, rt.fp, static_cast<int>(r));
       double head = 0.0;
-      for (int i = 0; i + 1 < cells; ++i) head += expected[i];
+      for (std::size_t i = 0; i + 1 < cells; ++i) head += expected[i];
       expected[cells - 1] = std::max(0.0, 1.0 - head);
       const std::uint64_t n = 200'000, seed = 83;
       double sum = 0.0, draft_calls = 0.0;
@@ -342,11 +344,12 @@ TEST_CASE("Theorem 3.3 / 3.4: run length with r acceptable tokens per run", "[sp
     specdec::verifier_gated_drafter drafter(models.draft, specdec::warp_params{}, specdec::oracle_features(models.target),
                                             specdec::oracle_noise_verifier(0.9, 0.5),
                                             specdec::gating_params{.tau = 0.5, .max_run = 400});
-    const int cells = 16;
+    constexpr std::size_t cells = 16;
     std::vector<std::uint64_t> counts(cells, 0);
     std::vector<double> wrong(cells, 0.0);
     double head = 0.0;
-    for (int i = 0; i + 1 < cells; ++i) head += (wrong[i] = theory::prob_tokens(i, 0.9, 0.5, static_cast<int>(r) - 1));
+    for (std::size_t i = 0; i + 1 < cells; ++i)
+      head += (wrong[i] = theory::prob_tokens(static_cast<int>(i), 0.9, 0.5, static_cast<int>(r) - 1));
     wrong[cells - 1] = 1.0 - head;
     specdec::draft_block block;
     specdec::gated_run run;
@@ -366,7 +369,7 @@ TEST_CASE("Theorem 3.3 / 3.4: run length with r acceptable tokens per run", "[sp
     specdec::decode_options o;
     o.max_new_tokens = 400;
     o.seed = 97;
-    double runs = 0.0, n_sum = 0.0, n2_sum = 0.0;
+    double runs = 0.0, n_sum = 0.0;
     std::size_t calls = 0, checked_tokens = 0;
     for (std::uint32_t i = 0; i < 3000; ++i) {
       o.request_id = i;
@@ -376,7 +379,6 @@ TEST_CASE("Theorem 3.3 / 3.4: run length with r acceptable tokens per run", "[sp
       for (std::size_t k = 0; k + 1 < lens.size(); ++k) {
         runs += 1.0;
         n_sum += double(lens[k]);
-        n2_sum += double(lens[k]) * double(lens[k]);
       }
       calls += res.stats.target_calls;
       checked_tokens += res.sprinter.target_checks - res.sprinter.target_kept;  // u replaced by z

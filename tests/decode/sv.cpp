@@ -27,6 +27,7 @@
 #include "specdec/models/markov.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sequence_enumeration.hpp"
+#include "support/sample_scale.hpp"
 
 namespace {
 
@@ -238,7 +239,7 @@ specdec_test::gof_result report(const char* name, std::uint64_t seed, const tall
   return g;
 }
 
-constexpr std::uint64_t samples = 250'000;
+const std::uint64_t samples = specdec_test::scaled_sample_count(250'000);
 
 }  // namespace
 

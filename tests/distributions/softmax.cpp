@@ -177,6 +177,30 @@ TEST_CASE("log_softmax", "[distributions][softmax]") {
   REQUIRE(specdec::log_softmax(std::span<const double>(with_inf), std::span<double>(out)) == specdec::row_status::ok);
   CHECK(out[0] == -k_inf);
   CHECK(out[1] == 0.0);
+  // log-sum-exp overflows (max / T beyond DBL_MAX): still log p, not inf - inf = NaN (found by the
+  // fuzz harness tests/fuzz/warp_and_sample.cpp).
+  const std::vector<double> huge{1e308, 1e308, -k_inf, 1e308 - 1e293};
+  std::vector<double> hl(huge.size());
+  for (const double t : {0.5, 1e-300}) {
+    CAPTURE(t);
+    REQUIRE(specdec::log_softmax(std::span<const double>(huge), std::span<double>(hl), t) == specdec::row_status::ok);
+    CHECK(hl[0] == Approx(-std::log(2.0)).epsilon(1e-15));
+    CHECK(hl[1] == hl[0]);
+    CHECK(hl[2] == -k_inf);
+    if (t == 0.5)
+      CHECK(hl[3] == Approx((huge[3] - huge[0]) / t - std::log(2.0)));
+    else
+      CHECK(hl[3] == -k_inf);
+  }
+  const std::vector<float> tiny_t{23.5f, -std::numeric_limits<float>::infinity(), 1.0f};
+  std::vector<float> tl(3);
+  REQUIRE(specdec::log_softmax(std::span<const float>(tiny_t), std::span<float>(tl), 5e-317) == specdec::row_status::ok);
+  CHECK(tl == std::vector<float>{0.0f, -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()});
+  // max / T below -DBL_MAX: log-sum-exp is -inf, yet the row has mass (it was reported no_mass).
+  const std::vector<double> negative{-0.5, -0.75};
+  std::vector<double> nl(2);
+  REQUIRE(specdec::log_softmax(std::span<const double>(negative), std::span<double>(nl), 1e-320) == specdec::row_status::ok);
+  CHECK(nl == std::vector<double>{0.0, -k_inf});
   const std::vector<double> bad{k_nan, 0.0}, empty_mass{-k_inf, -k_inf};
   CHECK(specdec::log_softmax(std::span<const double>(bad), std::span<double>(out)) == specdec::row_status::not_finite);
   CHECK(specdec::log_softmax(std::span<const double>(empty_mass), std::span<double>(out)) == specdec::row_status::no_mass);

@@ -169,6 +169,40 @@ TEST_CASE("warping unusable rows", "[distributions][warp]") {
   CHECK(s == specdec::row_status::no_mass);
 }
 
+TEST_CASE("warp_probs: rows whose sum or 1 / sum is not a finite double, temperatures whose inverse is not",
+          "[distributions][warp][bad_input]") {
+  // Found by the fuzz harness tests/fuzz/warp_and_sample.cpp: a row of subnormal weights (sum below
+  // 1 / DBL_MAX) became a row of infinities with status ok, since 1 / sum overflows; a row of entries
+  // near DBL_MAX (sum overflows) was reported no_mass and left as it was.
+  const double tiny = 0x1p-1070, huge = std::numeric_limits<double>::max();
+  for (const auto& w : {specdec::warp_params{}, specdec::warp_params{1.0, 2, 1.0, 0.0}, specdec::warp_params{1.0, 0, 0.9, 0.1}}) {
+    specdec::row_status s{};
+    const row small = warp_p(row{tiny, 2 * tiny, tiny, 0.0}, w, &s);
+    CHECK(s == specdec::row_status::ok);
+    CHECK(small[1] == 0.5);
+    CHECK(small[3] == 0.0);
+    double sum = 0.0;
+    for (const double x : small) sum += x;
+    CHECK(sum == 1.0);
+    const row big = warp_p(row{huge, huge, huge / 2, 0.0}, w, &s);
+    CHECK(s == specdec::row_status::ok);
+    CHECK(big[0] == (w.top_k == 2 ? 0.5 : 0.4));
+    CHECK(big[1] == big[0]);
+    CHECK(big[3] == 0.0);
+  }
+  // A temperature below 1 / DBL_MAX (1 / T overflows): the limit T -> 0+, uniform on the largest entries.
+  for (const double t : {0x1p-1070, 1e-310}) {
+    specdec::row_status s{};
+    const row cold = warp_p(row{0.25, 0.375, 0.375, 0.0}, specdec::warp_params{t, 0, 1.0, 0.0}, &s);
+    CHECK(s == specdec::row_status::ok);
+    CHECK(cold == row{0.0, 0.5, 0.5, 0.0});
+  }
+  // float rows: a subnormal float sum is far above 1 / DBL_MAX, and a float sum cannot overflow a double
+  std::vector<float> f{0x1p-140f, 0x1p-141f, 0x1p-141f};
+  CHECK(specdec::warp_probs(std::span<float>(f), specdec::warp_params{}) == specdec::row_status::ok);
+  CHECK(f[0] == 0.5f);
+}
+
 TEST_CASE("warping random rows: every survivor is in the mask and the row sums to 1", "[distributions][warp]") {
   specdec::random::philox_stream rng(specdec::random::stream_address{5, 0, 0, 0, specdec::random::purpose::user});
   for (int trial = 0; trial < 300; ++trial) {

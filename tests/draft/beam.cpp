@@ -158,7 +158,7 @@ TEST_CASE("top_w_indices selects the W largest usable keys, ties to the lowest i
 
   // Against a full sort on random keys with many ties.
   std::uint64_t state = 12345;
-  for (int trial = 0; trial < 200; ++trial) {
+  for (std::size_t trial = 0; trial < 200; ++trial) {
     std::vector<float> k(1 + trial % 37);
     for (float& x : k) x = static_cast<float>((state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 60);
     std::vector<std::size_t> all(k.size());

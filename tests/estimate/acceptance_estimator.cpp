@@ -65,7 +65,7 @@ TEST_CASE("raw estimates are the bin means of x", "[estimate][estimator]") {
   }
   double total = 0.0;
   for (const auto& x : samples) total += x.x;
-  CHECK(e.overall() == Approx(total / samples.size()).epsilon(1e-12));
+  CHECK(e.overall() == Approx(total / double(samples.size())).epsilon(1e-12));
   CHECK(e.samples() == samples.size());
   for (std::size_t c = 0; c < 100; ++c) {
     REQUIRE(count[c] > 0);
@@ -138,13 +138,13 @@ TEST_CASE("adaptive bins hold about equal counts and give the atom A = 1 its own
     CHECK(e[e.size() - 2] == 1.0);  // the last bin is [1, 1]
     const std::size_t last = b.row_begin(r + 1) - 1;
     CHECK(ones[last] == per_cell[last]);  // ... and holds exactly the atom
-    CHECK(double(per_cell[last]) == Approx(0.4 * mixed.size() / 4).epsilon(0.05));
+    CHECK(double(per_cell[last]) == Approx(0.4 * double(mixed.size()) / 4).epsilon(0.05));
   }
   // Rows hold about N / 4 samples each (equal-frequency S).
   for (std::size_t r = 0; r < b.rows(); ++r) {
     std::size_t n = 0;
     for (std::size_t c = b.row_begin(r); c < b.row_begin(r + 1); ++c) n += per_cell[c];
-    CHECK(double(n) == Approx(mixed.size() / 4.0).epsilon(0.02));
+    CHECK(double(n) == Approx(double(mixed.size()) / 4.0).epsilon(0.02));
   }
   CHECK_THROWS_AS(est::binning::adaptive(std::vector<est::indicator_sample>{}, 4, 4), specdec::error);
 }

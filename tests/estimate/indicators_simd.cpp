@@ -77,7 +77,7 @@ TEST_CASE("decode_sv on exec::simd emits the tokens of exec::seq", "[decode][sv]
   const int runs = 40;
   for (int i = 0; i < runs; ++i) {
     o.request_id = static_cast<std::uint32_t>(i);
-    const std::vector<token_id> prompt{static_cast<token_id>(i % V)};
+    const std::vector<token_id> prompt{static_cast<token_id>(static_cast<std::size_t>(i) % V)};
     const auto a = specdec::decode_sv(specdec::exec::seq, target, draft, specdec::warp_params{}, companion, estimator, latency, prompt, o,
                                       specdec::sv_options{});
     const auto b = specdec::decode_sv(specdec::exec::simd, target, draft, specdec::warp_params{}, companion, estimator, latency, prompt, o,

@@ -132,14 +132,16 @@ TEST_CASE("p_min_stop drops the draft exactly where the draft's top probability 
   o.stop = specdec::stop_stage(specdec::p_min_stop{1.0});
   const auto h = decoder.add(o);
   decoder.set_verify_length_stage(specdec::min_drafts_lengths(0));
-  for (const auto& e : run_events(decoder).at(h)) CHECK(e.drafted == 0);
+  const auto events = run_events(decoder);  // named: a range-for keeps only the last temporary alive
+  for (const auto& e : events.at(h)) CHECK(e.drafted == 0);
   // n_min: a request that drafted fewer than n_min verifies none.
   specdec::batch_decoder short_drafts(specdec::exec::seq, t, q, specdec::strict);
   short_drafts.set_verify_length_stage(specdec::min_drafts_lengths(5));
   o.stop = {};
   o.gamma = 3;
   const auto h2 = short_drafts.add(o);
-  for (const auto& e : run_events(short_drafts).at(h2)) {
+  const auto short_events = run_events(short_drafts);
+  for (const auto& e : short_events.at(h2)) {
     CHECK(e.verified == 0);
     CHECK(e.tokens.size() <= 1);
   }
@@ -242,6 +244,24 @@ TEST_CASE("bild_verify: rollback at the earliest position past the threshold, th
   const std::vector<token_id> bad{5};
   CHECK(specdec::bild_verify(specdec::bild_rule(), std::span<const token_id>(bad), std::span<const float>(rows).first(6), 3).status ==
         specdec::verify_status::bad_draft_token);
+}
+
+TEST_CASE("bild_verify: a row without mass is unusable: invalid_row, no token", "[length][bild][bad_input]") {
+  // Found by the fuzz harness tests/fuzz/verify.cpp: an all-zero row used to give its argmax, token 0,
+  // which has p = 0, with status ok.
+  const std::vector<token_id> drafts{1};
+  const std::vector<float> zero_first{0.0f, 0.0f, 0.0f, 0.2f, 0.5f, 0.3f};  // row 0 has no mass
+  const std::vector<float> zero_bonus{0.2f, 0.5f, 0.3f, 0.0f, 0.0f, 0.0f};  // the bonus row has none
+  const auto first =
+      specdec::bild_verify(specdec::bild_rule(5.0), std::span<const token_id>(drafts), std::span<const float>(zero_first), 3);
+  CHECK(first.status == specdec::verify_status::invalid_row);
+  CHECK(first.tokens.empty());
+  CHECK(first.num_accepted == 0);
+  const auto bonus =
+      specdec::bild_verify(specdec::bild_rule(5.0), std::span<const token_id>(drafts), std::span<const float>(zero_bonus), 3);
+  CHECK(bonus.status == specdec::verify_status::invalid_row);
+  CHECK(bonus.tokens == std::vector<token_id>{1});  // the draft before the unusable row stays
+  CHECK(bonus.num_accepted == 1);
 }
 
 TEST_CASE("BiLD on the decoder: threshold 0 is greedy decoding of the target; lossy otherwise", "[length][bild]") {

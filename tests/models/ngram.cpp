@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <limits>
@@ -179,7 +180,7 @@ TEST_CASE("ngram on the default corpus: higher orders have lower held-out perple
   docs held;
   for (const auto& para : held_text) held.push_back(vocab.encode(para));
   double previous = std::numeric_limits<double>::infinity();
-  for (std::size_t order : {1, 2, 3, 4}) {
+  for (const std::size_t order : std::array<std::size_t, 4>{1, 2, 3, 4}) {
     const ngram_model m(order, vocab, train);
     const double ppl = m.perplexity(held);
     WARN("order " << order << ": held-out perplexity " << ppl);

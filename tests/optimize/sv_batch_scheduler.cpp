@@ -37,7 +37,7 @@ instance random_instance(specdec::random::philox_stream& r) {
     }
   }
   // Flat up to a random saturation point, then sorted random increments (SV Assumption D.10).
-  const auto saturation = static_cast<std::size_t>(r.uniform() * (total + 1));
+  const auto saturation = static_cast<std::size_t>(r.uniform() * double(total + 1));
   std::vector<double> inc;
   for (std::size_t k = 0; k < total; ++k) inc.push_back(k < saturation ? 0.0 : 0.6 * r.uniform());
   std::sort(inc.begin(), inc.end());

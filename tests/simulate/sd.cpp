@@ -165,7 +165,9 @@ TEST_CASE("SD token process: strict rule emits p, accepts with 1 - TV; lenient r
   std::cout << "SD token process Monte-Carlo: seed " << seed << ", " << draws << " iterations per case\n";
   const auto pairs = specdec_sim_test::row_pairs();
   std::uint32_t stream = 0;
-  for (const auto& [p, q] : pairs) {
+  for (const auto& pair : pairs) {
+    const auto& p = pair.p;  // named, not a structured binding: clang < 16 cannot capture bindings
+    const auto& q = pair.q;
     CAPTURE(p, q);
     const double beta = theory::sd::acceptance_rate(cspan(p), cspan(q));
     for (const int gamma : {1, 4}) {

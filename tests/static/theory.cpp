@@ -14,7 +14,7 @@ namespace sv = specdec::theory::sv;
 namespace mtad = specdec::theory::mtad;
 namespace detail = specdec::theory::detail;
 
-constexpr double close(double a, double b) { return a - b < 1e-12 && b - a < 1e-12; }
+constexpr bool close(double a, double b) { return a - b < 1e-12 && b - a < 1e-12; }
 
 // ---- detail: integer powers, geometric sums, truncated-geometric variance ------------------------
 static_assert(detail::ipow(0.5, 0) == 1.0);

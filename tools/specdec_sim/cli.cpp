@@ -105,8 +105,10 @@ std::uint64_t option_parser::count(const std::string& name) const {
   const std::string t = text(name);
   std::size_t used = 0;
   unsigned long long v = 0;
+  // Decimal digits only: std::stoull also reads blanks and a sign, and negates " -1" to 2^64 - 1
+  // (found by tests/fuzz/specdec_sim_cli.cpp).
   try {
-    if (!t.empty() && t.front() != '-') v = std::stoull(t, &used);
+    if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos) v = std::stoull(t, &used);
   } catch (const std::exception&) {
     used = 0;
   }
@@ -167,7 +169,11 @@ std::vector<double> parse_numbers(std::string_view text, std::string_view what) 
       if (!(step > 0) || b < a) throw usage_error(std::string(what) + ": a range needs start <= stop and step > 0");
       const double n = std::floor((b - a) / step + 1e-9);
       if (n > 1e6) throw usage_error(std::string(what) + ": the range has too many points");
-      for (int i = 0; i <= static_cast<int>(n); ++i) out.push_back(a + i * step);
+      for (int i = 0; i <= static_cast<int>(n); ++i) {
+        const double x = a + i * step;  // may round past a stop near the largest double (fuzz/specdec_sim_cli.cpp)
+        if (!std::isfinite(x)) throw usage_error(std::string(what) + ": the range leaves the finite numbers");
+        out.push_back(x);
+      }
     } else {
       out.push_back(parse_one(item, what));
     }
@@ -200,7 +206,8 @@ void progress::advance(std::uint64_t steps) {
   printed_ = true;
   const double s = std::chrono::duration<double>(now - start_).count();
   std::fprintf(stderr, "%s: %llu/%llu points (%.0f%%), %.1f s\n", what_.c_str(), static_cast<unsigned long long>(done_),
-               static_cast<unsigned long long>(total_), total_ > 0 ? 100.0 * done_ / total_ : 100.0, s);
+               static_cast<unsigned long long>(total_),
+               total_ > 0 ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0, s);
 }
 
 progress::~progress() {

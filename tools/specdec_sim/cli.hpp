@@ -45,7 +45,7 @@ class option_parser {
   bool flag_set(const std::string& name) const;
   std::string text(const std::string& name) const;            //!< the value (or its default)
   double number(const std::string& name) const;               //!< a finite number
-  std::uint64_t count(const std::string& name) const;         //!< a non-negative integer
+  std::uint64_t count(const std::string& name) const;         //!< a non-negative integer, in decimal digits
   std::vector<double> numbers(const std::string& name) const; //!< a list/range of numbers
   std::vector<int> integers(const std::string& name) const;   //!< a list/range of integers
 
@@ -70,8 +70,8 @@ class option_parser {
   std::vector<spec> specs_;
 };
 
-//! Parses "a,b,c", "start:stop:step" (stop included within rounding) or a mix ("0.1,0.5:0.9:0.1").
-//! \throws usage_error on anything else (what names the option).
+//! Parses "a,b,c", "start:stop:step" (stop included within rounding) or a mix ("0.1,0.5:0.9:0.1");
+//! every number is finite. \throws usage_error on anything else (what names the option).
 std::vector<double> parse_numbers(std::string_view text, std::string_view what);
 
 //! The Monte-Carlo stream number of a grid point: a hash of its coordinates, so a point draws the

@@ -42,7 +42,8 @@ class bild_rule {
 };
 
 namespace detail {
-//! The argmax of a row (lowest id on ties), or no_token when an entry is NaN, negative or infinite.
+//! The argmax of a row (lowest id on ties), or no_token when an entry is NaN, negative or infinite,
+//! or no entry is > 0 (a row without mass is unusable, as for every rule: status.hpp).
 template <class T>
 token_id checked_argmax(std::span<const T> row) {
   std::size_t best = 0;
@@ -50,14 +51,14 @@ token_id checked_argmax(std::span<const T> row) {
     if (!(row[v] >= T(0)) || !std::isfinite(static_cast<double>(row[v]))) return no_token;
     if (row[v] > row[best]) best = v;
   }
-  return static_cast<token_id>(best);
+  return !row.empty() && row[best] > T(0) ? static_cast<token_id>(best) : no_token;
 }
 }  // namespace detail
 
 //! Verifies one BiLD run: `drafts` (n tokens) against the target's probability rows [n + 1][V]. Emits
 //! the drafts before the earliest rollback position and the target's argmax there, or every draft and
 //! the argmax of the last row. A draft outside [0, V) refuses the request (bad_draft_token); an
-//! unusable row stops there with `invalid_row` and no token.
+//! unusable row (NaN, infinite or negative entries, or no mass) stops there with `invalid_row` and no token.
 //! \pre target_probs.size() == (drafts.size() + 1) * V, V >= 1. \throws specdec::error otherwise.
 template <class T>
 chain_result bild_verify(const bild_rule& rule, std::span<const token_id> drafts, std::span<const T> target_probs,

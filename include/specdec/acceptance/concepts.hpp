@@ -28,10 +28,12 @@ concept RejectionRule = requires(const R& r, double p, double q, double u) {
 };
 
 //! Any rule `specdec::verify` accepts.
+// clang-format off
 template <class R>
 concept AcceptanceRule = requires {
   { R::family } -> std::convertible_to<rule_family>;
 } && (R::family != rule_family::rejection || RejectionRule<R>);
+// clang-format on
 
 //! Whether the rule reads the draft distribution q (greedy, sample-and-match and typical do not).
 template <AcceptanceRule R>

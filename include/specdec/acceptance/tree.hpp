@@ -40,8 +40,8 @@ namespace specdec {
 //! strict (multi-step sampling) and recursive_rejection (backend/cuda/verify_tree.cuh); k_seq and
 //! typical_rule have no cuda kernel.
 template <TreeRule Rule>
-inline constexpr bool cuda_verifies_tree = tree_method_of<Rule>::value != tree_method::k_seq &&
-                                           tree_method_of<Rule>::value != tree_method::typical;
+inline constexpr bool cuda_verifies_tree = (tree_method_of<Rule>::value != tree_method::k_seq) &&
+                                           (tree_method_of<Rule>::value != tree_method::typical);
 
 //! Verifies a batch of token trees against target probabilities.
 //! \param rule    strict (SpecInfer), recursive_rejection, k_seq, target_only, greedy,

@@ -41,8 +41,10 @@ inline constexpr bool cuda_verifies = Rule::family == rule_family::rejection || 
                                       Rule::family == rule_family::sample_and_match || Rule::family == rule_family::block;
 
 //! Whether the cuda backend's fused path (`verify_from_logits`) has kernels for a rule's family.
+// clang-format off
 template <AcceptanceRule Rule>
 inline constexpr bool cuda_verifies_from_logits = cuda_verifies<Rule> && Rule::family != rule_family::block;
+// clang-format on
 
 //! Verifies a batch of drafted chains against target probabilities.
 //! \param rule    strict, lenient_rule{l}, greedy, sample_and_match, block (acceptance/block.hpp),
@@ -161,6 +163,7 @@ chain_result verify_chain(const Policy& policy, const Rule& rule, std::span<cons
 //! `verify_chain` on any contiguous containers (std::vector, std::array, spans): drafts of token ids,
 //! draft rows [n][V] and target rows [n + 1][V] of the same element type.
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, std::ranges::contiguous_range Drafts,
+// clang-format off
           std::ranges::contiguous_range DraftRows, std::ranges::contiguous_range TargetRows>
   requires std::same_as<std::ranges::range_value_t<Drafts>, token_id> &&
            std::same_as<std::ranges::range_value_t<DraftRows>, std::ranges::range_value_t<TargetRows>>
@@ -173,5 +176,6 @@ chain_result verify_chain(const Policy& policy, const Rule& rule, const Drafts& 
                       std::span<const T>(std::ranges::data(target_probs), std::ranges::size(target_probs)), vocab_size,
                       stream, options);
 }
+// clang-format on
 
 }  // namespace specdec

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -39,11 +40,14 @@ class ragged_layout {
     for (std::size_t b = 0; b < num_drafts.size(); ++b) offsets_[b + 1] = offsets_[b] + num_drafts[b];
     max_drafts_ = num_drafts.empty() ? 0 : static_cast<std::size_t>(*std::max_element(num_drafts.begin(), num_drafts.end()));
   }
-  //! [B][max_drafts] rows. \throws specdec::error if any n_b < 0 or n_b > max_drafts.
+  //! [B][max_drafts] rows. \throws specdec::error if any n_b < 0 or n_b > max_drafts, or if
+  //! B * (max_drafts + 1) rows do not fit in std::size_t (no buffer could hold them).
   static ragged_layout padded(std::span<const std::int32_t> num_drafts, std::size_t max_drafts) {
     ragged_layout l(num_drafts);
     for (const auto n : num_drafts)
       SPECDEC_EXPECTS(static_cast<std::size_t>(n) <= max_drafts, "a request has more drafts than the padded width");
+    SPECDEC_EXPECTS(num_drafts.empty() || max_drafts < std::numeric_limits<std::size_t>::max() / num_drafts.size(),
+                    "the padded width is too large: B * (max_drafts + 1) rows overflow std::size_t");
     l.max_drafts_ = max_drafts;
     return l;
   }
@@ -75,6 +79,14 @@ class ragged_layout {
   std::vector<std::int64_t> offsets_;  // packed only: B + 1 prefix sums
   std::size_t max_drafts_ = 0;
 };
+
+namespace detail {
+//! Whether a buffer of `size` values holds exactly `rows` rows of `V` values, computed without the
+//! product rows * V (which wraps around for a huge V). \pre V > 0
+constexpr bool holds_rows(std::size_t size, std::size_t rows, std::size_t V) noexcept {
+  return size % V == 0 && size / V == rows;
+}
+}  // namespace detail
 
 //! Inputs of a chain verification: the drafted tokens and the rows of the draft (q) and target (p).
 //! `T` is float or double. Rows are probabilities (`verify`) or logits (`verify_from_logits`).

@@ -97,16 +97,16 @@ inline bool same_typical(const typical_rule& a, const typical_rule& b) noexcept 
 //! Whether two requests' acceptance stages are the same rule with the same parameters.
 inline bool same_rule(const request_acceptance& a, const request_acceptance& b) noexcept {
   if (a.index() != b.index()) return false;
-  if (const auto* t = std::get_if<typical_rule>(&a)) return detail::same_typical(*t, std::get<typical_rule>(b));
+  if (const auto* t = std::get_if<typical_rule>(&a)) return detail::same_typical(*t, *std::get_if<typical_rule>(&b));
   if (const auto* t = std::get_if<tree_acceptance>(&a)) {
-    const auto& u = std::get<tree_acceptance>(b);
+    const auto& u = *std::get_if<tree_acceptance>(&b);
     if (t->rule.index() != u.rule.index()) return false;
     const auto* x = std::get_if<typical_rule>(&t->rule);
-    return x == nullptr || detail::same_typical(*x, std::get<typical_rule>(u.rule));
+    return x == nullptr || detail::same_typical(*x, *std::get_if<typical_rule>(&u.rule));
   }
-  if (const auto* l = std::get_if<lenient_rule>(&a)) return l->lenience() == std::get<lenient_rule>(b).lenience();
-  if (const auto* m = std::get_if<mtad_rule>(&a)) return m->tau() == std::get<mtad_rule>(b).tau();
-  if (const auto* d = std::get_if<bild_rule>(&a)) return d->rollback_threshold() == std::get<bild_rule>(b).rollback_threshold();
+  if (const auto* l = std::get_if<lenient_rule>(&a)) return l->lenience() == std::get_if<lenient_rule>(&b)->lenience();
+  if (const auto* m = std::get_if<mtad_rule>(&a)) return m->tau() == std::get_if<mtad_rule>(&b)->tau();
+  if (const auto* d = std::get_if<bild_rule>(&a)) return d->rollback_threshold() == std::get_if<bild_rule>(&b)->rollback_threshold();
   return true;
 }
 
@@ -133,6 +133,7 @@ struct request_options {
 //! A `LengthPolicy` or a `LengthController` as a request's length stage (`request_options::length`);
 //! the policy is copied, and a controller is told each round's outcome (drafted and accepted, from the
 //! request's counters) before it chooses the next length.
+// clang-format off
 template <class L>
   requires LengthPolicy<L> || LengthController<L>
 std::function<std::size_t(const decode_stats&)> length_stage(L policy) {
@@ -146,6 +147,7 @@ std::function<std::size_t(const decode_stats&)> length_stage(L policy) {
     return static_cast<std::size_t>(policy.next_length(s));
   };
 }
+// clang-format on
 
 //! A `DraftStopRule` as a request's draft stop stage (`request_options::stop`); the rule is copied.
 template <DraftStopRule S>
@@ -227,7 +229,7 @@ class batch_decoder {
   //! Adds a request; it runs from the next `step()`.
   //! \throws specdec::error on an empty prompt, a token or stop token outside the vocabulary, invalid
   //!         warp parameters, or the last-token rule without a drafter stage.
-  request_handle add(request_options options) {
+  request_handle add(request_options options) {  // NOLINT(performance-unnecessary-value-param): moved into the request
     SPECDEC_EXPECTS(!options.prompt.empty(), "specdec::batch_decoder::add: the prompt is empty");
     for ([[maybe_unused]] const token_id t : options.prompt)
       SPECDEC_EXPECTS(in_vocabulary(t, vocab_), "specdec::batch_decoder::add: a prompt token is outside the vocabulary");

@@ -32,10 +32,19 @@ row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
   if (m == -std::numeric_limits<double>::infinity()) return row_status::no_mass;
   return row_status::ok;
 }
+
+//! sum_v exp((logits_v - m) / temperature), m the row's maximum (so the sum is >= 1).
+template <class T>
+double sum_exp_below(std::span<const T> logits, double m, double temperature) noexcept {
+  double sum = 0.0;
+  for (const T x : logits) sum += std::exp((static_cast<double>(x) - m) / temperature);
+  return sum;
+}
 }  // namespace detail
 
 //! log(sum_v exp(logits_v / temperature)), stable. NaN for a row with NaN or +inf, -inf for a
-//! row of -inf only.
+//! row of -inf only (or whose maximum / temperature is below -DBL_MAX: the value overflows; +inf
+//! when it is above DBL_MAX).
 //! \pre temperature > 0
 template <class T>
 double log_sum_exp(std::span<const T> logits, double temperature = 1.0) {
@@ -44,9 +53,7 @@ double log_sum_exp(std::span<const T> logits, double temperature = 1.0) {
   const row_status s = detail::logit_row_max(logits, m);
   if (s == row_status::not_finite) return std::numeric_limits<double>::quiet_NaN();
   if (s == row_status::no_mass) return -std::numeric_limits<double>::infinity();
-  double sum = 0.0;
-  for (const T x : logits) sum += std::exp((static_cast<double>(x) - m) / temperature);
-  return m / temperature + std::log(sum);
+  return m / temperature + std::log(detail::sum_exp_below(logits, m, temperature));
 }
 
 //! probs = softmax(logits / temperature). On a row that is not usable, `probs` is zero-filled and
@@ -73,18 +80,30 @@ row_status softmax(std::span<const T> logits, std::span<U> probs, double tempera
   return row_status::ok;
 }
 
-//! out = log_softmax(logits / temperature); -inf where the probability is 0.
+//! out = log_softmax(logits / temperature) = logits / T - lse; -inf where the probability is 0. When
+//! lse overflows (|max| / T beyond DBL_MAX: huge logits or a tiny T), out = (logits - max) / T -
+//! log sum exp((logits - max) / T) instead (x / T - lse gave inf - inf = NaN with status ok, or
+//! no_mass for a row with mass; found by tests/fuzz/warp_and_sample.cpp). The status is softmax's.
 //! \pre out.size() == logits.size(), temperature > 0
 template <class T, class U>
 row_status log_softmax(std::span<const T> logits, std::span<U> out, double temperature = 1.0) {
   SPECDEC_EXPECTS(out.size() == logits.size(), "out and logits differ in length");
-  const double lse = log_sum_exp(logits, temperature);
-  if (std::isnan(lse) || lse == -std::numeric_limits<double>::infinity()) {
+  SPECDEC_EXPECTS(temperature > 0.0 && std::isfinite(temperature), "temperature must be finite and > 0");
+  double m = 0.0;
+  const row_status s = detail::logit_row_max(logits, m);
+  if (s != row_status::ok) {
     for (U& o : out) o = std::numeric_limits<U>::quiet_NaN();
-    return std::isnan(lse) ? row_status::not_finite : row_status::no_mass;
+    return s;
   }
-  for (std::size_t v = 0; v < logits.size(); ++v)
-    out[v] = static_cast<U>(static_cast<double>(logits[v]) / temperature - lse);
+  const double log_sum = std::log(detail::sum_exp_below(logits, m, temperature));
+  const double lse = m / temperature + log_sum;  // log_sum_exp's value
+  if (std::isfinite(lse)) {
+    for (std::size_t v = 0; v < logits.size(); ++v)
+      out[v] = static_cast<U>(static_cast<double>(logits[v]) / temperature - lse);
+  } else {
+    for (std::size_t v = 0; v < logits.size(); ++v)
+      out[v] = static_cast<U>((static_cast<double>(logits[v]) - m) / temperature - log_sum);
+  }
   return row_status::ok;
 }
 

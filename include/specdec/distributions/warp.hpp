@@ -78,11 +78,19 @@ void keep_top_p(std::span<T> probs, double top_p) {
       mass += static_cast<double>(p);
     }
   std::sort(values.begin(), values.end(), std::greater<T>());
+  // Entries near DBL_MAX overflow the mass: cumulate in units of the largest entry then (found by
+  // tests/fuzz/warp_and_sample.cpp: the goal was inf and every entry was kept). Otherwise scale = 1.
+  double scale = 1.0;
+  if (!std::isfinite(mass)) {
+    scale = 1.0 / static_cast<double>(values.front());
+    mass = 0.0;
+    for (const T v : values) mass += static_cast<double>(v) * scale;
+  }
   const double goal = top_p * mass;
   double cumulative = 0.0;
   T threshold = values.empty() ? T(0) : values.back();
   for (const T v : values) {
-    cumulative += static_cast<double>(v);
+    cumulative += static_cast<double>(v) * scale;
     if (cumulative >= goal) {
       threshold = v;
       break;
@@ -103,12 +111,28 @@ void keep_min_p(std::span<T> probs, double min_p) {
 }
 
 namespace detail {
+//! Normalises a row of finite non-negative weights whose sum or its inverse is not a finite double
+//! (entries near DBL_MAX overflow the sum; a subnormal sum overflows 1 / sum): the entries are
+//! divided by the largest first. Shared by every backend's normalisation (found by
+//! tests/fuzz/warp_and_sample.cpp: such rows became infinities, or `no_mass` left unfilled).
+template <class T>
+row_status normalise_scaled(std::span<T> probs) {
+  double top = 0.0;
+  for (const T p : probs) top = std::max(top, static_cast<double>(p));
+  if (!(top > 0.0) || !std::isfinite(top)) return row_status::no_mass;
+  double sum = 0.0;
+  for (const T p : probs) sum += static_cast<double>(p) / top;
+  for (T& p : probs) p = static_cast<T>(static_cast<double>(p) / top / sum);
+  return row_status::ok;
+}
+
 template <class T>
 row_status normalise_in_place(std::span<T> probs) {
   double sum = 0.0;
   for (const T p : probs) sum += static_cast<double>(p);
-  if (!(sum > 0.0) || !std::isfinite(sum)) return row_status::no_mass;
+  if (!(sum > 0.0)) return row_status::no_mass;
   const double inv = 1.0 / sum;
+  if (!std::isfinite(sum) || !std::isfinite(inv)) return normalise_scaled(probs);
   for (T& p : probs) p = static_cast<T>(static_cast<double>(p) * inv);
   return row_status::ok;
 }
@@ -170,12 +194,16 @@ row_status warp_probs(std::span<T> probs, const warp_params& w) {
   }
   if (w.temperature != 1.0) {
     // p^(1/T) = exp(log p / T); subtract the max log first so small T does not underflow everything.
+    // The maximum's exponent is 0 even when 1 / T overflows (T below 1 / DBL_MAX: 0 * inf would be
+    // NaN; found by tests/fuzz/warp_and_sample.cpp), which gives the limit T -> 0: uniform on the ties.
     const double inv_t = 1.0 / w.temperature;
     double max_log = -INFINITY;
     for (const T p : probs)
       if (p > T(0)) max_log = std::max(max_log, std::log(static_cast<double>(p)));
-    for (T& p : probs)
-      p = p > T(0) ? static_cast<T>(std::exp((std::log(static_cast<double>(p)) - max_log) * inv_t)) : T(0);
+    for (T& p : probs) {
+      const double gap = p > T(0) ? std::log(static_cast<double>(p)) - max_log : -INFINITY;
+      p = static_cast<T>(gap == 0.0 ? 1.0 : std::exp(gap * inv_t));
+    }
   }
   return detail::apply_filters(probs, w);
 }

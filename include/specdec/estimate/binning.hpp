@@ -107,6 +107,7 @@ class binning {
     for (const auto& x : samples)
       a_values[detail::bin_of(s_edges, detail::checked_unit(x.s, "S"))].push_back(detail::checked_unit(x.a, "A"));
     std::vector<std::vector<double>> a_edges;
+    a_edges.reserve(a_values.size());
     for (auto& v : a_values) a_edges.push_back(detail::quantile_edges(std::move(v), a_bins));
     return binning(std::move(s_edges), std::move(a_edges),
                    "adaptive " + std::to_string(s_bins) + "x" + std::to_string(a_bins));

@@ -61,8 +61,10 @@ inline constexpr backend backend_of = std::remove_cvref_t<P>::backend_kind;
 
 //! Whether a backend is compiled in (seq always; simd with `specdec::simd`; cuda with `specdec::cuda`
 //! in a CUDA translation unit).
+// NOLINTBEGIN(misc-redundant-expression): the macros are 0 or 1 in each build
 template <backend B>
 inline constexpr bool backend_enabled = B == backend::seq || (B == backend::simd && SPECDEC_ENABLE_SIMD) ||
                                         (B == backend::cuda && SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT);
+// NOLINTEND(misc-redundant-expression)
 
 }  // namespace specdec::exec

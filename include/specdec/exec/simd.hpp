@@ -11,7 +11,7 @@
 
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/exec/policy.hpp"
 

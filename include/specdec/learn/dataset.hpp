@@ -5,6 +5,7 @@
 //! lambda (the paper's lambda in {1, 1.2, 1.5}, A.5 / A.10) without drafting again.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -109,7 +110,7 @@ inline std::pair<verifier_dataset, verifier_dataset> split(const verifier_datase
   SPECDEC_EXPECTS(fraction > 0.0 && fraction < 1.0, "the held-out fraction must be in (0, 1)");
   SPECDEC_EXPECTS(data.size() >= 2, "splitting needs at least 2 examples");
   const auto order = random_permutation(data.size(), seed);
-  auto held = static_cast<std::size_t>(fraction * static_cast<double>(data.size()) + 0.5);
+  auto held = static_cast<std::size_t>(std::llround(fraction * static_cast<double>(data.size())));
   held = held < 1 ? 1 : (held >= data.size() ? data.size() - 1 : held);
   const std::span<const std::size_t> all(order);
   return {data.subset(all.subspan(held)), data.subset(all.first(held))};

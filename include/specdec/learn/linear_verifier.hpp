@@ -35,6 +35,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "specdec/contracts.hpp"
 #include "specdec/errors.hpp"
@@ -140,9 +141,12 @@ class linear_verifier {
     const auto n = static_cast<Eigen::Index>(d);
     const auto vector = [&](const char* key) {
       keyword(key);
-      Eigen::VectorXd v(n);
-      for (Eigen::Index i = 0; i < n; ++i) v[i] = number(key);
-      return v;
+      // Grown with the numbers actually read: memory follows the file's size, not the count it
+      // declares (a 40-byte file declaring 10^8 features allocated 800 MB; found by
+      // tests/fuzz/linear_verifier_load.cpp).
+      std::vector<double> values;
+      for (Eigen::Index i = 0; i < n; ++i) values.push_back(number(key));
+      return Eigen::VectorXd(Eigen::Map<const Eigen::VectorXd>(values.data(), n));
     };
     Eigen::VectorXd mean = vector("mean");
     Eigen::VectorXd scale = vector("scale");

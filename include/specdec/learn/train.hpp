@@ -103,7 +103,7 @@ inline trained_verifier train_linear_verifier(const verifier_dataset& data, cons
 
   // Split: the last part of a random permutation is the validation set.
   const auto order = random_permutation(data.size(), o.seed, 0);
-  auto n_val = static_cast<std::size_t>(o.validation_fraction * static_cast<double>(data.size()) + 0.5);
+  auto n_val = static_cast<std::size_t>(std::llround(o.validation_fraction * static_cast<double>(data.size())));
   n_val = std::clamp<std::size_t>(n_val, 1, data.size() - 1);
   const std::span<const std::size_t> all(order);
   Eigen::MatrixXd x, xv;

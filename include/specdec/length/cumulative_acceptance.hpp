@@ -23,7 +23,7 @@ template <class Predictor>
 class cumulative_acceptance_stop {
  public:
   //! \throws specdec::error unless h is in [0, 1].
-  cumulative_acceptance_stop(Predictor predict, double h = 0.3, std::size_t min_drafts = 2)
+  explicit cumulative_acceptance_stop(Predictor predict, double h = 0.3, std::size_t min_drafts = 2)
       : predict_(std::move(predict)), h_(h), min_(min_drafts) {
     SPECDEC_EXPECTS(h >= 0.0 && h <= 1.0, "specdec::cumulative_acceptance_stop: h must be in [0, 1]");
   }

@@ -189,10 +189,12 @@ stateful_adapter(M) -> stateful_adapter<M>;
 //! Makes a `stateful_adapter` over `model` with the state `prefix`. An lvalue model is referred to (it must
 //! outlive the adapter); an rvalue is moved in.
 //! \pre every id of `prefix` is in the vocabulary. \throws specdec::error otherwise.
+// clang-format off
 template <class M>
   requires Model<std::remove_cvref_t<M>>
 stateful_adapter<detail::stored_model_t<M&&>> make_stateful(M&& model, std::span<const token_id> prefix = {}) {
   return stateful_adapter<detail::stored_model_t<M&&>>(std::forward<M>(model), prefix);
 }
+// clang-format on
 
 }  // namespace specdec

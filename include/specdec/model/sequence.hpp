@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "specdec/contracts.hpp"
+#include "specdec/core/batch.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/model/concepts.hpp"
 #include "specdec/model/score.hpp"
@@ -100,7 +101,8 @@ inline void check_append(const sequence_append& a, std::size_t length, std::size
 inline std::size_t check_rows(std::span<const sequence_append> appends, std::size_t logits_size, std::size_t V) {
   std::size_t rows = 0;
   for (const auto& a : appends) rows += a.rows;
-  SPECDEC_EXPECTS(logits_size == rows * V, "specdec::SequenceModel: logits must hold the requested rows");
+  SPECDEC_EXPECTS(V > 0 && specdec::detail::holds_rows(logits_size, rows, V),  // no wrapping product rows * V
+                  "specdec::SequenceModel: logits must hold the requested rows");
   return rows;
 }
 

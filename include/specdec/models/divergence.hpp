@@ -119,11 +119,13 @@ class uniform_mixture_model {
 
 //! Makes `uniform_mixture_model`: q = (1 - e) p + e u. An lvalue `model` is referred to, an rvalue moved in.
 //! \pre `0 <= e <= 1`. \throws specdec::error otherwise.
+// clang-format off
 template <class M>
   requires Model<std::remove_cvref_t<M>>
 uniform_mixture_model<detail::stored_model_t<M&&>> mixed_with_uniform(M&& model, double e) {
   return uniform_mixture_model<detail::stored_model_t<M&&>>(std::forward<M>(model), e);
 }
+// clang-format on
 
 //! q = softmax(log p / T): the wrapped model at temperature T (T < 1 sharpens, T > 1 flattens; zeros stay
 //! zeros). Built by `tempered`.
@@ -172,11 +174,13 @@ class tempered_model {
 
 //! Makes `tempered_model`: q = softmax(log p / T). An lvalue `model` is referred to, an rvalue moved in.
 //! \pre `temperature` finite and > 0. \throws specdec::error otherwise.
+// clang-format off
 template <class M>
   requires Model<std::remove_cvref_t<M>>
 tempered_model<detail::stored_model_t<M&&>> tempered(M&& model, double temperature) {
   return tempered_model<detail::stored_model_t<M&&>>(std::forward<M>(model), temperature);
 }
+// clang-format on
 
 //! q = p restricted to its k most likely tokens and renormalised (top-k sparsification); ties at the k-th
 //! place go to the smaller token id. With k >= V, q = p. Built by `sparsified`.
@@ -236,11 +240,13 @@ class sparsified_model {
 
 //! Makes `sparsified_model`: p restricted to its top k tokens. An lvalue `model` is referred to, an rvalue
 //! moved in. \pre `k >= 1`. \throws specdec::error otherwise.
+// clang-format off
 template <class M>
   requires Model<std::remove_cvref_t<M>>
 sparsified_model<detail::stored_model_t<M&&>> sparsified(M&& model, std::size_t k) {
   return sparsified_model<detail::stored_model_t<M&&>>(std::forward<M>(model), k);
 }
+// clang-format on
 
 //! A target and a draft `markov_model` over the same vocabulary.
 struct markov_pair {

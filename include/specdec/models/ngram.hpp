@@ -241,7 +241,8 @@ class ngram_model {
     auto child = [&](std::uint32_t node, token_id t) {
       const auto [it, inserted] = child_.try_emplace(detail::ngram_key(node, t), static_cast<std::uint32_t>(parent.size()));
       if (inserted) {
-        SPECDEC_EXPECTS(parent.size() < std::numeric_limits<std::uint32_t>::max(), "too many n-gram histories");
+        if (parent.size() >= std::numeric_limits<std::uint32_t>::max())
+          throw error("specdec::ngram_model::train: too many n-gram histories");
         parent.push_back(node);
         level.push_back(level[node] + 1);
       }

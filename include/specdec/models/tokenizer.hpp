@@ -63,10 +63,9 @@ void for_each_token(std::string_view text, Emit&& emit) {
         if (is_word_byte(d)) {
           word.push_back(lower_byte(d));
           ++i;
-        } else if (i + 1 < n && is_word_byte(at(i + 1)) && (d == '\'' || d == '-') && !word.empty()) {
-          word.push_back(static_cast<char>(d));
-          ++i;
-        } else if (i + 1 < n && (d == '.' || d == ',') && is_digit_byte(at(i - 1)) && is_digit_byte(at(i + 1))) {
+        } else if (i + 1 < n && ((is_word_byte(at(i + 1)) && (d == '\'' || d == '-') && !word.empty()) ||
+                                 ((d == '.' || d == ',') && is_digit_byte(at(i - 1)) && is_digit_byte(at(i + 1))))) {
+          // an inner apostrophe or hyphen (don't, well-known), or a decimal point or separator (3.5, 1,000)
           word.push_back(static_cast<char>(d));
           ++i;
         } else {

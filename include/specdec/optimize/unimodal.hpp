@@ -33,9 +33,11 @@ struct integer_maximum {
 //! On ties between the two probes the left part is kept (smaller arguments are preferred).
 //! \pre lo <= hi, both finite; tolerance > 0 and finite.
 //! \throws specdec::error otherwise.
+// clang-format off
 template <class F>
   requires std::invocable<F&, double> && std::convertible_to<std::invoke_result_t<F&, double>, double>
 real_maximum maximize_unimodal(F&& f, double lo, double hi, double tolerance = 1e-12) {
+// clang-format on
   SPECDEC_EXPECTS(theory::detail::is_finite(lo) && theory::detail::is_finite(hi) && lo <= hi,
                   "the interval [lo, hi] must be finite and non-empty");
   SPECDEC_EXPECTS(theory::detail::is_finite(tolerance) && tolerance > 0.0, "tolerance must be finite and > 0");
@@ -80,9 +82,11 @@ real_maximum maximize_unimodal(F&& f, double lo, double hi, double tolerance = 1
 //! (or to the resolution of doubles).
 //! \pre lo <= hi, both finite; h(lo) > 0 >= h(hi); tolerance > 0 and finite.
 //! \throws specdec::error otherwise.
+// clang-format off
 template <class H>
   requires std::invocable<H&, double> && std::convertible_to<std::invoke_result_t<H&, double>, double>
 double bisect_sign_change(H&& h, double lo, double hi, double tolerance = 1e-14) {
+// clang-format on
   SPECDEC_EXPECTS(theory::detail::is_finite(lo) && theory::detail::is_finite(hi) && lo <= hi,
                   "the interval [lo, hi] must be finite and non-empty");
   SPECDEC_EXPECTS(theory::detail::is_finite(tolerance) && tolerance > 0.0, "tolerance must be finite and > 0");
@@ -104,9 +108,11 @@ double bisect_sign_change(H&& h, double lo, double hi, double tolerance = 1e-14)
 //! (a NaN value never wins).
 //! \pre lo <= hi.
 //! \throws specdec::error otherwise.
+// clang-format off
 template <class F>
   requires std::invocable<F&, int> && std::convertible_to<std::invoke_result_t<F&, int>, double>
 integer_maximum argmax_integer(F&& f, int lo, int hi) {
+// clang-format on
   SPECDEC_EXPECTS(lo <= hi, "lo must be <= hi");
   integer_maximum best{lo, static_cast<double>(f(lo))};
   for (int x = lo; x < hi;) {

@@ -36,7 +36,7 @@ SPECDEC_HOST_DEVICE constexpr double residual_weight(double pv, double qv, const
   const bool p_usable = usable_weight(pv), q_usable = usable_weight(qv);
   const double r = pv - accepted_mass(pv, qv);
   const double kept = r > 0.0 ? r : 0.0;
-  return p_usable & q_usable ? kept : std::numeric_limits<double>::quiet_NaN();
+  return (p_usable & q_usable) ? kept : std::numeric_limits<double>::quiet_NaN();
 }
 }  // namespace detail
 

@@ -26,10 +26,12 @@ namespace specdec::theory {
 
 //! A latency profile: a contiguous range of doubles (entry k = latency for k drafted tokens) or a
 //! callable taking an int k and returning something convertible to double.
+// clang-format off
 template <class L>
 concept LatencyProfile =
     std::convertible_to<const L&, std::span<const double>> ||
     (std::invocable<const L&, int> && std::convertible_to<std::invoke_result_t<const L&, int>, double>);
+// clang-format on
 
 //! The latency L(k) of a profile: `profile[k]` for a range, `profile(k)` for a callable. A type
 //! that is both is read as a range.

@@ -30,7 +30,7 @@ template <class T>
 inline constexpr int vector_width = 16 / static_cast<int>(sizeof(T));
 //! Entries of T one thread holds per chunk.
 template <class T>
-inline constexpr int chunk_items = chunk_vectors * vector_width<T>;
+inline constexpr int chunk_items = (chunk_vectors * vector_width<T>);
 //! Entries of T per chunk (float: 4096, double: 2048).
 template <class T>
 inline constexpr std::size_t chunk_entries = static_cast<std::size_t>(block_threads) * chunk_items<T>;

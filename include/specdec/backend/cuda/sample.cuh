@@ -46,6 +46,7 @@ namespace specdec::backend::cuda {
 namespace detail {
 
 inline constexpr int tile_mass_warps = 8;  //!< warps (tiles) per block of `tile_mass_kernel`
+inline constexpr int tile_mass_threads = tile_mass_warps * warp_size;  //!< threads per block of `tile_mass_kernel`
 
 //! Row b's weights are its probabilities (`row_weight`, categorical.cuh); its stream is streams[b].
 template <class T>
@@ -83,7 +84,7 @@ struct filtered_rows {
 
 //! Pass 1: the tile masses of every row; warp `job` handles tile job % tiles of row job / tiles.
 template <class Rows>
-__global__ void __launch_bounds__(tile_mass_warps * warp_size)
+__global__ void __launch_bounds__(tile_mass_threads)
     tile_mass_kernel(Rows rows, std::size_t vocab, std::size_t tiles, std::size_t jobs, double* tile_mass,
                      std::uint8_t* tile_usable) {
   const std::size_t job = static_cast<std::size_t>(blockIdx.x) * tile_mass_warps + threadIdx.x / warp_size;
@@ -142,7 +143,7 @@ void sample_rows(cudaStream_t stream, const Rows& rows, std::size_t batch, std::
   SPECDEC_EXPECTS(blocks <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
                       batch <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
                   "cuda sampling: too many rows for one launch");
-  tile_mass_kernel<<<static_cast<unsigned>(blocks), tile_mass_warps * warp_size, 0, stream>>>(
+  tile_mass_kernel<<<static_cast<unsigned>(blocks), tile_mass_threads, 0, stream>>>(
       rows, vocab, tiles, jobs, parts.tile_mass, parts.tile_usable);
   check_launch("tile_mass_kernel");
   locate_kernel<<<static_cast<unsigned>(batch), warp_size, 0, stream>>>(rows, vocab, tiles, parts.tile_mass,

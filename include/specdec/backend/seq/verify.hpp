@@ -329,18 +329,22 @@ void check_shapes(const chain_batch<T>& batch, bool reads_q, std::span<const ran
   const std::size_t B = batch.layout.batch_size(), V = batch.vocab_size;
   SPECDEC_EXPECTS(V > 0, "vocab_size must be > 0");
   SPECDEC_EXPECTS(batch.draft_tokens.size() == batch.layout.num_draft_rows(), "draft_tokens has the wrong length for the layout");
-  SPECDEC_EXPECTS(batch.target_rows.size() == batch.layout.num_target_rows() * V, "target rows: size is not num_target_rows * vocab_size (V mismatch?)");
+  SPECDEC_EXPECTS(specdec::detail::holds_rows(batch.target_rows.size(), batch.layout.num_target_rows(), V),
+                  "target rows: size is not num_target_rows * vocab_size (V mismatch?)");
   if (reads_q || !batch.draft_rows.empty())
-    SPECDEC_EXPECTS(batch.draft_rows.size() == batch.layout.num_draft_rows() * V, "draft rows: size is not num_draft_rows * vocab_size (V mismatch?)");
+    SPECDEC_EXPECTS(specdec::detail::holds_rows(batch.draft_rows.size(), batch.layout.num_draft_rows(), V),
+                    "draft rows: size is not num_draft_rows * vocab_size (V mismatch?)");
   SPECDEC_EXPECTS(streams.size() == B, "one request_stream per request is required");
   SPECDEC_EXPECTS(out.tokens.size() == B * (batch.layout.max_drafts() + 1), "output tokens must be B * (max_drafts + 1)");
   SPECDEC_EXPECTS(out.num_accepted.size() == B && out.status.size() == B, "num_accepted and status need one entry per request");
 }
 
-//! Runs `verify_one` for every request with the rows that `make_rows(b)` provides.
+//! Runs `verify_one` for every request with the rows that `make_rows(b)` provides. A rule with
+//! parameters (typical acceptance) is validated first, as tree verification does.
 template <class K, AcceptanceRule Rule, class T, class MakeRows>
 void verify_each(const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
                  const chain_outputs& out, const verify_options& options, MakeRows&& make_rows) {
+  if constexpr (Rule::family == rule_family::typical) rule.validate();
   const std::size_t stride = batch.layout.max_drafts() + 1;
   for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
     auto rows = make_rows(b);

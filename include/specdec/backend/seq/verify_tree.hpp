@@ -123,8 +123,8 @@ struct carried_residual {
       const double next = rv - scale * qv;
       // An unusable entry (NaN, infinite, negative) makes the weight NaN, so that the final draw
       // reports the row, as `detail::residual_weight` does for a single sibling.
-      return specdec::detail::usable_weight(rv) & specdec::detail::usable_weight(qv) ? (next > 0.0 ? next : 0.0)
-                                                                                      : std::numeric_limits<double>::quiet_NaN();
+      const bool r_usable = specdec::detail::usable_weight(rv), q_usable = specdec::detail::usable_weight(qv);
+      return (r_usable & q_usable) ? (next > 0.0 ? next : 0.0) : std::numeric_limits<double>::quiet_NaN();
     };
     std::size_t v = 0;
     for (; v + sampling_lanes <= V; v += sampling_lanes)
@@ -277,8 +277,11 @@ std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& 
   const auto threshold_of = [&](std::size_t node) {
     if (std::isnan(s.threshold[node])) {
       const row_ref<T> p = rows.target(node);
-      const double t = checks.row(p) ? rule.threshold(p.values) : std::nan("");
-      if (std::isnan(t)) checks.status |= verify_status::invalid_row;
+      const bool checked = checks.row(p);  // flags an unusable or (when checked) unnormalised row itself
+      const double t = checked ? rule.threshold(p.values) : std::nan("");
+      // invalid_row only for a row the threshold cannot use, not for one the normalisation check
+      // refused (the chain walk's flags; found by tests/fuzz/verify_tree.cpp)
+      if (checked && std::isnan(t)) checks.status |= verify_status::invalid_row;
       s.threshold[node] = std::isnan(t) ? unusable : t;
     }
     return s.threshold[node];
@@ -368,9 +371,11 @@ void check_tree_shapes(const tree_batch<T>& batch, std::span<const random::reque
   const std::size_t width = batch.layout.max_depth() + 1;
   SPECDEC_EXPECTS(V > 0, "vocab_size must be > 0");
   SPECDEC_EXPECTS(batch.tokens.size() == rows, "tokens: one per node is required");
-  SPECDEC_EXPECTS(batch.target_rows.size() == rows * V, "target rows: size is not num_rows * vocab_size (one row per node)");
+  SPECDEC_EXPECTS(specdec::detail::holds_rows(batch.target_rows.size(), rows, V),
+                  "target rows: size is not num_rows * vocab_size (one row per node)");
   if (tree_reads_draft<Rule> || !batch.draft_rows.empty())
-    SPECDEC_EXPECTS(batch.draft_rows.size() == rows * V, "draft rows: size is not num_rows * vocab_size (one row per node)");
+    SPECDEC_EXPECTS(specdec::detail::holds_rows(batch.draft_rows.size(), rows, V),
+                    "draft rows: size is not num_rows * vocab_size (one row per node)");
   SPECDEC_EXPECTS(streams.size() == B, "one request_stream per request is required");
   SPECDEC_EXPECTS(out.tokens.size() == B * width && out.path.size() == B * width,
                   "output tokens and path must be B * (max_depth + 1)");

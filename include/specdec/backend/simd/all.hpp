@@ -15,10 +15,10 @@
 //! | `verify`, chain batches (verify.hpp) | identical tokens, counts and flags, every rule |
 //! | `argmax`, row checks (reduce.hpp) | identical |
 //! | `sum` (reduce.hpp) | lane-order double sum, relative 1e-12 |
-//! | `log_sum_exp`, `softmax`, `log_softmax` (softmax.hpp) | float rows: (abs(t) + 4) 2^-23 relative; double rows: (2V + 8) 2^-53; mixed element types **fall back to seq** |
+//! | `log_sum_exp`, `softmax`, `log_softmax` (softmax.hpp) | float rows: (2 abs(t) + 4) 2^-23 relative; double rows: (2V + 8) 2^-53; mixed element types **fall back to seq** |
 //! | `keep_top_k`, `keep_min_p` (warp.hpp) | identical rows |
 //! | `keep_top_p` (warp.hpp) | identical rows unless a cumulative mass is within ~1e-15 of the goal |
-//! | `warp_probs` (warp.hpp) | same masks, probabilities within 1 ulp; temperature other than 0 and 1 **falls back to seq** |
+//! | `warp_probs` (warp.hpp) | same masks; probabilities within 1 ulp (float rows) or (2V + 8) 2^-53 relative (double rows); temperature other than 0 and 1 **falls back to seq** |
 //! | `warp_logits` (warp.hpp) | statuses identical; masks agree in > 99 % of rows (a top-p boundary can move by one entry) |
 //! | `verify_from_logits` (verify.hpp) | rows warped as above; > 99 % of requests identical |
 //! | `sample_logits` (sample_logits.hpp) | no seq function of that name: > 99.9 % of tokens equal to seq's warp_logits + sample_categorical |

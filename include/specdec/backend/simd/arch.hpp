@@ -18,7 +18,7 @@
 #include <limits>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 namespace specdec::backend::simd {
 

@@ -35,7 +35,7 @@
 #include <span>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
 #include "specdec/backend/simd/log.hpp"

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <limits>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
 

@@ -18,7 +18,7 @@
 #include <span>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/lenient.hpp"

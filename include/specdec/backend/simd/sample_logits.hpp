@@ -29,7 +29,7 @@
 #include <span>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/categorical.hpp"
 #include "specdec/backend/simd/reduce.hpp"

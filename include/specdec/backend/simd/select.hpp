@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
 
@@ -151,7 +151,7 @@ std::optional<T> kth_largest(std::span<const T> row, std::size_t k, bool* saw_na
     for (; v + ways * n <= full && st.size < st.cap; v += ways * n) {
       std::array<B, ways> x;
       for (std::size_t j = 0; j < ways; ++j) x[j] = B::load_unaligned(row.data() + v + j * n);
-      if (saw_nan) {
+      if (saw_nan != nullptr) {
         auto any_nan = xsimd::isnan(x[0]);
         for (std::size_t j = 1; j < ways; ++j) any_nan = any_nan | xsimd::isnan(x[j]);
         nan |= xsimd::any(any_nan);
@@ -160,12 +160,12 @@ std::optional<T> kth_largest(std::span<const T> row, std::size_t k, bool* saw_na
     }
     for (; v < full && st.size < st.cap; v += n) {
       const B x = B::load_unaligned(row.data() + v);
-      if (saw_nan) nan |= xsimd::any(xsimd::isnan(x));
+      if (saw_nan != nullptr) nan |= xsimd::any(xsimd::isnan(x));
       st.size += detail::compress_greater<Arch>(x, tau, out + st.size);
     }
     if (v == full && full < row.size() && st.size < st.cap) {  // the remainder, padded with -inf
       const B x = load_partial<B>(row.data() + v, row.size() - v, lowest);
-      if (saw_nan) nan |= xsimd::any(xsimd::isnan(x));
+      if (saw_nan != nullptr) nan |= xsimd::any(xsimd::isnan(x));
       st.size += detail::compress_greater<Arch>(x, tau, out + st.size);
       v = row.size();
     }

@@ -6,13 +6,17 @@
 //!  - the row maximum and the status are exact;
 //!  - float rows: t = (x - max) * float(1 / T) and exp(t) are computed in float (xsimd's exp, within
 //!    2 ulp of the correctly rounded value); the sum is a double sum. Each probability is within a
-//!    relative (|t| + 4) * 2^-23 of seq's (t is the entry's scaled logit gap to the maximum, so the
-//!    bound is a few ulp for the tokens that carry the mass; measured in tests/backend);
+//!    relative (2 |t| + 4) * 2^-23 of seq's (t is the entry's scaled logit gap to the maximum, so the
+//!    bound is a few ulp for the tokens that carry the mass; measured in tests/backend). The |t| term:
+//!    x - max, float(1 / T) and their product each round once (3 * 2^-24 relative on t, which exp
+//!    turns into 1.5 |t| 2^-23; (|t| + 4) 2^-23 was stated before tests/fuzz/warp_and_sample.cpp
+//!    found 1.07 times it at t = 39);
 //!  - double rows: the same operations as seq in double (division by T), xsimd's exp within 1 ulp of
 //!    glibc's; the order of the sum moves 1 / sum, so probabilities agree within (2 V + 8) 2^-53
 //!    relative;
 //!  - the normalisation multiplies by 1 / sum exactly as seq does (in double, then rounded).
-//! **Fallback:** other element types (logits and probabilities of different types) use seq.
+//! **Fallback:** other element types (logits and probabilities of different types), and float rows
+//! with a temperature below 1 / FLT_MAX (whose scale 1 / T is not a float), use seq.
 #pragma once
 
 #include <algorithm>
@@ -23,7 +27,7 @@
 #include <span>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
 #include "specdec/contracts.hpp"
@@ -80,10 +84,16 @@ struct scaled_exp {
         factor(std::is_same_v<T, float> ? static_cast<T>(1.0 / temperature) : static_cast<T>(temperature)) {}
   B operator()(const B& x) const noexcept {
     if constexpr (std::is_same_v<T, float>)
-      return xsimd::exp((x - max) * factor);
+      return xsimd::exp(xsimd::max((x - max) * factor, B(exp_floor)));
     else
-      return xsimd::exp((x - max) / factor);  // double rows divide, as seq does
+      return xsimd::exp(xsimd::max((x - max) / factor, B(exp_floor)));  // double rows divide, as seq does
   }
+  //! Arguments are raised to this floor, where xsimd's exp is 0 already (its minlog is about -708 for
+  //! double, -88 for float), so the results do not change; -inf (a -inf logit, or the padding of a
+  //! partial batch) and huge negative arguments would reach xsimd's conversion of k = round(x / log 2)
+  //! to an integer, which for double batches without a vector instruction for it (SSE2, AVX2) is a
+  //! scalar cast of an out-of-range value: undefined behaviour (found by tests/fuzz/verify_from_logits.cpp).
+  static constexpr T exp_floor = T(-1000);
 };
 
 //! Adds the batch e of T to double accumulators.
@@ -146,6 +156,14 @@ double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T
 template <class T, class U>
 inline constexpr bool vector_softmax_types = std::is_same_v<T, U> && (std::is_same_v<T, float> || std::is_same_v<T, double>);
 
+//! Whether the vector code can scale a row of T by this temperature: float rows multiply by
+//! float(1 / T), which is +inf for T below 1 / FLT_MAX (about 2.9e-39), and inf * 0 at the maximum
+//! would be NaN; such rows take seq's path (found by tests/fuzz/warp_and_sample.cpp).
+template <class T>
+bool vector_temperature(double temperature) noexcept {
+  return !std::is_same_v<T, float> || 1.0 / temperature <= static_cast<double>(std::numeric_limits<float>::max());
+}
+
 }  // namespace detail
 
 //! log(sum_v exp(logits_v / temperature)), stable; NaN for a row with NaN or +inf, -inf for a row
@@ -157,6 +175,7 @@ double log_sum_exp(std::span<const T> logits, double temperature = 1.0) {
     return specdec::log_sum_exp(logits, temperature);
   } else {
     SPECDEC_EXPECTS(temperature > 0.0 && std::isfinite(temperature), "temperature must be finite and > 0");
+    if (!detail::vector_temperature<T>(temperature)) return specdec::log_sum_exp(logits, temperature);
     double m = 0.0;
     const row_status s = logit_row_max<Arch>(logits, m);
     if (s == row_status::not_finite) return std::numeric_limits<double>::quiet_NaN();
@@ -175,6 +194,7 @@ row_status softmax(std::span<const T> logits, std::span<U> probs, double tempera
   } else {
     SPECDEC_EXPECTS(probs.size() == logits.size(), "probs and logits differ in length");
     SPECDEC_EXPECTS(temperature > 0.0 && std::isfinite(temperature), "temperature must be finite and > 0");
+    if (!detail::vector_temperature<T>(temperature)) return specdec::softmax(logits, probs, temperature);
     double m = 0.0;
     const row_status s = logit_row_max<Arch>(logits, m);
     if (s != row_status::ok) {
@@ -197,10 +217,8 @@ row_status log_softmax(std::span<const T> logits, std::span<U> out, double tempe
   } else {
     SPECDEC_EXPECTS(out.size() == logits.size(), "out and logits differ in length");
     const double lse = log_sum_exp<Arch>(logits, temperature);
-    if (std::isnan(lse) || lse == -std::numeric_limits<double>::infinity()) {
-      std::fill(out.begin(), out.end(), std::numeric_limits<U>::quiet_NaN());
-      return std::isnan(lse) ? row_status::not_finite : row_status::no_mass;
-    }
+    // Unusable rows, and lse overflowing (|max| / T beyond DBL_MAX): seq's code, statuses and all.
+    if (!std::isfinite(lse)) return specdec::log_softmax(logits, out, temperature);
     using B = xsimd::batch<T, Arch>;
     constexpr std::size_t n = B::size;
     const dbatch<Arch> t(temperature), l(lse);

@@ -17,7 +17,9 @@
 //!   V = 128256) took 460 us against ~185 us for this search (bench/README.md).
 //! - min-p: exact (comparison with the smallest float >= min_p * max).
 //! - renormalisation: a lane-order double sum, then p * (1 / sum) in double rounded to T, as seq: the
-//!   probabilities equal seq's up to the last bit of the sum (at most 1 ulp apart, rarely).
+//!   probabilities equal seq's up to the last bits of the sum: float rows at most 1 ulp apart
+//!   (rarely); double rows within (2 V + 8) 2^-53 relative, as softmax's (the order of the sum moves
+//!   1 / sum by up to V - 1 roundings; found by tests/fuzz/warp_and_sample.cpp, where 1 ulp was stated).
 //! - temperature from logits: backend/simd/softmax.hpp (a documented ulp bound); T = 0 is the argmax
 //!   one-hot row, exact.
 //! **Fallback:** `warp_probs` with a temperature other than 0 and 1 (p^(1/T), a scalar log and exp per
@@ -36,7 +38,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
 #include "specdec/backend/simd/reduce.hpp"
@@ -128,7 +130,7 @@ bool narrow_band(std::vector<T>& values, unsigned shift, double goal, double& ab
   const auto key = [shift](T x) { return static_cast<std::size_t>((to_bits(x) >> shift) & (buckets - 1)); };
   for (const T x : values) mass[key(x)] += static_cast<double>(x);
   for (std::size_t b = buckets; b-- > 0;) {
-    if (above + mass[b] >= goal) {
+    if (mass[b] > 0.0 && above + mass[b] >= goal) {  // an empty bucket never holds the threshold (goal 0)
       values.erase(std::remove_if(values.begin(), values.end(), [&](T x) { return key(x) != b; }), values.end());
       return true;
     }
@@ -154,10 +156,15 @@ bool first_band(std::span<const T> row, unsigned shift, double goal, double& abo
   if (v < row.size() && row[v] > T(0)) mass[0][key(row[v])] += static_cast<double>(row[v]);
   for (std::size_t k = buckets; k-- > 0;) {
     const double m = mass[0][k] + mass[1][k];
-    if (above + m >= goal) {
+    // An empty bucket never holds the threshold: when top_p * mass underflows to a goal of 0, the
+    // first bucket "reached" it and every entry was kept (found by tests/fuzz/warp_and_sample.cpp).
+    if (m > 0.0 && above + m >= goal) {
       // The bucket is [k << shift, (k + 1) << shift) in bit patterns (the bits above are 0: T > 0).
+      // The top bucket's end is the sign bit's pattern (-0): its bound is +inf instead (it holds the
+      // largest finite values; found by tests/fuzz/warp_and_sample.cpp, which kept every entry).
       const T lower = from_bits<T>(static_cast<bits_of_t<T>>(k) << shift);
-      const T upper = from_bits<T>(static_cast<bits_of_t<T>>(k + 1) << shift);
+      const bits_of_t<T> upper_bits = static_cast<bits_of_t<T>>(static_cast<bits_of_t<T>>(k + 1) << shift);
+      const T upper = (upper_bits >> (8 * sizeof(T) - 1)) != 0 ? std::numeric_limits<T>::infinity() : from_bits<T>(upper_bits);
       using B = xsimd::batch<T, Arch>;
       constexpr std::size_t n = B::size;
       const B lo(lower), hi(upper);
@@ -221,6 +228,7 @@ void keep_top_p(std::span<T> probs, double top_p) {
     const std::span<const T> row(probs);
     const double mass = sum<Arch>(row);
     if (!(mass > 0.0)) return;
+    if (!std::isfinite(mass)) return specdec::keep_top_p(probs, top_p);  // entries near DBL_MAX: seq's scaled sums
     const double goal = top_p * mass;
     // Radix search (1024 buckets per level, on the bit patterns, which order like the values):
     // the first level over the row, the next ones over the shrinking band, then a sort of the band.
@@ -252,18 +260,22 @@ void keep_min_p(std::span<T> probs, double min_p) {
     specdec::keep_min_p(probs, min_p);
   } else {
     const std::ptrdiff_t top = argmax<Arch>(std::span<const T>(probs));
+    if (top < 0) return;  // only NaN: no entry compares below a cut, as in seq (found by tests/fuzz/warp_and_sample.cpp)
     const double cut = min_p * static_cast<double>(probs[static_cast<std::size_t>(top)]);
     detail::zero_below<Arch>(probs, detail::ceil_to<T>(cut));
   }
 }
 
 namespace detail {
-//! seq's `normalise_in_place`: no_mass unless the sum is > 0 and finite.
+//! seq's `normalise_in_place`: no_mass unless the sum is > 0; a sum or inverse that is not finite
+//! takes seq's scalar `normalise_scaled`.
 template <class Arch, class T>
 row_status normalise(std::span<T> probs) {
   const double total = sum<Arch>(std::span<const T>(probs));
-  if (!(total > 0.0) || !std::isfinite(total)) return row_status::no_mass;
-  scale_row<Arch>(probs, 1.0 / total);
+  if (!(total > 0.0)) return row_status::no_mass;
+  const double inv = 1.0 / total;
+  if (!std::isfinite(total) || !std::isfinite(inv)) return specdec::detail::normalise_scaled(probs);
+  scale_row<Arch>(probs, inv);
   return row_status::ok;
 }
 
