@@ -47,10 +47,9 @@ inline specdec::token_id naive_inverse_cdf(const float* row, std::size_t V, floa
 //! Verifies B chains of gamma drafts each (padded layout: draft rows [B][gamma][V], target rows
 //! [B][gamma + 1][V]) with the strict rule. `residual` is caller-owned scratch of B * gamma * V floats.
 //! Writes tokens [B][gamma + 1] (accepted drafts, one correction or bonus, then -1) and num_accepted [B].
-inline void naive_verify_strict(const float* draft_rows, const float* target_rows, const specdec::token_id* drafts,
-                                std::size_t B, std::size_t gamma, std::size_t V,
-                                std::span<const specdec::random::request_stream> streams, specdec::token_id* tokens,
-                                std::int32_t* num_accepted, float* residual) {
+inline void naive_verify_strict(const float* draft_rows, const float* target_rows, const specdec::token_id* drafts, std::size_t B,
+                                std::size_t gamma, std::size_t V, std::span<const specdec::random::request_stream> streams,
+                                specdec::token_id* tokens, std::int32_t* num_accepted, float* residual) {
   using specdec::random::purpose;
   constexpr float tiny = std::numeric_limits<float>::min();
 

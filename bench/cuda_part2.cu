@@ -44,7 +44,7 @@ using specdec::test::device_array;
 using benchmark::Counter;
 using specdec_bench::time_with_events;
 
-double g_bandwidth = 0.0;                                 // bytes/s, measured once at start-up
+double g_bandwidth = 0.0;                                    // bytes/s, measured once at start-up
 constexpr std::uint64_t gpu_draws = std::uint64_t{1} << 25;  // draws per GPU call
 constexpr std::uint64_t cpu_draws = std::uint64_t{1} << 19;  // draws of the seq reference
 
@@ -89,8 +89,8 @@ bool same(const sim::count_tally& a, const sim::count_tally& b) {
 //! sd::chain_result-like result (histogram `accepted`, `draft_tokens`); a GPU call simulates
 //! `gpu_call_draws` draws, the seq reference `seq_draws`, the check case `check_draws`.
 template <class Run>
-void bm_simulator(benchmark::State& state, const char* family, int args, std::uint64_t gpu_call_draws,
-                  std::uint64_t seq_draws, std::uint64_t check_draws, Run&& run) {
+void bm_simulator(benchmark::State& state, const char* family, int args, std::uint64_t gpu_call_draws, std::uint64_t seq_draws,
+                  std::uint64_t check_draws, Run&& run) {
   const seq_reference& ref = once(family, state, args, [&] {
     const sim::run_options small{2024, 1, 0, check_draws};
     const auto cpu_small = run(false, small), gpu_small = run(true, small);
@@ -137,8 +137,7 @@ void BM_cuda_sprinter_chain(benchmark::State& state) {
   const double fp = static_cast<double>(state.range(0)) / 100.0;
   const int r = static_cast<int>(state.range(1));
   bm_simulator(state, "sprinter_chain", 2, gpu_draws, cpu_draws, 100000, [&](bool gpu, const sim::run_options& o) {
-    return gpu ? sim::sprinter::verifier_chain(specdec::exec::cuda, 0.9, fp, r, o)
-               : sim::sprinter::verifier_chain(0.9, fp, r, o);
+    return gpu ? sim::sprinter::verifier_chain(specdec::exec::cuda, 0.9, fp, r, o) : sim::sprinter::verifier_chain(0.9, fp, r, o);
   });
 }
 BENCHMARK(BM_cuda_sprinter_chain)->ArgsProduct({{10, 50}, {5, 20}})->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -165,11 +164,10 @@ row_pair make_rows(std::size_t v) {
 void BM_cuda_sd_token_process(benchmark::State& state) {
   const row_pair rows = make_rows(static_cast<std::size_t>(state.range(0)));
   const std::span<const double> p(rows.p), q(rows.q);
-  bm_simulator(state, "sd_token_process", 1, gpu_draws / 8, cpu_draws / 256, 2000,
-               [&](bool gpu, const sim::run_options& o) {
-                 return gpu ? sim::sd::token_process(specdec::exec::cuda, specdec::strict, p, q, 4, o).chain
-                            : sim::sd::token_process(specdec::strict, p, q, 4, o).chain;
-               });
+  bm_simulator(state, "sd_token_process", 1, gpu_draws / 8, cpu_draws / 256, 2000, [&](bool gpu, const sim::run_options& o) {
+    return gpu ? sim::sd::token_process(specdec::exec::cuda, specdec::strict, p, q, 4, o).chain
+               : sim::sd::token_process(specdec::strict, p, q, 4, o).chain;
+  });
 }
 BENCHMARK(BM_cuda_sd_token_process)->Arg(64)->Arg(32000)->UseManualTime()->Unit(benchmark::kMillisecond);
 
@@ -198,9 +196,7 @@ void BM_cuda_top_w(benchmark::State& state) {
   const device_array<specdec::random::stream_address> streams(addresses);
   device_array<std::int64_t> out(rows * w);
   const device_array<std::byte> workspace(cuda::top_w_workspace_bytes(mode, rows, n));
-  const auto call = [&] {
-    cuda::top_w(nullptr, mode, scores.cspan(), n, w, streams.cspan(), out.span(), workspace.span());
-  };
+  const auto call = [&] { cuda::top_w(nullptr, mode, scores.cspan(), n, w, streams.cspan(), out.span(), workspace.span()); };
   const seq_reference& ref = once("top_w", state, 4, [&] {
     std::vector<std::size_t> expected;
     const std::span<const double> row0 = std::span<const double>(host).first(n);
@@ -209,8 +205,7 @@ void BM_cuda_top_w(benchmark::State& state) {
     if (mode == specdec::beam_mode::search) {  // row 0 against seq (the Gumbel keys: tests/backend/cuda_part2.cu)
       call();
       const auto got = out.download();
-      for (std::size_t k = 0; k < expected.size(); ++k)
-        agrees = agrees && got[k] == static_cast<std::int64_t>(expected[k]);
+      for (std::size_t k = 0; k < expected.size(); ++k) agrees = agrees && got[k] == static_cast<std::int64_t>(expected[k]);
     }
     return seq_reference{agrees, 1.0 / cpu_s};  // rows per second
   });
@@ -267,16 +262,14 @@ void BM_cuda_indicators(benchmark::State& state) {
   device_array<cuda::indicator_status> st(n);
   const device_array<std::byte> workspace(cuda::indicators_workspace_bytes(n, v));
   const auto call = [&] {
-    cuda::compute_indicators(nullptr, dd.cspan(), dc.cspan(), dt.cspan(), v, ds.span(), da.span(), st.span(),
-                             workspace.span());
+    cuda::compute_indicators(nullptr, dd.cspan(), dc.cspan(), dt.cspan(), v, ds.span(), da.span(), st.span(), workspace.span());
   };
   const seq_reference& ref = once("indicators", state, 2, [&] {
     std::vector<double> hs(n), ha(n);
     const double cpu_s = host_seconds([&] {
       specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(h.draft),
-                                            std::span<const float>(h.companion),
-                                            std::span<const specdec::token_id>(h.tokens), v, std::span<double>(hs),
-                                            std::span<double>(ha));
+                                            std::span<const float>(h.companion), std::span<const specdec::token_id>(h.tokens), v,
+                                            std::span<double>(hs), std::span<double>(ha));
     });
     call();
     const auto gs = ds.download(), ga = da.download();
@@ -295,10 +288,7 @@ void BM_cuda_indicators(benchmark::State& state) {
   state.counters["fraction_of_bw"] = Counter(bytes / g_bandwidth, Counter::kIsIterationInvariantRate);
   state.counters["speedup_over_seq"] = Counter(1.0 / ref.seq_rate, Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_cuda_indicators)
-    ->ArgsProduct({{8, 64, 512}, {32000, 128256}})
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cuda_indicators)->ArgsProduct({{8, 64, 512}, {32000, 128256}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -53,8 +53,8 @@ double g_bandwidth = 0.0;  // bytes/s, measured once at start-up
 
 //! B rows of logits ~ N(0, 3^2).
 std::vector<float> gaussian_logits(std::size_t B) {
-  specdec::random::philox_stream s(specdec::random::stream_address{0xBE4D, static_cast<std::uint32_t>(B), 0, 0,
-                                                                  specdec::random::purpose::user});
+  specdec::random::philox_stream s(
+      specdec::random::stream_address{0xBE4D, static_cast<std::uint32_t>(B), 0, 0, specdec::random::purpose::user});
   std::vector<float> x(B * vocab);
   for (float& v : x) {
     double u = s.uniform();
@@ -121,18 +121,16 @@ void bm_softmax(benchmark::State& state) {
   const auto B = static_cast<std::size_t>(state.range(0));
   device_array<float> out(B * vocab);
   device_array<row_status> status(B);
-  time_rows(state, rows_of(B).logits, cu::softmax_workspace_bytes<float>(B, vocab), 3.0, [&](auto in, auto ws) {
-    cu::softmax(nullptr, in, B, vocab, out.span(), status.span(), {}, ws);
-  });
+  time_rows(state, rows_of(B).logits, cu::softmax_workspace_bytes<float>(B, vocab), 3.0,
+            [&](auto in, auto ws) { cu::softmax(nullptr, in, B, vocab, out.span(), status.span(), {}, ws); });
 }
 
 void bm_log_sum_exp(benchmark::State& state) {
   const auto B = static_cast<std::size_t>(state.range(0));
   device_array<double> lse(B);
   device_array<row_status> status(B);
-  time_rows(state, rows_of(B).logits, cu::softmax_workspace_bytes<float>(B, vocab), 1.0, [&](auto in, auto ws) {
-    cu::log_sum_exp(nullptr, in, B, vocab, lse.span(), status.span(), {}, ws);
-  });
+  time_rows(state, rows_of(B).logits, cu::softmax_workspace_bytes<float>(B, vocab), 1.0,
+            [&](auto in, auto ws) { cu::log_sum_exp(nullptr, in, B, vocab, lse.span(), status.span(), {}, ws); });
 }
 
 //! Temperature 0.8, top-k 50, top-p 0.9 on every row.
@@ -193,13 +191,9 @@ void bm_sample_logits(benchmark::State& state, specdec::warp_params filter) {
   check_tokens(state, tokens);
 }
 
-void batches(benchmark::internal::Benchmark* b) {
-  b->Arg(1)->Arg(32)->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond);
-}
+void batches(benchmark::internal::Benchmark* b) { b->Arg(1)->Arg(32)->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond); }
 //! The batches of the filtered sampling benchmarks.
-void filter_batches(benchmark::internal::Benchmark* b) {
-  b->Arg(1)->Arg(32)->UseManualTime()->Unit(benchmark::kMicrosecond);
-}
+void filter_batches(benchmark::internal::Benchmark* b) { b->Arg(1)->Arg(32)->UseManualTime()->Unit(benchmark::kMicrosecond); }
 BENCHMARK(bm_softmax)->Apply(batches);
 BENCHMARK(bm_log_sum_exp)->Apply(batches);
 BENCHMARK(bm_warp_logits)->Apply(batches);

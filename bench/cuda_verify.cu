@@ -104,8 +104,7 @@ struct device_case {
   device_array<std::int32_t> accepted;
   device_array<specdec::verify_status> status;
 
-  explicit device_case(shape d)
-      : host(make_host_batch(d)), tokens(d.B * (d.gamma + 1)), accepted(d.B), status(d.B) {
+  explicit device_case(shape d) : host(make_host_batch(d)), tokens(d.B * (d.gamma + 1)), accepted(d.B), status(d.B) {
     for (std::size_t c = 0, n = copies_for(d.row_bytes()); c < n; ++c) copies.push_back(std::make_unique<copy>(host.view()));
   }
   specdec::chain_outputs outputs() const { return {tokens.span(), accepted.span(), status.span()}; }

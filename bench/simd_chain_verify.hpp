@@ -55,8 +55,8 @@ void run_chain_verify(benchmark::State& state, const char* rule_name, const Rule
     } else if constexpr (std::is_same_v<Backend, naive_backend>) {
       static_assert(std::is_same_v<Rule, specdec::strict_rule>, "the naive baseline verifies with the strict rule");
       specdec_bench::naive_verify_strict(d.draft.get() + k * d.draft_floats(), d.target.get() + k * d.target_floats(),
-                                         d.tokens.data() + k * B * gamma, B, gamma, V, streams, tokens.data(),
-                                         accepted.data(), d.naive_residual.get());
+                                         d.tokens.data() + k * B * gamma, B, gamma, V, streams, tokens.data(), accepted.data(),
+                                         d.naive_residual.get());
     } else {
       specdec::verify(specdec::exec::simd_policy<typename Backend::arch>{}, rule, d.batches[k], streams, out);
     }

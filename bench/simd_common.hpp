@@ -144,7 +144,8 @@ inline std::string format_time(double seconds) {
 inline void print_table() {
   std::printf("\nDRAM read probe: %.2f GB/s in main() before the benchmarks, %.2f GB/s best (with BM_read_bandwidth/MB:512)\n",
               g_dram_bw / 1e9, g_best_dram_bw / 1e9);
-  std::printf("\n| kernel | shape | backend | CPU time / call | wall / call | GB/s | frac (main probe) | frac (best probe) | vs seq | vs naive |\n");
+  std::printf(
+      "\n| kernel | shape | backend | CPU time / call | wall / call | GB/s | frac (main probe) | frac (best probe) | vs seq | vs naive |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   const auto rank = [](const std::string& b) {
     const char* order[] = {"seq", "sse4.2", "avx2", "avx512"};
@@ -154,7 +155,8 @@ inline void print_table() {
   };
   std::vector<std::pair<std::string, std::string>> groups;
   for (const auto& r : g_results)
-    if (std::find(groups.begin(), groups.end(), std::make_pair(r.kernel, r.shape)) == groups.end()) groups.emplace_back(r.kernel, r.shape);
+    if (std::find(groups.begin(), groups.end(), std::make_pair(r.kernel, r.shape)) == groups.end())
+      groups.emplace_back(r.kernel, r.shape);
   for (const auto& g : groups) {
     std::vector<const result*> rows;
     const result *seq = nullptr, *naive = nullptr;
@@ -164,16 +166,21 @@ inline void print_table() {
         if (r.backend == "seq") seq = &r;
         if (r.backend == "naive") naive = &r;
       }
-    std::stable_sort(rows.begin(), rows.end(), [&](const result* a, const result* b) { return rank(a->backend) < rank(b->backend); });
+    std::stable_sort(rows.begin(), rows.end(),
+                     [&](const result* a, const result* b) { return rank(a->backend) < rank(b->backend); });
     for (const result* r : rows) {
       const double gbps = r->bytes_per_call / r->cpu_per_call;
       std::printf("| %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | ", r->kernel.c_str(), r->shape.c_str(), r->backend.c_str(),
                   format_time(r->cpu_per_call).c_str(), format_time(r->wall_per_call).c_str(), gbps / 1e9, gbps / g_dram_bw,
                   gbps / g_best_dram_bw);
-      if (seq) std::printf("%.1fx | ", seq->cpu_per_call / r->cpu_per_call);
-      else std::printf("– | ");
-      if (naive) std::printf("%.1fx |\n", naive->cpu_per_call / r->cpu_per_call);
-      else std::printf("– |\n");
+      if (seq)
+        std::printf("%.1fx | ", seq->cpu_per_call / r->cpu_per_call);
+      else
+        std::printf("– | ");
+      if (naive)
+        std::printf("%.1fx |\n", naive->cpu_per_call / r->cpu_per_call);
+      else
+        std::printf("– |\n");
     }
   }
 }
@@ -188,7 +195,11 @@ int run_main(int argc, char** argv, Setup&& setup) {
   std::snprintf(buf, sizeof buf, "%.2f", g_dram_bw / 1e9);
   benchmark::AddCustomContext("dram_read_GBps", buf);
   benchmark::AddCustomContext("avx512_runnable", specdec::exec::arch_runnable<xsimd::avx512bw>() ? "yes" : "no");
-  benchmark::RegisterBenchmark("BM_read_bandwidth", BM_read_bandwidth)->ArgName("MB")->Arg(512)->Arg(8)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_read_bandwidth", BM_read_bandwidth)
+      ->ArgName("MB")
+      ->Arg(512)
+      ->Arg(8)
+      ->Unit(benchmark::kMicrosecond);
   setup();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -163,8 +163,8 @@ float radix_kth_largest(std::span<const float> row, std::size_t k, std::vector<f
 
 // Runs `call(i)` (i = iteration) and records the row; `bytes` per call.
 template <class Call>
-void run_kernel(benchmark::State& state, const std::string& kernel, const std::string& shape, const std::string& backend, double bytes,
-                Call&& call) {
+void run_kernel(benchmark::State& state, const std::string& kernel, const std::string& shape, const std::string& backend,
+                double bytes, Call&& call) {
   std::size_t i = 0;
   const loop_timer t;
   for (auto _ : state) {
@@ -303,7 +303,8 @@ void register_backend(std::size_t V, bool dram) {
       if constexpr (is_seq)
         specdec::estimate::compute_indicators(specdec::exec::seq, d, c, t, b.V, s, a);
       else
-        specdec::backend::simd::compute_indicators<Arch>(d, c, std::span<const token_id>(t), b.V, std::span<double>(s), std::span<double>(a));
+        specdec::backend::simd::compute_indicators<Arch>(d, c, std::span<const token_id>(t), b.V, std::span<double>(s),
+                                                         std::span<double>(a));
       benchmark::DoNotOptimize(s[0]);
     });
     add("top-W (W 8) of a logit row", row, [](const row_bank& b, std::size_t i) {

@@ -118,7 +118,8 @@ tree_data& get_tree_data(std::size_t B, std::size_t V) {
       for (std::size_t n = 0; n < one.size(); ++n) {
         const std::size_t row = d.layout.node_row(b, n);
         std::size_t rank = 0;
-        for (std::int32_t c = d.layout.first_child(b, n); c != specdec::no_node; c = d.layout.next_sibling(b, static_cast<std::size_t>(c))) {
+        for (std::int32_t c = d.layout.first_child(b, n); c != specdec::no_node;
+             c = d.layout.next_sibling(b, static_cast<std::size_t>(c))) {
           const std::size_t child = d.layout.node_row(b, static_cast<std::size_t>(c));
           const auto q = pool.q_row(pair_of[row]);
           if (how == siblings::top_k) {
@@ -126,8 +127,9 @@ tree_data& get_tree_data(std::size_t B, std::size_t V) {
             if (ids.empty()) {
               ids.resize(V);
               std::iota(ids.begin(), ids.end(), 0);
-              std::partial_sort(ids.begin(), ids.begin() + 8, ids.end(),
-                                [&](token_id a, token_id b2) { return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b2)]; });
+              std::partial_sort(ids.begin(), ids.begin() + 8, ids.end(), [&](token_id a, token_id b2) {
+                return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b2)];
+              });
             }
             tok[child] = ids[rank++];
           } else {
@@ -146,8 +148,8 @@ tree_data& get_tree_data(std::size_t B, std::size_t V) {
 // target_only); after the last sibling the residual is materialised (p with the rejected siblings
 // zeroed, relu(p - d)), normalised by its sum, and sampled by a linear scan: three passes and one
 // row written, where specdec reads the row once.
-std::int32_t naive_target_only(const specdec::tree_batch<float>& batch, std::size_t b, const specdec::random::request_stream& stream,
-                               std::vector<float>& residual) {
+std::int32_t naive_target_only(const specdec::tree_batch<float>& batch, std::size_t b,
+                               const specdec::random::request_stream& stream, std::vector<float>& residual) {
   const auto& tree = batch.layout;
   const std::size_t V = batch.vocab_size;
   std::size_t node = 0;
@@ -157,7 +159,8 @@ std::int32_t naive_target_only(const specdec::tree_batch<float>& batch, std::siz
     const double u = stream.open(static_cast<std::uint32_t>(node), specdec::random::purpose::accept).uniform();
     double cumulative = 0.0;
     std::int32_t accepted = specdec::no_node;
-    for (std::int32_t c = tree.first_child(b, node); c != specdec::no_node; c = tree.next_sibling(b, static_cast<std::size_t>(c))) {
+    for (std::int32_t c = tree.first_child(b, node); c != specdec::no_node;
+         c = tree.next_sibling(b, static_cast<std::size_t>(c))) {
       cumulative += p[static_cast<std::size_t>(batch.token(b, static_cast<std::size_t>(c)))];
       if (u < cumulative) {
         accepted = c;
@@ -166,7 +169,8 @@ std::int32_t naive_target_only(const specdec::tree_batch<float>& batch, std::siz
     }
     if (accepted == specdec::no_node) {
       residual.assign(p.begin(), p.end());
-      for (std::int32_t c = tree.first_child(b, node); c != specdec::no_node; c = tree.next_sibling(b, static_cast<std::size_t>(c)))
+      for (std::int32_t c = tree.first_child(b, node); c != specdec::no_node;
+           c = tree.next_sibling(b, static_cast<std::size_t>(c)))
         residual[static_cast<std::size_t>(batch.token(b, static_cast<std::size_t>(c)))] = 0.0f;
       double sum = 0.0;
       for (const float x : residual) sum += x;
@@ -274,7 +278,8 @@ void register_all() {
           [&](auto backend) {
             using Backend = decltype(backend);
             if constexpr (!std::is_same_v<Backend, naive_backend>) {  // token-wise strict is the baseline
-              const std::string tail = "/" + backend_name<Backend>() + "/B:64/gamma:" + std::to_string(gamma) + "/V:" + std::to_string(V);
+              const std::string tail =
+                  "/" + backend_name<Backend>() + "/B:64/gamma:" + std::to_string(gamma) + "/V:" + std::to_string(V);
               benchmark::RegisterBenchmark(("BM_chain/strict" + tail).c_str(), [gamma, V](benchmark::State& s) {
                 run_chain_verify<Backend>(s, "strict", specdec::strict, 64, gamma, V);
               })->Unit(benchmark::kMicrosecond);
@@ -288,4 +293,6 @@ void register_all() {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_main(argc, argv, [] { register_all(); }); }
+int main(int argc, char** argv) {
+  return run_main(argc, argv, [] { register_all(); });
+}

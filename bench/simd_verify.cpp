@@ -115,8 +115,8 @@ void register_all() {
     for_each_backend(
         [&](auto backend) {
           using Backend = decltype(backend);
-          const std::string name = "BM_verify/" + backend_name<Backend>() + "/B:" + std::to_string(B) + "/gamma:" +
-                                   std::to_string(gamma) + "/V:" + std::to_string(V);
+          const std::string name = "BM_verify/" + backend_name<Backend>() + "/B:" + std::to_string(B) +
+                                   "/gamma:" + std::to_string(gamma) + "/V:" + std::to_string(V);
           benchmark::RegisterBenchmark(name.c_str(), BM_verify<Backend>, B, gamma, V)->Unit(benchmark::kMicrosecond);
         },
         true);
@@ -126,8 +126,8 @@ void register_all() {
         for_each_backend(
             [&](auto backend) {
               using Backend = decltype(backend);
-              const std::string name = std::string(bonus ? "BM_bonus/" : "BM_residual/") + backend_name<Backend>() + "/V:" +
-                                       std::to_string(V) + (dram ? "/dram" : "/cache");
+              const std::string name = std::string(bonus ? "BM_bonus/" : "BM_residual/") + backend_name<Backend>() +
+                                       "/V:" + std::to_string(V) + (dram ? "/dram" : "/cache");
               benchmark::RegisterBenchmark(name.c_str(), BM_row_sample<Backend>, V, dram, bonus)->Unit(benchmark::kMicrosecond);
             },
             false);

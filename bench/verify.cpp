@@ -136,8 +136,8 @@ void BM_verify_naive(benchmark::State& state, std::size_t B, std::size_t gamma, 
   for (auto _ : state) {
     for (auto& s : streams) s.step = step;
     const std::size_t k = step % d.K;
-    specdec_bench::naive_verify_strict(d.draft_copy(k), d.target_copy(k), d.tokens_copy(k), B, gamma, V, streams,
-                                       tokens.data(), accepted.data(), d.naive_residual.get());
+    specdec_bench::naive_verify_strict(d.draft_copy(k), d.target_copy(k), d.tokens_copy(k), B, gamma, V, streams, tokens.data(),
+                                       accepted.data(), d.naive_residual.get());
     bytes += min_bytes(accepted, gamma, V);
     for (std::size_t b = 0; b < B; ++b) {
       accepted_total += accepted[b];
@@ -154,8 +154,7 @@ void BM_verify_naive(benchmark::State& state, std::size_t B, std::size_t gamma, 
   set_common_counters(state, bytes, accepted_total, B);
   state.counters["touched_per_call"] = benchmark::Counter(touched / iters);
   const auto seq = g_seq_seconds.find({B, gamma, V});
-  if (seq != g_seq_seconds.end())
-    state.counters["seq_over_naive"] = seq->second / ((t1 - t0) / iters);
+  if (seq != g_seq_seconds.end()) state.counters["seq_over_naive"] = seq->second / ((t1 - t0) / iters);
 }
 
 void BM_row_sample(benchmark::State& state, std::size_t V, bool dram, bool bonus) {
@@ -220,18 +219,25 @@ std::string check_naive_agreement() {
 }
 
 void register_all() {
-  benchmark::RegisterBenchmark("BM_read_bandwidth", BM_read_bandwidth)->ArgName("MB")->Arg(512)->Arg(8)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_read_bandwidth", BM_read_bandwidth)
+      ->ArgName("MB")
+      ->Arg(512)
+      ->Arg(8)
+      ->Unit(benchmark::kMicrosecond);
   for (const std::size_t V : {std::size_t{32000}, std::size_t{128256}})
     for (const std::size_t gamma : {std::size_t{4}, std::size_t{8}})
       for (const std::size_t B : {std::size_t{1}, std::size_t{16}, std::size_t{64}}) {
         const std::string shape = "/B:" + std::to_string(B) + "/gamma:" + std::to_string(gamma) + "/V:" + std::to_string(V);
-        benchmark::RegisterBenchmark(("BM_verify_strict" + shape).c_str(), BM_verify_strict, B, gamma, V)->Unit(benchmark::kMicrosecond);
-        benchmark::RegisterBenchmark(("BM_verify_naive" + shape).c_str(), BM_verify_naive, B, gamma, V)->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("BM_verify_strict" + shape).c_str(), BM_verify_strict, B, gamma, V)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("BM_verify_naive" + shape).c_str(), BM_verify_naive, B, gamma, V)
+            ->Unit(benchmark::kMicrosecond);
       }
   for (const bool bonus : {false, true})
     for (const std::size_t V : {std::size_t{32000}, std::size_t{128256}})
       for (const bool dram : {true, false}) {
-        const std::string name = std::string(bonus ? "BM_bonus_sample" : "BM_residual_sample") + "/V:" + std::to_string(V) + (dram ? "/dram" : "/cache");
+        const std::string name = std::string(bonus ? "BM_bonus_sample" : "BM_residual_sample") + "/V:" + std::to_string(V) +
+                                 (dram ? "/dram" : "/cache");
         benchmark::RegisterBenchmark(name.c_str(), BM_row_sample, V, dram, bonus)->Unit(benchmark::kMicrosecond);
       }
 }

@@ -105,7 +105,7 @@ struct verify_data {
   std::vector<specdec::token_id> tokens;  //!< [K][B][gamma]
   std::vector<std::int32_t> num_drafts;
   std::vector<specdec::chain_batch<float>> batches;  //!< one view per copy
-  aligned_buffer<float> naive_residual;             //!< [B][gamma][V], allocated by the naive baseline
+  aligned_buffer<float> naive_residual;              //!< [B][gamma][V], allocated by the naive baseline
 
   std::size_t draft_floats() const { return B * gamma * V; }
   std::size_t target_floats() const { return B * (gamma + 1) * V; }
@@ -148,7 +148,8 @@ inline std::unique_ptr<verify_data> make_verify_data(std::size_t B, std::size_t 
         std::memcpy(d->target.get() + k * d->target_floats() + (b * (gamma + 1) + i) * V, pool.p_row(j).data(), row_bytes);
         d->tokens[(k * B + b) * gamma + i] = specdec::sample_categorical(pool.q_row(j), unif(rng)).token;
       }
-      std::memcpy(d->target.get() + k * d->target_floats() + (b * (gamma + 1) + gamma) * V, pool.p_row(pick(rng)).data(), row_bytes);
+      std::memcpy(d->target.get() + k * d->target_floats() + (b * (gamma + 1) + gamma) * V, pool.p_row(pick(rng)).data(),
+                  row_bytes);
     }
   const auto layout = specdec::ragged_layout::padded(d->num_drafts, gamma);
   for (std::size_t k = 0; k < K; ++k)

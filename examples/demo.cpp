@@ -45,13 +45,20 @@ demo_args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw specdec::error("specdec_demo: " + std::string(arg) + " needs a value");
       return argv[++i];
     };
-    if (arg == "--corpus") a.corpus.emplace_back(value());
-    else if (arg == "--tokens") a.tokens = std::stoul(value());
-    else if (arg == "--gamma") a.gamma = std::stoul(value());
-    else if (arg == "--lenience") a.lenience = std::stod(value());
-    else if (arg == "--seed") a.seed = std::stoull(value());
-    else if (arg == "--smoke") a.tokens = 12;
-    else throw specdec::error("specdec_demo: unknown argument " + std::string(arg));
+    if (arg == "--corpus")
+      a.corpus.emplace_back(value());
+    else if (arg == "--tokens")
+      a.tokens = std::stoul(value());
+    else if (arg == "--gamma")
+      a.gamma = std::stoul(value());
+    else if (arg == "--lenience")
+      a.lenience = std::stod(value());
+    else if (arg == "--seed")
+      a.seed = std::stoull(value());
+    else if (arg == "--smoke")
+      a.tokens = 12;
+    else
+      throw specdec::error("specdec_demo: unknown argument " + std::string(arg));
   }
   return a;
 }
@@ -100,10 +107,12 @@ int main(int argc, char** argv) try {
               options.cost.t_draft, options.cost.t_target_base, options.cost.t_target_per_token, args.gamma, args.lenience,
               static_cast<unsigned long long>(args.seed));
 
-  const std::vector<std::string> prompts{"this license", "you may", "the software is provided", "permission is hereby granted to"};
-  std::vector<row> rows{{"target-only", {}, 0, {}}, {"strict SD", {}, 0, {}}, {"block SD", {}, 0, {}},
+  const std::vector<std::string> prompts{"this license", "you may", "the software is provided",
+                                         "permission is hereby granted to"};
+  std::vector<row> rows{{"target-only", {}, 0, {}},  {"strict SD", {}, 0, {}},  {"block SD", {}, 0, {}},
                         {"EAGLE-2 tree", {}, 0, {}}, {"lenient SD", {}, 0, {}}, {"greedy SD", {}, 0, {}},
-                        {"SV exact", {}, 0, {}}, {"SV paper", {}, 0, {}}, {"MTAD t=0.1", {}, 0, {}}, {"MTAD t=0.9", {}, 0, {}}};
+                        {"SV exact", {}, 0, {}},     {"SV paper", {}, 0, {}},   {"MTAD t=0.1", {}, 0, {}},
+                        {"MTAD t=0.9", {}, 0, {}}};
   const specdec::warp_params sampled{}, greedy_params{.temperature = 0.0};
   // EAGLE-2's dynamic tree (depth 7 expansions of the top 10 nodes, 60 nodes kept) from the 2-gram
   // draft, verified node by node with the target-only rule (lossless for any candidate choice).
@@ -113,7 +122,8 @@ int main(int argc, char** argv) try {
   // P(accept | S, A) profiled with SD on other prompts (SV section 7.4), adaptive 10x10 bins.
   const specdec::ngram_model companion(3, vocab, texts);
   std::vector<std::vector<specdec::token_id>> profile_prompts;
-  for (const char* p : {"the licensor", "each contributor", "this program is free software", "you must give", "the source code"}) {
+  for (const char* p :
+       {"the licensor", "each contributor", "this program is free software", "you must give", "the source code"}) {
     std::vector<specdec::token_id> ids{specdec::vocabulary::bos};
     const auto encoded = vocab.encode(p);
     ids.insert(ids.end(), encoded.begin(), encoded.end());
@@ -161,15 +171,20 @@ int main(int argc, char** argv) try {
 
     options.target_params = sampled;
     const auto target_only = specdec::decode_target_only(models.target, prompt, options);
-    const auto strict = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
-    const auto block_sd = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::block, prompt, options);
-    const auto tree = specdec::decode_tree(specdec::exec::seq, models.target, eagle, specdec::eagle2_default_depth + 1, specdec::target_only,
-                                           prompt, options);
-    const auto len = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, lenient, prompt, options);
+    const auto strict =
+        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
+    const auto block_sd =
+        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::block, prompt, options);
+    const auto tree = specdec::decode_tree(specdec::exec::seq, models.target, eagle, specdec::eagle2_default_depth + 1,
+                                           specdec::target_only, prompt, options);
+    const auto len =
+        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, lenient, prompt, options);
     sv.mode = specdec::sv_mode::exact;
-    const auto sv_exact = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator, sv_latency, prompt, options, sv);
+    const auto sv_exact = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator,
+                                             sv_latency, prompt, options, sv);
     sv.mode = specdec::sv_mode::paper;
-    const auto sv_paper = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator, sv_latency, prompt, options, sv);
+    const auto sv_paper = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator,
+                                             sv_latency, prompt, options, sv);
     // MTAD (seed 003): 8 sampled beams (top-20, top-p 0.9 on both sides), longest prefix whose joint
     // ratio p/q passes tau, then one token from p. Lossy; the draft's W beams per step count as one call.
     const specdec::mtad_options mtad_low{.gamma = args.gamma, .width = 8, .tau = 0.1};
@@ -177,13 +192,15 @@ int main(int argc, char** argv) try {
     const auto mtad_01 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_low, prompt, options);
     const auto mtad_09 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_high, prompt, options);
     options.target_params = greedy_params;
-    const auto greedy = specdec::decode(specdec::exec::seq, models.target, models.draft, greedy_params, args.gamma, specdec::greedy, prompt, options);
+    const auto greedy = specdec::decode(specdec::exec::seq, models.target, models.draft, greedy_params, args.gamma,
+                                        specdec::greedy, prompt, options);
 
-    std::vector<const specdec::decode_result*> results{&target_only, &strict, &block_sd, &tree, &len, &greedy, &sv_exact, &sv_paper, &mtad_01, &mtad_09};
+    std::vector<const specdec::decode_result*> results{&target_only, &strict,   &block_sd, &tree,    &len,
+                                                       &greedy,      &sv_exact, &sv_paper, &mtad_01, &mtad_09};
 #if SPECDEC_DEMO_SPRINTER
     options.target_params = sampled;
-    const auto sprinter = specdec::decode_sprinter(models.target, models.draft, sampled, specdec::draft_row_features{},
-                                                   verifier, gating, prompt, options, sprinter_costs);
+    const auto sprinter = specdec::decode_sprinter(models.target, models.draft, sampled, specdec::draft_row_features{}, verifier,
+                                                   gating, prompt, options, sprinter_costs);
     results.push_back(&sprinter);  // a sprinter_result is a decode_result (plus sprinter_stats)
 #endif
     for (std::size_t m = 0; m < rows.size(); ++m) {

@@ -115,8 +115,8 @@ struct sv_latency {
 // SpecDec++'s acceptance head for a pair, trained on 100 steps of 32 requests drafting 8 tokens (a seed
 // the comparison does not use).
 template <class M>
-specdec::learn::acceptance_head train_head(const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts, bool mixed,
-                                           std::size_t steps) {
+specdec::learn::acceptance_head train_head(const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts,
+                                           bool mixed, std::size_t steps) {
   specdec::learn::verifier_dataset data;
   std::deque<specdec::learn::acceptance_recorder> recorders;
   const rule recording{"recording", [&](specdec::request_options& o) {
@@ -131,7 +131,8 @@ std::vector<rule> rules(const specdec::learn::acceptance_head& head) {
   const auto fixed = [](std::size_t g) { return [g](specdec::request_options& o) { o.gamma = g; }; };
   std::vector<rule> r;
   for (std::size_t g = 0; g <= max_gamma; ++g) r.push_back({"fixed gamma = " + std::to_string(g), fixed(g)});
-  r.push_back({"heuristic (transformers)", [](auto& o) { o.length = specdec::length_stage(specdec::heuristic_length(5, 1, max_gamma)); }});
+  r.push_back({"heuristic (transformers)",
+               [](auto& o) { o.length = specdec::length_stage(specdec::heuristic_length(5, 1, max_gamma)); }});
   r.push_back({"confidence 0.4 (transformers)", [](auto& o) { o.stop = specdec::stop_stage(specdec::confidence_stop(0.4)); }});
   r.push_back({"confidence, ROC refit", [](auto& o) { o.stop = specdec::stop_stage(specdec::confidence_stop(0.4, true)); }});
   r.push_back({"p_min 0.75 (llama.cpp)", [](auto& o) { o.stop = specdec::stop_stage(specdec::p_min_stop{0.75}); }});
@@ -141,9 +142,8 @@ std::vector<rule> rules(const specdec::learn::acceptance_head& head) {
                  const auto predict = [](const specdec::draft_view& v) { return v.token_probability(); };
                  o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(predict, 0.7, 1));
                }});
-  r.push_back({"SpecDec++ trained head, h = 0.3", [head](auto& o) {
-                 o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(head, 0.3, 1));
-               }});
+  r.push_back({"SpecDec++ trained head, h = 0.3",
+               [head](auto& o) { o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(head, 0.3, 1)); }});
   r.push_back({"dynamic goodput (vLLM)", [](auto&) {},
                [](std::size_t batch) -> specdec::batch_length_stage {
                  std::vector<double> row;
@@ -151,7 +151,9 @@ std::vector<rule> rules(const specdec::learn::acceptance_head& head) {
                  return specdec::dynamic_goodput_length(specdec::step_latency_table({double(batch)}, {row}), 10);
                }});
   r.push_back({"SV batch scheduler", [](auto&) {},
-               [](std::size_t) -> specdec::batch_length_stage { return specdec::sv_batch_length<sv_latency>{{}, t_draft}; }});
+               [](std::size_t) -> specdec::batch_length_stage {
+                 return specdec::sv_batch_length<sv_latency>{{}, t_draft};
+               }});
   return r;
 }
 
@@ -166,9 +168,10 @@ void simulated_profile(std::size_t rounds) {
     std::printf("  %-28s %10.4f\n", ("fixed gamma = " + std::to_string(k)).c_str(),
                 specdec::expected_round_tokens(alpha, k) / (double(k) * t_draft + latency(int(k))));
   const auto none = [](const specdec::round_record&) {};
-  std::printf("  %-28s %10.4f\n", "oracle, simulated",
-              specdec::simulate::length_policy_rate(
-                  alpha, t_draft, latency, rounds, 5, [&](const specdec::decode_stats& s) { return oracle.next_length(s); }, none));
+  std::printf(
+      "  %-28s %10.4f\n", "oracle, simulated",
+      specdec::simulate::length_policy_rate(
+          alpha, t_draft, latency, rounds, 5, [&](const specdec::decode_stats& s) { return oracle.next_length(s); }, none));
   specdec::heuristic_length heuristic(5, 1, max_gamma);
   std::printf("  %-28s %10.4f\n", "heuristic (transformers)",
               specdec::simulate::length_policy_rate(
@@ -195,21 +198,29 @@ struct sweep_point {
 std::vector<sweep_point> sweeps(const specdec::learn::acceptance_head& head) {
   std::vector<sweep_point> out;
   for (const std::size_t m : {1, 2, 4, 6, 8})
-    out.push_back({"heuristic (max length)", double(m), {"", [m](auto& o) { o.length = specdec::length_stage(specdec::heuristic_length(std::min<std::size_t>(5, m), 1, m)); }}});
+    out.push_back({"heuristic (max length)", double(m), {"", [m](auto& o) {
+                                                           o.length = specdec::length_stage(
+                                                               specdec::heuristic_length(std::min<std::size_t>(5, m), 1, m));
+                                                         }}});
   for (const double t : {0.05, 0.1, 0.2, 0.3, 0.4, 0.6})
-    out.push_back({"confidence (threshold)", t, {"", [t](auto& o) { o.stop = specdec::stop_stage(specdec::confidence_stop(t)); }}});
+    out.push_back(
+        {"confidence (threshold)", t, {"", [t](auto& o) { o.stop = specdec::stop_stage(specdec::confidence_stop(t)); }}});
   for (const double p : {0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75})
     out.push_back({"p_min", p, {"", [p](auto& o) { o.stop = specdec::stop_stage(specdec::p_min_stop{p}); }}});
   for (const double e : {0.3, 0.4, 0.45, 0.5, 0.55, 0.6})
-    out.push_back({"entropy epsilon (lambda 0.1)", e, {"", [e](auto& o) { o.stop = specdec::stop_stage(specdec::entropy_stop{0.1, e}); }}});
+    out.push_back({"entropy epsilon (lambda 0.1)", e, {"", [e](auto& o) {
+                                                         o.stop = specdec::stop_stage(specdec::entropy_stop{0.1, e});
+                                                       }}});
   for (const double h : {0.1, 0.3, 0.5, 0.7, 0.9, 0.97}) {
     out.push_back({"cumulative q(x) (h)", h, {"", [h](auto& o) {
-                     const auto predict = [](const specdec::draft_view& v) { return v.token_probability(); };
-                     o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(predict, h, 1));
-                   }}});
-    out.push_back({"SpecDec++ trained head (h)", h, {"", [h, head](auto& o) {
-                     o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(head, h, 1));
-                   }}});
+                                                const auto predict = [](const specdec::draft_view& v) {
+                                                  return v.token_probability();
+                                                };
+                                                o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(predict, h, 1));
+                                              }}});
+    out.push_back({"SpecDec++ trained head (h)",
+                   h,
+                   {"", [h, head](auto& o) { o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(head, h, 1)); }}});
   }
   return out;
 }
@@ -217,8 +228,8 @@ std::vector<sweep_point> sweeps(const specdec::learn::acceptance_head& head) {
 // Every rule at B = 1 and 32 on one pair; goodput also relative to the best fixed gamma's. With `csv`,
 // also the sweeps, one row per (pair, batch, family, parameter).
 template <class M>
-void compare(const char* title, const char* pair, const M& target, const M& draft, const std::vector<std::vector<token_id>>& prompts,
-             bool mixed, std::size_t steps, std::FILE* csv) {
+void compare(const char* title, const char* pair, const M& target, const M& draft,
+             const std::vector<std::vector<token_id>>& prompts, bool mixed, std::size_t steps, std::FILE* csv) {
   std::printf("\n%s\n", title);
   const auto head = train_head(target, draft, prompts, mixed, steps / 4);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{32}}) {
@@ -229,7 +240,8 @@ void compare(const char* title, const char* pair, const M& target, const M& draf
       results.push_back(run(r, batch, steps, target, draft, prompts, mixed));
       if (r.name.rfind("fixed", 0) == 0) best_fixed = std::max(best_fixed, results.back().goodput());
     }
-    std::printf("\nB = %zu\n  %-34s %12s %14s %9s %11s\n", batch, "rule", "tokens/call", "wasted drafts", "goodput", "/ best fixed");
+    std::printf("\nB = %zu\n  %-34s %12s %14s %9s %11s\n", batch, "rule", "tokens/call", "wasted drafts", "goodput",
+                "/ best fixed");
     for (std::size_t i = 0; i < all.size(); ++i) {
       const outcome& o = results[i];
       std::printf("  %-34s %12.3f %14zu %9.3f %11.3f\n", all[i].name.c_str(),
@@ -238,7 +250,8 @@ void compare(const char* title, const char* pair, const M& target, const M& draf
     }
     if (csv == nullptr) continue;
     for (std::size_t g = 0; g <= max_gamma; ++g)
-      std::fprintf(csv, "%s,%zu,fixed gamma,%zu,%.6f,%.6f\n", pair, batch, g, results[g].goodput(), results[g].goodput() / best_fixed);
+      std::fprintf(csv, "%s,%zu,fixed gamma,%zu,%.6f,%.6f\n", pair, batch, g, results[g].goodput(),
+                   results[g].goodput() / best_fixed);
     for (const auto& point : sweeps(head)) {
       const outcome o = run(point.r, batch, steps, target, draft, prompts, mixed);
       std::fprintf(csv, "%s,%zu,%s,%g,%.6f,%.6f\n", pair, batch, point.family.c_str(), point.parameter, o.goodput(),
@@ -274,7 +287,8 @@ int main(int argc, char** argv) {
     const auto draft = specdec::make_model(V, markov_logits(2.0, 0.3));
     std::vector<std::vector<token_id>> prompts;
     for (token_id a = 0; a < static_cast<token_id>(V); ++a) prompts.push_back({a});
-    compare("Markov pair, V = 16, half of the requests drafted at temperature 8", "markov", target, draft, prompts, true, steps, csv);
+    compare("Markov pair, V = 16, half of the requests drafted at temperature 8", "markov", target, draft, prompts, true, steps,
+            csv);
   }
   {
     const auto texts = specdec::load_text_files(specdec::default_corpus_paths());

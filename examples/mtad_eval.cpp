@@ -38,7 +38,7 @@ struct eval_args {
   std::size_t tokens = 128;  // the paper generates at most 128 tokens per input
   std::size_t seeds = 4;
   std::size_t prompts = 8;
-  std::size_t gamma = 4;     // Table 15
+  std::size_t gamma = 4;  // Table 15
   std::vector<std::size_t> widths{2, 4, 8};
   std::vector<double> taus{0.1, 0.5, 0.9};
   std::vector<specdec::beam_mode> modes{specdec::beam_mode::sample_without_replacement, specdec::beam_mode::search};
@@ -67,21 +67,33 @@ eval_args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw specdec::error("specdec_mtad_eval: " + std::string(arg) + " needs a value");
       return argv[++i];
     };
-    if (arg == "--corpus") a.corpus.emplace_back(value());
-    else if (arg == "--tokens") a.tokens = std::stoul(value());
-    else if (arg == "--seeds") a.seeds = std::stoul(value());
-    else if (arg == "--gamma") a.gamma = std::stoul(value());
-    else if (arg == "--widths") a.widths = parse_list<std::size_t>(value());
-    else if (arg == "--taus") a.taus = parse_list<double>(value());
-    else if (arg == "--seed") a.seed = std::stoull(value());
-    else if (arg == "--csv") a.csv = value();
+    if (arg == "--corpus")
+      a.corpus.emplace_back(value());
+    else if (arg == "--tokens")
+      a.tokens = std::stoul(value());
+    else if (arg == "--seeds")
+      a.seeds = std::stoul(value());
+    else if (arg == "--gamma")
+      a.gamma = std::stoul(value());
+    else if (arg == "--widths")
+      a.widths = parse_list<std::size_t>(value());
+    else if (arg == "--taus")
+      a.taus = parse_list<double>(value());
+    else if (arg == "--seed")
+      a.seed = std::stoull(value());
+    else if (arg == "--csv")
+      a.csv = value();
     else if (arg == "--modes") {
       a.modes.clear();
       for (const std::string& m : parse_list<std::string>(value())) {
-        if (m == "sample") a.modes.push_back(specdec::beam_mode::sample);
-        else if (m == "without") a.modes.push_back(specdec::beam_mode::sample_without_replacement);
-        else if (m == "search") a.modes.push_back(specdec::beam_mode::search);
-        else throw specdec::error("specdec_mtad_eval: --modes takes sample, without and search");
+        if (m == "sample")
+          a.modes.push_back(specdec::beam_mode::sample);
+        else if (m == "without")
+          a.modes.push_back(specdec::beam_mode::sample_without_replacement);
+        else if (m == "search")
+          a.modes.push_back(specdec::beam_mode::search);
+        else
+          throw specdec::error("specdec_mtad_eval: --modes takes sample, without and search");
       }
     } else if (arg == "--smoke") {
       a.tokens = 16;
@@ -109,9 +121,9 @@ struct row {
   double tau = 0.0;
   specdec::beam_mode mode{};
   specdec::decode_stats total;
-  double target_only_time = 0.0;   // simulated time of target-only decoding for the same tokens
-  double per_beam_time = 0.0;      // MTAD: simulated time with one draft call per beam evaluation
-  double log_likelihood = 0.0;     // sum of log p(token) under the unwarped target
+  double target_only_time = 0.0;  // simulated time of target-only decoding for the same tokens
+  double per_beam_time = 0.0;     // MTAD: simulated time with one draft call per beam evaluation
+  double log_likelihood = 0.0;    // sum of log p(token) under the unwarped target
 
   void add(const specdec::decode_result& d, double log_lik, const specdec::cost_model& cost) {
     total.merge(d.stats);
@@ -149,9 +161,9 @@ int main(int argc, char** argv) try {
               "search = deterministic; perplexity under the unwarped target\n\n",
               args.prompts, args.seeds, args.tokens, args.gamma);
 
-  const std::vector<std::string> all_prompts{"this license",       "you may",          "the software is provided",
-                                             "permission is hereby granted to", "the licensor", "if you distribute",
-                                             "each contributor",   "in no event shall"};
+  const std::vector<std::string> all_prompts{
+      "this license", "you may",           "the software is provided", "permission is hereby granted to",
+      "the licensor", "if you distribute", "each contributor",         "in no event shall"};
   std::vector<row> rows(2);
   rows[0].method = "target-only";
   rows[1].method = "strict SD";
@@ -187,7 +199,8 @@ int main(int argc, char** argv) try {
         const auto r = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad, prompt, options);
         rows[m].add(r, r.log_likelihood, options.cost);
         // The same run charged one draft call per beam evaluation instead of one per step.
-        rows[m].per_beam_time += r.stats.simulated_time + static_cast<double>(r.stats.draft_calls - r.stats.drafted) * options.cost.t_draft;
+        rows[m].per_beam_time +=
+            r.stats.simulated_time + static_cast<double>(r.stats.draft_calls - r.stats.drafted) * options.cost.t_draft;
       }
     }
   }
@@ -220,8 +233,10 @@ int main(int argc, char** argv) try {
     for (const row& r : rows) {
       const auto& t = r.total;
       out << (r.width ? "mtad" : r.method == "strict SD" ? "strict_sd" : "target_only") << ',';
-      if (r.width) out << r.width << ',' << r.tau << ',';
-      else out << ",,";
+      if (r.width)
+        out << r.width << ',' << r.tau << ',';
+      else
+        out << ",,";
       out << (r.method == "target-only" ? 0 : args.gamma) << ',' << (r.width ? mode_name(r.mode) : "") << ',' << t.emitted << ','
           << t.iterations << ',' << t.tokens_per_target_call() << ',' << t.acceptance_rate() << ',' << r.speedup() << ','
           << (r.width ? r.speedup_per_beam() : r.speedup()) << ',' << r.perplexity() << ','

@@ -70,20 +70,29 @@ eval_args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw specdec::error("specdec_sprinter_eval: " + std::string(arg) + " needs a value");
       return argv[++i];
     };
-    if (arg == "--corpus") a.corpus.emplace_back(value());
-    else if (arg == "--examples") a.examples = std::stoul(value());
-    else if (arg == "--prompts") a.prompts = std::stoul(value());
-    else if (arg == "--tokens") a.tokens = std::stoul(value());
-    else if (arg == "--gamma") a.gamma = std::stoul(value());
-    else if (arg == "--max-tv") a.max_tv = std::stod(value());
-    else if (arg == "--seed") a.seed = std::stoull(value());
-    else if (arg == "--save-verifier") a.save_verifier = value();
+    if (arg == "--corpus")
+      a.corpus.emplace_back(value());
+    else if (arg == "--examples")
+      a.examples = std::stoul(value());
+    else if (arg == "--prompts")
+      a.prompts = std::stoul(value());
+    else if (arg == "--tokens")
+      a.tokens = std::stoul(value());
+    else if (arg == "--gamma")
+      a.gamma = std::stoul(value());
+    else if (arg == "--max-tv")
+      a.max_tv = std::stod(value());
+    else if (arg == "--seed")
+      a.seed = std::stoull(value());
+    else if (arg == "--save-verifier")
+      a.save_verifier = value();
     else if (arg == "--smoke") {
       a.examples = 2000;
       a.prompts = 4;
       a.tokens = 20;
       a.tv_prefixes = 4;
-    } else throw specdec::error("specdec_sprinter_eval: unknown argument " + std::string(arg));
+    } else
+      throw specdec::error("specdec_sprinter_eval: unknown argument " + std::string(arg));
   }
   return a;
 }
@@ -97,9 +106,9 @@ struct trained {
   double lambda = 1.0;
   learn::linear_verifier verifier;
   learn::training_report report;
-  double auc = 0.0;     // held-out, against lambda labels
-  double auc_1 = 0.0;   // held-out, against lambda = 1 labels
-  learn::roc_curve roc_1;  // against lambda = 1 labels
+  double auc = 0.0;            // held-out, against lambda labels
+  double auc_1 = 0.0;          // held-out, against lambda = 1 labels
+  learn::roc_curve roc_1;      // against lambda = 1 labels
   std::vector<double> scores;  // held-out scores
 };
 
@@ -109,8 +118,8 @@ struct row {
   std::size_t tokens = 0, target_calls = 0, target_positions = 0, draft_calls = 0, verifier_calls = 0;
   std::size_t drafted = 0, accepted = 0, runs = 0, verifier_accepted = 0;
   double simulated = 0.0, wall = 0.0, log_likelihood = 0.0;
-  double tv_theory = 0.0;         // Theorem 3.1 with the measured eta_fp
-  double tv_exact = -1.0;         // exact for the learned verifier at sampled prefixes (< 0: not computed)
+  double tv_theory = 0.0;  // Theorem 3.1 with the measured eta_fp
+  double tv_exact = -1.0;  // exact for the learned verifier at sampled prefixes (< 0: not computed)
   bool sprinter = false, speculative = false;
   std::string sample{};
 };
@@ -135,8 +144,7 @@ void add(row& r, const specdec::sprinter_result& d) {
 
 // The exact law of one SPRINTER token at `prefix` for the deterministic learned verifier: a(v) =
 // 1[V(s(v, prefix)) >= tau] for every v, then sprinter_token_distribution; returns its TV to p.
-double exact_tv_at(const specdec::ngram_pair& m, const learn::linear_verifier& v, double tau,
-                   std::span<const token_id> prefix) {
+double exact_tv_at(const specdec::ngram_pair& m, const learn::linear_verifier& v, double tau, std::span<const token_id> prefix) {
   const std::size_t V = m.target.vocab_size();
   std::vector<double> p(V), q(V), a(V), out(V);
   std::vector<float> qf(V), s(specdec::draft_row_features::size);
@@ -194,8 +202,8 @@ int main(int argc, char** argv) try {
 
   // 2. Train for each lambda.
   std::vector<trained> verifiers;
-  std::printf("%-7s %8s %8s %7s %9s %10s %10s %14s %14s\n", "lambda", "positive", "epochs", "AUC", "AUC(l=1)",
-              "eta_tp@.5", "eta_fp@.5", "eta_tp(l=1)@.5", "eta_fp(l=1)@.5");
+  std::printf("%-7s %8s %8s %7s %9s %10s %10s %14s %14s\n", "lambda", "positive", "epochs", "AUC", "AUC(l=1)", "eta_tp@.5",
+              "eta_fp@.5", "eta_tp(l=1)@.5", "eta_fp(l=1)@.5");
   for (const double lambda : {1.0, 1.2, 1.5}) {
     train_data.relabel(lambda);
     learn::verifier_dataset eval_lambda = held_out;
@@ -261,7 +269,8 @@ int main(int argc, char** argv) try {
                 choice->expected_tokens + 1.0, 1.0 / choice->token_rate, choice->total_variation);
   } else {
     std::printf("threshold choice: no ROC point meets eta_fp * TV <= %.3f; using tau = 1 (the verifier rejects "
-                "almost everything: standard SD, one token per call)\n", args.max_tv);
+                "almost everything: standard SD, one token per call)\n",
+                args.max_tv);
   }
   std::printf("  at the paper's tau = 0.5: predicted E[N] = %.2f, %.2f tokens per target call, latency %.4f per token, "
               "TV %.4f\n",
@@ -275,8 +284,10 @@ int main(int argc, char** argv) try {
   const specdec::sprinter_options sprinter_opt{.t_verifier = t_verifier};
   std::vector<std::vector<token_id>> prompts;
   for (std::size_t i = 0; i < args.prompts; ++i) {
-    auto pick = specdec::random::request_stream{args.seed, static_cast<std::uint32_t>(i), 0}.open(0, specdec::random::purpose::user);
-    const auto& doc = documents[std::min(documents.size() - 1, static_cast<std::size_t>(pick.uniform() * double(documents.size())))];
+    auto pick =
+        specdec::random::request_stream{args.seed, static_cast<std::uint32_t>(i), 0}.open(0, specdec::random::purpose::user);
+    const auto& doc =
+        documents[std::min(documents.size() - 1, static_cast<std::size_t>(pick.uniform() * double(documents.size())))];
     std::vector<token_id> prompt{specdec::vocabulary::bos};
     prompt.insert(prompt.end(), doc.begin(), doc.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(doc.size(), 4)));
     prompts.push_back(std::move(prompt));
@@ -331,14 +342,14 @@ int main(int argc, char** argv) try {
     std::vector<const std::vector<token_id>*> outputs;
     const auto target_only = specdec::decode_target_only(models.target, prompt, options);
     add(rows[0], target_only);
-    const auto sd = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
+    const auto sd =
+        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
     add(rows[1], sd);
     std::vector<specdec::sprinter_result> sprinter_runs;
     for (std::size_t c = 0; c < configs.size(); ++c) {
-      sprinter_runs.push_back(specdec::decode_sprinter(models.target, models.draft, sampled, specdec::draft_row_features{},
-                                                       configs[c].verifier->verifier,
-                                                       specdec::gating_params{.tau = configs[c].tau, .max_run = 20},
-                                                       prompt, options, sprinter_opt));
+      sprinter_runs.push_back(specdec::decode_sprinter(
+          models.target, models.draft, sampled, specdec::draft_row_features{}, configs[c].verifier->verifier,
+          specdec::gating_params{.tau = configs[c].tau, .max_run = 20}, prompt, options, sprinter_opt));
       add(rows[2 + c], sprinter_runs.back());
     }
     const auto draft_only = specdec::decode_target_only(models.draft, prompt, options);  // samples q
@@ -352,7 +363,8 @@ int main(int argc, char** argv) try {
     outputs.push_back(&draft_only.tokens);
     for (std::size_t k = 0; k < rows.size(); ++k) {
       rows[k].log_likelihood += models.target.log_probability(prompt, *outputs[k]);
-      if (i == 0) rows[k].sample = vocab.decode(std::span<const token_id>(prompts[i]).subspan(1)) + " | " + vocab.decode(*outputs[k]);
+      if (i == 0)
+        rows[k].sample = vocab.decode(std::span<const token_id>(prompts[i]).subspan(1)) + " | " + vocab.decode(*outputs[k]);
     }
   }
 
@@ -376,8 +388,8 @@ int main(int argc, char** argv) try {
               "per position; %zu prompts x %zu tokens, seed %llu\n\n",
               t_draft, t_verifier, t_target, t_per_position, f_draft, f_verifier, f_target, prompts.size(), args.tokens,
               static_cast<unsigned long long>(args.seed));
-  std::printf("%-22s %6s %6s %8s %7s %7s %9s %8s %8s %9s %9s %8s %8s %8s\n", "method", "tokens", "calls", "tok/call",
-              "run N", "accept", "lat/tok", "vs SD", "vs tgt", "FLOP(5/6)", "FLOP hon", "TV thm", "TV exact", "tgt ppl");
+  std::printf("%-22s %6s %6s %8s %7s %7s %9s %8s %8s %9s %9s %8s %8s %8s\n", "method", "tokens", "calls", "tok/call", "run N",
+              "accept", "lat/tok", "vs SD", "vs tgt", "FLOP(5/6)", "FLOP hon", "TV thm", "TV exact", "tgt ppl");
   for (const row& r : rows) {
     const double tok = double(r.tokens);
     const double latency = r.simulated / tok;
@@ -397,10 +409,9 @@ int main(int argc, char** argv) try {
     if (r.sprinter) std::snprintf(run_n, sizeof run_n, "%.2f", double(r.verifier_accepted) / double(r.runs));
     if (r.drafted) std::snprintf(accept, sizeof accept, "%.3f", double(r.accepted) / double(r.drafted));
     if (r.tv_exact >= 0.0) std::snprintf(tv_exact, sizeof tv_exact, "%.4f", r.tv_exact);
-    std::printf("%-22s %6zu %6zu %8.2f %7s %7s %9.4f %7.2fx %7.2fx %9.3f %9.3f %8.4f %8s %8.1f\n", r.method.c_str(),
-                r.tokens, r.target_calls, per_call, run_n, accept, latency, sd_latency / latency,
-                (t_target + t_per_position) / latency, flops_paper / tok,
-                flops_honest / tok, r.tv_theory, tv_exact, std::exp(-r.log_likelihood / tok));
+    std::printf("%-22s %6zu %6zu %8.2f %7s %7s %9.4f %7.2fx %7.2fx %9.3f %9.3f %8.4f %8s %8.1f\n", r.method.c_str(), r.tokens,
+                r.target_calls, per_call, run_n, accept, latency, sd_latency / latency, (t_target + t_per_position) / latency,
+                flops_paper / tok, flops_honest / tok, r.tv_theory, tv_exact, std::exp(-r.log_likelihood / tok));
   }
 
   // Closed forms at the measured run lengths (theory/sprinter.hpp), per token.
@@ -426,29 +437,29 @@ int main(int argc, char** argv) try {
   const row& longest = rows[6];
   const double rho = paper.verifier_calls ? double(paper.verifier_accepted) / double(paper.verifier_calls) : 0.0;
   const double rho_long = longest.verifier_calls ? double(longest.verifier_accepted) / double(longest.verifier_calls) : 0.0;
-  std::printf(
-      "\nThe paper reports 8-11 tokens per SPRINTER run against about 2 for SD (Table 2, GPT-Neo / GPT2 pairs).\n"
-      "Here SPRINTER at the paper's (lambda, tau) = (1.2, 0.5) makes %.2f tokens per target call (N = %.2f\n"
-      "verifier-accepted tokens per run; Theorem 3.3 with the measured law of r predicted %.2f) against %.2f for\n"
-      "SD with gamma %zu. A run ends at the verifier's first rejection, so its length is about 1 / (1 - rho), rho =\n"
-      "the share of tokens the verifier accepts: 8-11 tokens need rho near 0.9; ours accepts %.1f%% at tau 0.5\n"
-      "(eta_tp = %.3f, eta_fp = %.3f against lambda = 1 labels). Two things keep it low. The 2-gram draft's\n"
-      "tokens are acceptable (q(x) <= p(x)) only %.1f%% of the time, and r, the count of acceptable tokens in a row,\n"
-      "has mean %.2f, so even a perfect verifier (eta_tp = 1, eta_fp = 0) would stop after about %.2f tokens; and\n"
-      "the draft's row features separate acceptable from unacceptable tokens only moderately (held-out AUC\n"
-      "%.3f; the paper's verifier reads a 768-wide hidden state and reports 0.8-0.9). Runs as long as the\n"
-      "paper's are reachable only by accepting unacceptable tokens: at tau = %.3f this verifier accepts %.1f%%,\n"
-      "makes %.2f tokens per target call, and its TV to the target is %.3f (Theorem 3.1: eta_fp * TV(p, q);\n"
-      "drafting alone is %.3f), with target perplexity %.1f against %.1f for SD. That is the paper's trade-off\n"
-      "(Theorems 3.1 and 3.3): long runs are bought with eta_fp. Note also the honest FLOPs column: a KV-cached\n"
-      "target still processes every verifier-accepted token when it is next called, so SPRINTER saves target\n"
-      "calls (latency), not target FLOPs, unlike eq. (6) which charges one F_t per call.\n",
-      double(paper.tokens) / double(std::max<std::size_t>(1, paper.target_calls)),
-      double(paper.verifier_accepted) / double(std::max<std::size_t>(1, paper.runs)), paper_point->expected_tokens,
-      double(sd_row.tokens) / double(std::max<std::size_t>(1, sd_row.target_calls)), args.gamma, 100.0 * rho,
-      at_half.eta_tp, at_half.eta_fp, 100.0 * alpha, mean_r, mean_r + 1.0, v12.auc_1, tau_long, 100.0 * rho_long,
-      double(longest.tokens) / double(std::max<std::size_t>(1, longest.target_calls)), longest.tv_theory, mean_tv,
-      std::exp(-longest.log_likelihood / double(longest.tokens)), std::exp(-sd_row.log_likelihood / double(sd_row.tokens)));
+  std::printf("\nThe paper reports 8-11 tokens per SPRINTER run against about 2 for SD (Table 2, GPT-Neo / GPT2 pairs).\n"
+              "Here SPRINTER at the paper's (lambda, tau) = (1.2, 0.5) makes %.2f tokens per target call (N = %.2f\n"
+              "verifier-accepted tokens per run; Theorem 3.3 with the measured law of r predicted %.2f) against %.2f for\n"
+              "SD with gamma %zu. A run ends at the verifier's first rejection, so its length is about 1 / (1 - rho), rho =\n"
+              "the share of tokens the verifier accepts: 8-11 tokens need rho near 0.9; ours accepts %.1f%% at tau 0.5\n"
+              "(eta_tp = %.3f, eta_fp = %.3f against lambda = 1 labels). Two things keep it low. The 2-gram draft's\n"
+              "tokens are acceptable (q(x) <= p(x)) only %.1f%% of the time, and r, the count of acceptable tokens in a row,\n"
+              "has mean %.2f, so even a perfect verifier (eta_tp = 1, eta_fp = 0) would stop after about %.2f tokens; and\n"
+              "the draft's row features separate acceptable from unacceptable tokens only moderately (held-out AUC\n"
+              "%.3f; the paper's verifier reads a 768-wide hidden state and reports 0.8-0.9). Runs as long as the\n"
+              "paper's are reachable only by accepting unacceptable tokens: at tau = %.3f this verifier accepts %.1f%%,\n"
+              "makes %.2f tokens per target call, and its TV to the target is %.3f (Theorem 3.1: eta_fp * TV(p, q);\n"
+              "drafting alone is %.3f), with target perplexity %.1f against %.1f for SD. That is the paper's trade-off\n"
+              "(Theorems 3.1 and 3.3): long runs are bought with eta_fp. Note also the honest FLOPs column: a KV-cached\n"
+              "target still processes every verifier-accepted token when it is next called, so SPRINTER saves target\n"
+              "calls (latency), not target FLOPs, unlike eq. (6) which charges one F_t per call.\n",
+              double(paper.tokens) / double(std::max<std::size_t>(1, paper.target_calls)),
+              double(paper.verifier_accepted) / double(std::max<std::size_t>(1, paper.runs)), paper_point->expected_tokens,
+              double(sd_row.tokens) / double(std::max<std::size_t>(1, sd_row.target_calls)), args.gamma, 100.0 * rho,
+              at_half.eta_tp, at_half.eta_fp, 100.0 * alpha, mean_r, mean_r + 1.0, v12.auc_1, tau_long, 100.0 * rho_long,
+              double(longest.tokens) / double(std::max<std::size_t>(1, longest.target_calls)), longest.tv_theory, mean_tv,
+              std::exp(-longest.log_likelihood / double(longest.tokens)),
+              std::exp(-sd_row.log_likelihood / double(sd_row.tokens)));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "specdec_sprinter_eval: %s\n", e.what());

@@ -44,12 +44,12 @@ struct args_t {
   bool smoke = false;
   std::string csv;
   std::vector<std::filesystem::path> corpus;
-  std::size_t tokens = 64;        // tokens generated per request
+  std::size_t tokens = 64;  // tokens generated per request
   std::size_t max_batch = 64;
-  double saturation = 128.0;      // positions a target call scores before it saturates
-  double slope = 1.0 / 128.0;     // latency per position beyond saturation (base = 1)
-  double t_draft = 0.04;          // one batched draft step
-  double t_companion = 0.06;      // one batched companion call (scores every drafted position)
+  double saturation = 128.0;   // positions a target call scores before it saturates
+  double slope = 1.0 / 128.0;  // latency per position beyond saturation (base = 1)
+  double t_draft = 0.04;       // one batched draft step
+  double t_companion = 0.06;   // one batched companion call (scores every drafted position)
   std::uint64_t seed = 2025;
 };
 
@@ -61,17 +61,28 @@ args_t parse(int argc, char** argv) {
       if (i + 1 >= argc) throw specdec::error("specdec_sv_eval: " + std::string(arg) + " needs a value");
       return argv[++i];
     };
-    if (arg == "--smoke") a.smoke = true;
-    else if (arg == "--csv") a.csv = value();
-    else if (arg == "--corpus") a.corpus.emplace_back(value());
-    else if (arg == "--tokens") a.tokens = std::stoul(value());
-    else if (arg == "--max-batch") a.max_batch = std::stoul(value());
-    else if (arg == "--saturation") a.saturation = std::stod(value());
-    else if (arg == "--slope") a.slope = std::stod(value());
-    else if (arg == "--t-draft") a.t_draft = std::stod(value());
-    else if (arg == "--t-companion") a.t_companion = std::stod(value());
-    else if (arg == "--seed") a.seed = std::stoull(value());
-    else throw specdec::error("specdec_sv_eval: unknown argument " + std::string(arg));
+    if (arg == "--smoke")
+      a.smoke = true;
+    else if (arg == "--csv")
+      a.csv = value();
+    else if (arg == "--corpus")
+      a.corpus.emplace_back(value());
+    else if (arg == "--tokens")
+      a.tokens = std::stoul(value());
+    else if (arg == "--max-batch")
+      a.max_batch = std::stoul(value());
+    else if (arg == "--saturation")
+      a.saturation = std::stod(value());
+    else if (arg == "--slope")
+      a.slope = std::stod(value());
+    else if (arg == "--t-draft")
+      a.t_draft = std::stod(value());
+    else if (arg == "--t-companion")
+      a.t_companion = std::stod(value());
+    else if (arg == "--seed")
+      a.seed = std::stoull(value());
+    else
+      throw specdec::error("specdec_sv_eval: unknown argument " + std::string(arg));
   }
   if (a.smoke) {
     a.tokens = std::min<std::size_t>(a.tokens, 12);
@@ -82,8 +93,8 @@ args_t parse(int argc, char** argv) {
 
 // Prompts: <s> and the first three words of every paragraph with at least four, in corpus order;
 // even-numbered ones for evaluation, odd-numbered ones for profiling.
-void make_prompts(const std::vector<std::string>& texts, const specdec::vocabulary& vocab, std::vector<std::vector<token_id>>& eval,
-                  std::vector<std::vector<token_id>>& profile) {
+void make_prompts(const std::vector<std::string>& texts, const specdec::vocabulary& vocab,
+                  std::vector<std::vector<token_id>>& eval, std::vector<std::vector<token_id>>& profile) {
   std::size_t k = 0;
   for (const auto& text : texts)
     for (const std::string_view paragraph : specdec::split_paragraphs(text)) {
@@ -124,7 +135,8 @@ int main(int argc, char** argv) try {
 
   std::vector<std::vector<token_id>> eval_prompts, profile_prompts;
   make_prompts(texts, vocab, eval_prompts, profile_prompts);
-  if (eval_prompts.size() < args.max_batch || profile_prompts.size() < 8) throw specdec::error("specdec_sv_eval: corpus too small");
+  if (eval_prompts.size() < args.max_batch || profile_prompts.size() < 8)
+    throw specdec::error("specdec_sv_eval: corpus too small");
 
   // ---- 1. profiling and the estimator ------------------------------------------------------------
   const specdec::warp_params sampled{};
@@ -136,7 +148,8 @@ int main(int argc, char** argv) try {
   const std::size_t n_profile = std::min<std::size_t>(profile_prompts.size(), args.smoke ? 12 : 160);
   const std::span<const std::vector<token_id>> fit_prompts(profile_prompts.data(), n_profile / 2);
   const std::span<const std::vector<token_id>> held_prompts(profile_prompts.data() + n_profile / 2, n_profile - n_profile / 2);
-  const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, target, draft, sampled, companion, fit_prompts, o, prof);
+  const auto samples =
+      specdec::profile_sv_indicators(specdec::exec::seq, target, draft, sampled, companion, fit_prompts, o, prof);
   o.request_id = 1u << 20;  // the held-out run uses other request ids
   const auto held = specdec::profile_sv_indicators(specdec::exec::seq, target, draft, sampled, companion, held_prompts, o, prof);
   o.request_id = 0;
@@ -156,7 +169,8 @@ int main(int argc, char** argv) try {
     char hx[64], hxy[64];
     std::snprintf(hx, sizeof hx, "%.3f [%.3f]", p.h_x, m.h_x);
     std::snprintf(hxy, sizeof hxy, "%.3f [%.3f]", p.h_x_given, m.h_x_given);
-    std::printf("%-16s %8zu %20s %20s %7.1f%% %16.3f\n", bins.name().c_str(), bins.cells(), hx, hxy, 100 * m.relative_gain(), s.gain);
+    std::printf("%-16s %8zu %20s %20s %7.1f%% %16.3f\n", bins.name().c_str(), bins.cells(), hx, hxy, 100 * m.relative_gain(),
+                s.gain);
   }
   {
     double mse_const = 0, mse_s = 0, mse_sa = 0;
@@ -180,10 +194,10 @@ int main(int argc, char** argv) try {
   using mode = specdec::sv_mode;
   const auto eq6 = opt::token_counting::accepted_drafts, plus_t = opt::token_counting::with_target_token;
   const std::vector<method> methods{
-      {"target-only", 0, rule::fixed, mode::exact, eq6}, {"SD g=5", 5, rule::fixed, mode::exact, eq6},
-      {"SD g=7", 7, rule::fixed, mode::exact, eq6},      {"SV paper 5", 5, rule::sv, mode::paper, eq6},
-      {"SV paper 7", 7, rule::sv, mode::paper, eq6},     {"SV exact 5", 5, rule::sv, mode::exact, eq6},
-      {"SV exact 7", 7, rule::sv, mode::exact, eq6},     {"SV paper 5 +t", 5, rule::sv, mode::paper, plus_t},
+      {"target-only", 0, rule::fixed, mode::exact, eq6},   {"SD g=5", 5, rule::fixed, mode::exact, eq6},
+      {"SD g=7", 7, rule::fixed, mode::exact, eq6},        {"SV paper 5", 5, rule::sv, mode::paper, eq6},
+      {"SV paper 7", 7, rule::sv, mode::paper, eq6},       {"SV exact 5", 5, rule::sv, mode::exact, eq6},
+      {"SV exact 7", 7, rule::sv, mode::exact, eq6},       {"SV paper 5 +t", 5, rule::sv, mode::paper, plus_t},
       {"SV paper 7 +t", 7, rule::sv, mode::paper, plus_t}, {"SV exact 5 +t", 5, rule::sv, mode::exact, plus_t},
       {"SV exact 7 +t", 7, rule::sv, mode::exact, plus_t},
   };
@@ -213,7 +227,8 @@ int main(int argc, char** argv) try {
       b.scheduler.counting = m.counting;
       b.t_draft_step = args.t_draft;
       b.t_companion_step = args.t_companion;
-      const auto r = specdec::decode_sv_batch(specdec::exec::seq, target, draft, sampled, companion, estimator, target_latency, prompts, o, b);
+      const auto r = specdec::decode_sv_batch(specdec::exec::seq, target, draft, sampled, companion, estimator, target_latency,
+                                              prompts, o, b);
       const double g = goodput[bi][i] = r.goodput();
       std::size_t accepted = 0, verified = 0, drafted = 0, dropped = 0, request_rounds = 0;
       for (const auto& q : r.requests) {
@@ -225,10 +240,10 @@ int main(int argc, char** argv) try {
       }
       const double vs_sd = m.rule == rule::sv ? g / goodput[bi][m.gamma == 5 ? 1 : 2] : 0.0;
       if (csv)
-        std::fprintf(csv, "%zu,%s,%zu,%s,%s,%zu,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%zu,%zu,%.3f\n", B, m.name.c_str(), m.gamma, mode_name(m),
-                     counting_name(m.counting), r.emitted(), r.rounds, r.simulated_time, g, g / goodput[bi][0], vs_sd,
-                     verified ? double(accepted) / double(verified) : 0.0, request_rounds ? double(verified) / double(request_rounds) : 0.0, drafted,
-                     dropped, r.wall_seconds * 1e3);
+        std::fprintf(csv, "%zu,%s,%zu,%s,%s,%zu,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%zu,%zu,%.3f\n", B, m.name.c_str(), m.gamma,
+                     mode_name(m), counting_name(m.counting), r.emitted(), r.rounds, r.simulated_time, g, g / goodput[bi][0],
+                     vs_sd, verified ? double(accepted) / double(verified) : 0.0,
+                     request_rounds ? double(verified) / double(request_rounds) : 0.0, drafted, dropped, r.wall_seconds * 1e3);
       if (bi + 1 == batches.size() && m.name == "SV exact 5") last_sv = r;
     }
   }
@@ -249,11 +264,12 @@ int main(int argc, char** argv) try {
   table("goodput (tokens per unit of simulated time), [x target-only]; SV scheduled on eq. (6): accepted drafts / latency",
         {0, 1, 2, 3, 4, 5, 6});
   table("SV scheduled on (accepted drafts + the target's token per request) / latency (+t)", {0, 1, 2, 7, 8, 9, 10});
-  std::printf("\nSV over SD with the same draft length (x):\n%6s %14s %14s %14s %14s %14s %14s %14s %14s\n", "B", "paper 5", "paper 7",
-              "exact 5", "exact 7", "paper 5 +t", "paper 7 +t", "exact 5 +t", "exact 7 +t");
+  std::printf("\nSV over SD with the same draft length (x):\n%6s %14s %14s %14s %14s %14s %14s %14s %14s\n", "B", "paper 5",
+              "paper 7", "exact 5", "exact 7", "paper 5 +t", "paper 7 +t", "exact 5 +t", "exact 7 +t");
   for (std::size_t bi = 0; bi < batches.size(); ++bi) {
     std::printf("%6zu", batches[bi]);
-    for (std::size_t i = 3; i < methods.size(); ++i) std::printf(" %14.2f", goodput[bi][i] / goodput[bi][methods[i].gamma == 5 ? 1 : 2]);
+    for (std::size_t i = 3; i < methods.size(); ++i)
+      std::printf(" %14.2f", goodput[bi][i] / goodput[bi][methods[i].gamma == 5 ? 1 : 2]);
     std::printf("\n");
   }
 
@@ -264,8 +280,9 @@ int main(int argc, char** argv) try {
   std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return mean_len(x) < mean_len(y); });
   double overall = 0.0;
   for (std::size_t i = 0; i < order.size(); ++i) overall += mean_len(i) / static_cast<double>(order.size());
-  std::printf("\nfairness, SV exact gamma_max = 5 at B = %zu: mean verified length %.2f per round; counts of rounds verifying 0..5\n",
-              last_sv.requests.size(), overall);
+  std::printf(
+      "\nfairness, SV exact gamma_max = 5 at B = %zu: mean verified length %.2f per round; counts of rounds verifying 0..5\n",
+      last_sv.requests.size(), overall);
   const std::size_t shown = std::min<std::size_t>(5, order.size());
   for (std::size_t k = 0; k < 2 * shown && k < order.size(); ++k) {
     const std::size_t i = k < shown ? order[k] : order[order.size() - 1 - (k - shown)];

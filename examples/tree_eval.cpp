@@ -62,13 +62,18 @@ void evaluate(const char* pair, const M& target, const M& draft, const std::vect
         options.seed = 7;
         options.request_id = static_cast<std::uint32_t>(i);
         if (temperature > 0.0) {
-          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::strict, prompts[i], options), options.cost);
-          block.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::block, prompts[i], options), options.cost);
-          eagle.add(specdec::decode_tree(specdec::exec::simd, target, eagle_drafter, gamma, specdec::target_only, prompts[i], options),
+          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::strict, prompts[i], options),
                     options.cost);
-          two.add(specdec::decode_tree(specdec::exec::simd, target, two_chains, gamma, specdec::strict, prompts[i], options), options.cost);
+          block.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::block, prompts[i], options),
+                    options.cost);
+          eagle.add(
+              specdec::decode_tree(specdec::exec::simd, target, eagle_drafter, gamma, specdec::target_only, prompts[i], options),
+              options.cost);
+          two.add(specdec::decode_tree(specdec::exec::simd, target, two_chains, gamma, specdec::strict, prompts[i], options),
+                  options.cost);
         } else {
-          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::greedy, prompts[i], options), options.cost);
+          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::greedy, prompts[i], options),
+                    options.cost);
           eagle.add(specdec::decode_tree(specdec::exec::simd, target, eagle_drafter, gamma, specdec::greedy, prompts[i], options),
                     options.cost);
         }
@@ -92,9 +97,12 @@ int main(int argc, char** argv) try {
   bool smoke = false;
   std::size_t tokens = 120;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
-    else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) tokens = std::stoul(argv[++i]);
-    else throw specdec::error(std::string("specdec_tree_eval: unknown argument ") + argv[i]);
+    if (std::strcmp(argv[i], "--smoke") == 0)
+      smoke = true;
+    else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc)
+      tokens = std::stoul(argv[++i]);
+    else
+      throw specdec::error(std::string("specdec_tree_eval: unknown argument ") + argv[i]);
   }
   if (smoke) tokens = 12;
   const std::vector<std::size_t> budgets = smoke ? std::vector<std::size_t>{5} : std::vector<std::size_t>{4, 8, 16, 32, 61};

@@ -18,9 +18,9 @@ namespace specdec::detail {
 }  // namespace specdec::detail
 
 #if SPECDEC_CONTRACTS == SPECDEC_CONTRACTS_THROW
-#define SPECDEC_EXPECTS(cond, message)                                                   \
-  do {                                                                                   \
-    if (!(cond)) ::specdec::detail::contract_violation(__func__, #cond, (message));      \
+#define SPECDEC_EXPECTS(cond, message)                                              \
+  do {                                                                              \
+    if (!(cond)) ::specdec::detail::contract_violation(__func__, #cond, (message)); \
   } while (false)
 #elif SPECDEC_CONTRACTS == SPECDEC_CONTRACTS_ASSERT
 #define SPECDEC_EXPECTS(cond, message) assert((cond) && (message))

@@ -47,7 +47,8 @@ void check_safe(const owned_batch<T>& b, const owned_outputs& o) {
     const auto k = o.num_accepted[r];
     REQUIRE(k >= 0);
     REQUIRE(k <= b.num_drafts[r]);
-    for (std::int32_t i = 0; i < k; ++i) REQUIRE(out[static_cast<std::size_t>(i)] == view.draft_token(r, static_cast<std::size_t>(i)));
+    for (std::int32_t i = 0; i < k; ++i)
+      REQUIRE(out[static_cast<std::size_t>(i)] == view.draft_token(r, static_cast<std::size_t>(i)));
     const bool valid = specdec::is_valid(o.status[r]);
     if (valid) REQUIRE(specdec::in_vocabulary(out[static_cast<std::size_t>(k)], b.vocab));
     for (std::size_t i = static_cast<std::size_t>(k) + (valid ? 1 : 0); i < out.size(); ++i) REQUIRE(out[i] == specdec::no_token);
@@ -84,9 +85,12 @@ bool flagged_or_stopped_before(const owned_outputs& o, verify_status flag, std::
 template <class Rule>
 bool accepts_good_drafts_surely(const Rule& rule) {
   using R = std::remove_cvref_t<Rule>;
-  if constexpr (std::is_same_v<R, specdec::strict_rule> || std::is_same_v<R, specdec::greedy_rule>) return true;
-  else if constexpr (std::is_same_v<R, specdec::lenient_rule>) return rule.lenience() <= 1.0;
-  else return false;
+  if constexpr (std::is_same_v<R, specdec::strict_rule> || std::is_same_v<R, specdec::greedy_rule>)
+    return true;
+  else if constexpr (std::is_same_v<R, specdec::lenient_rule>)
+    return rule.lenience() <= 1.0;
+  else
+    return false;
 }
 
 owned_batch<double> single(const request_data<double>& r) { return build_batch(std::vector{r}, V, true); }
@@ -226,7 +230,8 @@ TEST_CASE("rows without mass: invalid_row", "[acceptance][bad_input]") {
       for_each_rule([&](const auto& rule, const char* name) {
         CAPTURE(name);
         owned_outputs o(b);
-        specdec::verify_from_logits(specdec::exec::seq, rule, b.view(), std::span<const specdec::warp_params>(params), {}, b.stream_span(), o.view());
+        specdec::verify_from_logits(specdec::exec::seq, rule, b.view(), std::span<const specdec::warp_params>(params), {},
+                                    b.stream_span(), o.view());
         if (variant < 3 || specdec::reads_draft_distribution<std::remove_cvref_t<decltype(rule)>>) {
           CHECK(has_flag(o.status[0], verify_status::invalid_row));
           CHECK(o.row(0) == std::vector<token_id>{-1, -1, -1, -1});
@@ -319,7 +324,8 @@ TEST_CASE("shape mismatches and missing streams throw specdec::error", "[accepta
   reqs[1].stream.request = 1;
   const auto good = build_batch(reqs, V, true);
   owned_outputs out(good);
-  const auto verify = [&](const specdec::chain_batch<double>& batch, std::span<const request_stream> streams, const specdec::chain_outputs& o) {
+  const auto verify = [&](const specdec::chain_batch<double>& batch, std::span<const request_stream> streams,
+                          const specdec::chain_outputs& o) {
     specdec::verify(specdec::exec::seq, specdec::strict, batch, streams, o);
   };
   REQUIRE_NOTHROW(verify(good.view(), good.stream_span(), out.view()));
@@ -380,8 +386,8 @@ TEST_CASE("shape mismatches and missing streams throw specdec::error", "[accepta
     for (const auto& x : r.draft_rows) q.insert(q.end(), x.begin(), x.end());
     for (const auto& x : r.target_rows) p.insert(p.end(), x.begin(), x.end());
     const auto call = [&](std::size_t vocab) {
-      return specdec::verify_chain(specdec::exec::seq, specdec::strict, std::span<const token_id>(r.drafts), std::span<const double>(q),
-                                   std::span<const double>(p), vocab, r.stream);
+      return specdec::verify_chain(specdec::exec::seq, specdec::strict, std::span<const token_id>(r.drafts),
+                                   std::span<const double>(q), std::span<const double>(p), vocab, r.stream);
     };
     CHECK(call(V).num_accepted == 3);
     CHECK_THROWS_AS(call(V + 1), specdec::error);
@@ -480,7 +486,7 @@ TEST_CASE("bad rule and warp parameters throw specdec::error", "[acceptance][bad
   }
   CHECK_THROWS_AS(call({specdec::warp_params{-1.0, 0, 1.0, 0.0}}, {}), specdec::error);
   CHECK_THROWS_AS(call({specdec::warp_params{1.0, -3, 1.0, 0.0}}, {}), specdec::error);
-  CHECK_THROWS_AS(call({}, {}), specdec::error);                                              // one params per request
+  CHECK_THROWS_AS(call({}, {}), specdec::error);  // one params per request
   CHECK_THROWS_AS(call({specdec::warp_params{}, specdec::warp_params{}}, {}), specdec::error);
   CHECK_THROWS_AS(call({specdec::warp_params{}}, {specdec::warp_params{}, specdec::warp_params{}}), specdec::error);
 }
@@ -515,14 +521,18 @@ TEST_CASE("fuzz: garbage batches never throw and never emit a token outside [0, 
       for (std::size_t i = 0; i < n; ++i) {
         const double pick = s.uniform();
         token_id x = static_cast<token_id>(s.uniform() * static_cast<double>(vocab));
-        if (pick < 0.05) x = -1;
-        else if (pick < 0.1) x = static_cast<token_id>(vocab);
-        else if (pick < 0.12) x = static_cast<token_id>(s.next_u32());
+        if (pick < 0.05)
+          x = -1;
+        else if (pick < 0.1)
+          x = static_cast<token_id>(vocab);
+        else if (pick < 0.12)
+          x = static_cast<token_id>(s.next_u32());
         r.drafts.push_back(x);
         row q(vocab), p(vocab);
         for (auto& v : q) v = garbage(clean);
         for (auto& v : p) v = garbage(clean);
-        if (s.uniform() < 0.3 && specdec::in_vocabulary(x, vocab)) p[static_cast<std::size_t>(x)] = q[static_cast<std::size_t>(x)];
+        if (s.uniform() < 0.3 && specdec::in_vocabulary(x, vocab))
+          p[static_cast<std::size_t>(x)] = q[static_cast<std::size_t>(x)];
         r.draft_rows.push_back(q);
         r.target_rows.push_back(p);
       }
@@ -542,12 +552,12 @@ TEST_CASE("fuzz: garbage batches never throw and never emit a token outside [0, 
       check_safe(b, o);
       for (std::size_t r = 0; r < B; ++r) (specdec::is_valid(o.status[r]) ? valid : invalid) += 1;
       // The same garbage read as logits.
-      const std::vector<specdec::warp_params> params(B, specdec::warp_params{0.5 + s.uniform(), static_cast<int>(s.uniform() * 4),
-                                                                             0.5 + 0.5 * s.uniform(), 0.0});
+      const std::vector<specdec::warp_params> params(
+          B, specdec::warp_params{0.5 + s.uniform(), static_cast<int>(s.uniform() * 4), 0.5 + 0.5 * s.uniform(), 0.0});
       owned_outputs lo(b);
       try {
-        specdec::verify_from_logits(specdec::exec::seq, rule, b.view(), std::span<const specdec::warp_params>(params), {}, b.stream_span(),
-                                    lo.view(), options);
+        specdec::verify_from_logits(specdec::exec::seq, rule, b.view(), std::span<const specdec::warp_params>(params), {},
+                                    b.stream_span(), lo.view(), options);
       } catch (const specdec::error&) {
         ++checks_thrown;
       }
@@ -570,6 +580,6 @@ TEST_CASE("fuzz: garbage batches never throw and never emit a token outside [0, 
   }
   CHECK(checks_thrown == 0);  // data problems are flags, never exceptions
   std::cout << "[bad_input] fuzz: " << valid << " valid and " << invalid << " invalid request verifications\n";
-  CHECK(valid > 1000);    // the loop exercised both outcomes
+  CHECK(valid > 1000);  // the loop exercised both outcomes
   CHECK(invalid > 1000);
 }

@@ -52,10 +52,10 @@ struct simulation {
 
 struct simulation_result {
   std::vector<std::uint64_t> counts;
-  std::uint64_t invalid = 0;          // outputs with an error status or a bad token: must stay 0
-  std::uint64_t unexpected = 0;       // sequences different from sim.expect_exactly
-  std::uint64_t verifications = 0;    // verify_chain calls
-  std::uint64_t accepted = 0;         // drafted tokens accepted
+  std::uint64_t invalid = 0;        // outputs with an error status or a bad token: must stay 0
+  std::uint64_t unexpected = 0;     // sequences different from sim.expect_exactly
+  std::uint64_t verifications = 0;  // verify_chain calls
+  std::uint64_t accepted = 0;       // drafted tokens accepted
   double seconds = 0.0;
 };
 
@@ -63,8 +63,7 @@ struct simulation_result {
 // the rows of `declared_q` (the true q unless a test lies to it on purpose). Sequence i uses request
 // id i and step = the iteration number, so every draw has its own Philox address.
 template <class Rule>
-simulation_result simulate(const Rule& rule, const markov_pair& m, const std::vector<double>& declared_q,
-                           const simulation& sim) {
+simulation_result simulate(const Rule& rule, const markov_pair& m, const std::vector<double>& declared_q, const simulation& sim) {
   using specdec::random::purpose;
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t V = m.vocab, G = static_cast<std::size_t>(sim.gamma);
@@ -81,13 +80,17 @@ simulation_result simulate(const Rule& rule, const markov_pair& m, const std::ve
       const specdec::random::request_stream stream{sim.seed, static_cast<std::uint32_t>(i), step++};
       std::size_t prev = last;
       for (std::size_t j = 0; j < G; ++j) {
-        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V, p_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
-        std::copy_n(declared_q.begin() + static_cast<std::ptrdiff_t>(prev * V), V, q_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
-        const auto x = specdec::sample_categorical(m.q_row(prev), stream.open(static_cast<std::uint32_t>(j), purpose::draft).uniform());
+        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                    p_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
+        std::copy_n(declared_q.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                    q_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
+        const auto x =
+            specdec::sample_categorical(m.q_row(prev), stream.open(static_cast<std::uint32_t>(j), purpose::draft).uniform());
         drafts[j] = x.token;
         prev = static_cast<std::size_t>(x.token);
       }
-      std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V, p_rows.begin() + static_cast<std::ptrdiff_t>(G * V));
+      std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                  p_rows.begin() + static_cast<std::ptrdiff_t>(G * V));
       const auto out = specdec::verify_chain(specdec::exec::seq, rule, std::span<const token_id>(drafts),
                                              std::span<const double>(q_rows), std::span<const double>(p_rows), V, stream);
       ++r.verifications;
@@ -119,8 +122,9 @@ specdec_test::gof_result report(const std::string& name, const simulation& sim, 
                                 const std::vector<double>& expected) {
   const auto g = specdec_test::chi_squared_gof(r.counts, expected);
   std::cout << "[distribution] " << name << ": seed = 0x" << std::hex << sim.seed << std::dec << ", table seed = " << table_seed
-            << ", gamma = " << sim.gamma << ", H = " << sim.horizon << ", " << g << ", acceptance/verify = "
-            << static_cast<double>(r.accepted) / static_cast<double>(r.verifications) << ", " << r.seconds << " s\n";
+            << ", gamma = " << sim.gamma << ", H = " << sim.horizon << ", " << g
+            << ", acceptance/verify = " << static_cast<double>(r.accepted) / static_cast<double>(r.verifications) << ", "
+            << r.seconds << " s\n";
   return g;
 }
 
@@ -214,7 +218,8 @@ TEST_CASE("exact enumeration: lossless rules give the target's sequence distribu
       CHECK(specdec_test::max_abs_difference(strict, target) < 1e-12);
       for (const double l : {1.0, 2.0, 5.0}) {
         CAPTURE(l);
-        const auto lenient = specdec_test::speculative_sequence_distribution(specdec::lenient_rule{l}, pair(), prompt, horizon, gamma);
+        const auto lenient =
+            specdec_test::speculative_sequence_distribution(specdec::lenient_rule{l}, pair(), prompt, horizon, gamma);
         CHECK(specdec_test::max_abs_difference(lenient, target) < 1e-12);
       }
     }
@@ -322,7 +327,8 @@ TEST_CASE("negative control (a): a verifier given the wrong q fails the test", "
   }
 }
 
-TEST_CASE("negative control (b): residual sampled from p instead of norm(max(0, p - q)) fails", "[distribution][statistical][negative]") {
+TEST_CASE("negative control (b): residual sampled from p instead of norm(max(0, p - q)) fails",
+          "[distribution][statistical][negative]") {
   const simulation sim{4, 2, 0x5EED0500, num_samples};
   const auto r = simulate(residual_is_p_rule{}, pair(), pair().draft, sim);
   const auto g = report("NEGATIVE residual = p vs target", sim, r, target_distribution(sim.horizon));

@@ -60,10 +60,10 @@ TEST_CASE("mtad_rule tests min(1, p/q) > tau in log space", "[mtad][rule]") {
   const specdec::mtad_rule half(0.5);
   CHECK(half.tau() == 0.5);
   CHECK(half.log_tau() == Approx(std::log(0.5)));
-  CHECK(half.passes(std::log(0.3), std::log(0.5)));   // ratio 0.6 > 0.5
-  CHECK_FALSE(half.passes(std::log(0.2), std::log(0.5)));  // ratio 0.4
+  CHECK(half.passes(std::log(0.3), std::log(0.5)));         // ratio 0.6 > 0.5
+  CHECK_FALSE(half.passes(std::log(0.2), std::log(0.5)));   // ratio 0.4
   CHECK_FALSE(half.passes(std::log(0.25), std::log(0.5)));  // ratio exactly 0.5: strict test
-  CHECK(half.passes(std::log(0.9), std::log(0.1)));   // p > q: min(1, .) = 1
+  CHECK(half.passes(std::log(0.9), std::log(0.1)));         // p > q: min(1, .) = 1
   // Magnitudes far beyond double's range in linear space: only the difference matters.
   CHECK(half.passes(-1.0e6, -1.0e6 - 0.1));
   CHECK(half.passes(-1.0e6, -1.0e6 + 0.5));
@@ -146,11 +146,13 @@ TEST_CASE("tau = 0 accepts every draft token with p > 0", "[mtad]") {
   const specdec::mtad_rule zero(0.0);
   const specdec::random::request_stream s{1, 0, 0};
   // Tiny but positive target probabilities: all accepted.
-  auto r = specdec::mtad_verify(specdec::exec::seq, zero, drafts, log_q, rows_with(drafts, {1e-30, 1e-20, 1e-10, 1e-30, 1e-5}, V, {1, 0, 0}), V, s);
+  auto r = specdec::mtad_verify(specdec::exec::seq, zero, drafts, log_q,
+                                rows_with(drafts, {1e-30, 1e-20, 1e-10, 1e-30, 1e-5}, V, {1, 0, 0}), V, s);
   CHECK(r.num_accepted == 5);
   CHECK(r.tokens == std::vector<token_id>{0, 1, 2, 0, 1, 0});
   // p = 0 at position 3: the prefixes up to 3 pass, none after.
-  r = specdec::mtad_verify(specdec::exec::seq, zero, drafts, log_q, rows_with(drafts, {0.5, 0.5, 0.5, 0.0, 0.5}, V, {1, 0, 0}), V, s);
+  r = specdec::mtad_verify(specdec::exec::seq, zero, drafts, log_q, rows_with(drafts, {0.5, 0.5, 0.5, 0.0, 0.5}, V, {1, 0, 0}), V,
+                           s);
   CHECK(r.num_accepted == 3);
   CHECK(r.tokens.size() == 4);
   CHECK(specdec::is_valid(r.status));
@@ -182,8 +184,9 @@ TEST_CASE("mtad_verify stays exact in log space for long drafts and tiny probabi
   // Float rows with subnormal probabilities: log p = j log(1e-40f) is finite; with log q equal to it, all pass.
   std::vector<double> log_q_f(n);
   for (std::size_t i = 0; i < n; ++i) log_q_f[i] = double(i + 1) * std::log(double(1e-40f));
-  const auto f = specdec::mtad_verify(specdec::exec::seq, rule, std::span<const token_id>(drafts), std::span<const double>(log_q_f),
-                                      std::span<const float>(rows_f), V, specdec::random::request_stream{});
+  const auto f =
+      specdec::mtad_verify(specdec::exec::seq, rule, std::span<const token_id>(drafts), std::span<const double>(log_q_f),
+                           std::span<const float>(rows_f), V, specdec::random::request_stream{});
   CHECK(f.num_accepted == static_cast<std::int32_t>(n));
   CHECK(f.tokens.size() == n + 1);
 }
@@ -201,9 +204,11 @@ TEST_CASE("mtad_verify handles bad input without emitting a bad token", "[mtad][
   CHECK_THROWS_AS(specdec::mtad_rule(std::numeric_limits<double>::quiet_NaN()), specdec::error);
   // Shapes.
   CHECK_THROWS_AS(specdec::mtad_verify(specdec::exec::seq, rule, drafts, prefix_logs({0.5}), rows, V, s), specdec::error);
-  CHECK_THROWS_AS(specdec::mtad_verify(specdec::exec::seq, rule, drafts, log_q, std::vector<double>(rows.begin(), rows.end() - 1), V, s),
-                  specdec::error);
-  CHECK_THROWS_AS(specdec::mtad_verify(specdec::exec::seq, rule, drafts, std::vector<double>{-1.0, std::numeric_limits<double>::quiet_NaN()}, rows, V, s),
+  CHECK_THROWS_AS(
+      specdec::mtad_verify(specdec::exec::seq, rule, drafts, log_q, std::vector<double>(rows.begin(), rows.end() - 1), V, s),
+      specdec::error);
+  CHECK_THROWS_AS(specdec::mtad_verify(specdec::exec::seq, rule, drafts,
+                                       std::vector<double>{-1.0, std::numeric_limits<double>::quiet_NaN()}, rows, V, s),
                   specdec::error);
   // A draft id outside [0, V): nothing is emitted.
   auto r = specdec::mtad_verify(specdec::exec::seq, rule, std::vector<token_id>{0, 3}, log_q, rows, V, s);
@@ -232,6 +237,7 @@ TEST_CASE("mtad_verify handles bad input without emitting a bad token", "[mtad][
   CHECK(r.tokens == drafts);
   CHECK_FALSE(specdec::is_valid(r.status));
   // No drafts: one token from the only row.
-  r = specdec::mtad_verify(specdec::exec::seq, rule, std::vector<token_id>{}, std::vector<double>{}, std::vector<double>{0.0, 1.0, 0.0}, V, s);
+  r = specdec::mtad_verify(specdec::exec::seq, rule, std::vector<token_id>{}, std::vector<double>{},
+                           std::vector<double>{0.0, 1.0, 0.0}, V, s);
   CHECK(r.tokens == std::vector<token_id>{1});
 }

@@ -49,8 +49,8 @@ struct request_output {
 };
 
 template <class Rule>
-std::vector<request_output> verify_all(const Rule& rule, const std::vector<request_data<double>>& reqs, std::size_t V, bool packed,
-                                       std::size_t width = 0) {
+std::vector<request_output> verify_all(const Rule& rule, const std::vector<request_data<double>>& reqs, std::size_t V,
+                                       bool packed, std::size_t width = 0) {
   const auto b = build_batch(reqs, V, packed, width);
   owned_outputs o(b);
   specdec::verify(specdec::exec::seq, rule, b.view(), b.stream_span(), o.view());

@@ -61,7 +61,8 @@ void check_invariants(const owned_batch<T>& b, const owned_outputs& o) {
     REQUIRE(out.size() == b.max_drafts() + 1);
     REQUIRE(k >= 0);
     REQUIRE(k <= n);
-    for (std::int32_t i = 0; i < k; ++i) CHECK(out[static_cast<std::size_t>(i)] == view.draft_token(r, static_cast<std::size_t>(i)));
+    for (std::int32_t i = 0; i < k; ++i)
+      CHECK(out[static_cast<std::size_t>(i)] == view.draft_token(r, static_cast<std::size_t>(i)));
     const bool valid = specdec::is_valid(o.status[r]);
     if (valid) CHECK(specdec::in_vocabulary(out[static_cast<std::size_t>(k)], b.vocab));
     for (std::size_t i = static_cast<std::size_t>(k) + (valid ? 1 : 0); i < out.size(); ++i) CHECK(out[i] == specdec::no_token);
@@ -212,7 +213,8 @@ TEST_CASE("zero drafts: the bonus token only", "[acceptance][format]") {
   auto reqs = random_requests(20, V, 0, 0x2E80);  // every n_b = 0
   const auto b = build_batch(reqs, V, true);
   REQUIRE(b.max_drafts() == 0);
-  for (const auto& o : {run(specdec::strict, b), run(specdec::greedy, b), run(specdec::sample_and_match, b), run(specdec::lenient_rule{3.0}, b)}) {
+  for (const auto& o : {run(specdec::strict, b), run(specdec::greedy, b), run(specdec::sample_and_match, b),
+                        run(specdec::lenient_rule{3.0}, b)}) {
     for (std::size_t r = 0; r < b.batch_size(); ++r) {
       CHECK(o.num_accepted[r] == 0);
       CHECK(o.status[r] == verify_status::ok);
@@ -243,12 +245,12 @@ TEST_CASE("greedy verification with near one-hot targets", "[acceptance][greedy]
     std::int32_t accepted;
   };
   const std::vector<greedy_case> cases{
-      {{1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4}, 3},        // perfect match + bonus
-      {{1, 5, 3}, {1, 2, 3, 4}, {1, 2, -1, -1}, 1},      // early mismatch
-      {{7, 2, 3}, {1, 2, 3, 4}, {1, -1, -1, -1}, 0},     // first token wrong
-      {{6}, {6, 0}, {6, 0, -1, -1}, 1},                  // single token, accepted
-      {{}, {5}, {5, -1, -1, -1}, 0},                     // empty: bonus only
-      {{2, 9}, {2, 8, 1}, {2, 8, -1, -1}, 1},            // multiple mismatches: first one wins
+      {{1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4}, 3},     // perfect match + bonus
+      {{1, 5, 3}, {1, 2, 3, 4}, {1, 2, -1, -1}, 1},   // early mismatch
+      {{7, 2, 3}, {1, 2, 3, 4}, {1, -1, -1, -1}, 0},  // first token wrong
+      {{6}, {6, 0}, {6, 0, -1, -1}, 1},               // single token, accepted
+      {{}, {5}, {5, -1, -1, -1}, 0},                  // empty: bonus only
+      {{2, 9}, {2, 8, 1}, {2, 8, -1, -1}, 1},         // multiple mismatches: first one wins
   };
   std::vector<request_data<double>> reqs;
   for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -353,8 +355,8 @@ TEST_CASE("verify_from_logits equals verify on rows warped with warp_logits", "[
   std::vector<specdec::warp_params> target_params(B), draft_params(B);
   for (std::size_t b = 0; b < B; ++b) {
     // A spread of parameters, greedy (T = 0) included.
-    target_params[b] = {b % 6 == 0 ? 0.0 : 0.3 + 1.5 * s.uniform(), static_cast<int>(b % 4) * 5, b % 3 == 0 ? 1.0 : 0.5 + 0.5 * s.uniform(),
-                        b % 5 == 0 ? 0.1 : 0.0};
+    target_params[b] = {b % 6 == 0 ? 0.0 : 0.3 + 1.5 * s.uniform(), static_cast<int>(b % 4) * 5,
+                        b % 3 == 0 ? 1.0 : 0.5 + 0.5 * s.uniform(), b % 5 == 0 ? 0.1 : 0.0};
     draft_params[b] = {0.5 + s.uniform(), static_cast<int>(b % 3) * 7, b % 2 == 0 ? 1.0 : 0.8, 0.0};
   }
   for (const bool same_params : {false, true}) {
@@ -380,7 +382,9 @@ TEST_CASE("verify_from_logits equals verify on rows warped with warp_logits", "[
         const row ql = random_logits(), pl = random_logits();
         const row q = warp(ql, dparams[b]);
         // The draft token is sampled from the warped draft row (peers.md §2.3).
-        const token_id x = specdec::sample_categorical(std::span<const double>(q), lr.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform()).token;
+        const token_id x = specdec::sample_categorical(std::span<const double>(q),
+                                                       lr.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform())
+                               .token;
         lr.drafts.push_back(x);
         pr.drafts.push_back(x);
         lr.draft_rows.push_back(ql);
@@ -395,9 +399,10 @@ TEST_CASE("verify_from_logits equals verify on rows warped with warp_logits", "[
     const auto lb = build_batch(logit_reqs, V, true), pb = build_batch(prob_reqs, V, true);
     const auto compare = [&](const auto& rule) {
       owned_outputs lo(lb);
-      specdec::verify_from_logits(specdec::exec::seq, rule, lb.view(), std::span<const specdec::warp_params>(target_params),
-                                  same_params ? std::span<const specdec::warp_params>{} : std::span<const specdec::warp_params>(draft_params),
-                                  lb.stream_span(), lo.view());
+      specdec::verify_from_logits(
+          specdec::exec::seq, rule, lb.view(), std::span<const specdec::warp_params>(target_params),
+          same_params ? std::span<const specdec::warp_params>{} : std::span<const specdec::warp_params>(draft_params),
+          lb.stream_span(), lo.view());
       const auto po = run(rule, pb);
       for (std::size_t b = 0; b < B; ++b) {
         CAPTURE(b);
@@ -437,7 +442,8 @@ TEST_CASE("a token outside the target's top-k (or top-p) mask is never emitted",
         for (std::size_t i = 0; i <= gamma; ++i) {
           std::vector<std::size_t> order(V);
           std::iota(order.begin(), order.end(), std::size_t{0});
-          for (std::size_t k = V - 1; k > 0; --k) std::swap(order[k], order[static_cast<std::size_t>(s.uniform() * static_cast<double>(k + 1))]);
+          for (std::size_t k = V - 1; k > 0; --k)
+            std::swap(order[k], order[static_cast<std::size_t>(s.uniform() * static_cast<double>(k + 1))]);
           row pl(V);
           for (std::size_t k = 0; k < V; ++k) pl[order[k]] = 0.1 * static_cast<double>(k);
           row warped(V);
@@ -449,14 +455,17 @@ TEST_CASE("a token outside the target's top-k (or top-p) mask is never emitted",
           for (double& x : ql) x = s.uniform();
           row q(V);
           specdec::softmax(std::span<const double>(ql), std::span<double>(q));
-          r.drafts.push_back(specdec::sample_categorical(std::span<const double>(q), r.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform()).token);
+          r.drafts.push_back(specdec::sample_categorical(std::span<const double>(q),
+                                                         r.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform())
+                                 .token);
           r.draft_rows.push_back(ql);
         }
       }
       const auto bt = build_batch(reqs, V, true);
       const std::vector<specdec::warp_params> target_params(B, tp), draft_params(B, specdec::warp_params{});
       owned_outputs o(bt);
-      specdec::verify_from_logits(specdec::exec::seq, specdec::strict, bt.view(), std::span<const specdec::warp_params>(target_params),
+      specdec::verify_from_logits(specdec::exec::seq, specdec::strict, bt.view(),
+                                  std::span<const specdec::warp_params>(target_params),
                                   std::span<const specdec::warp_params>(draft_params), bt.stream_span(), o.view());
       std::size_t outside_drafts = 0;
       for (std::size_t b = 0; b < B; ++b) {

@@ -216,7 +216,8 @@ void draw_children(drafting how, std::span<const double> q, std::size_t k, philo
     case drafting::top_k: {
       std::vector<token_id> order(q.size());
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](token_id a, token_id b) { return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b)]; });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](token_id a, token_id b) { return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b)]; });
       out.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(k, q.size())));
       break;
     }
@@ -261,8 +262,10 @@ sim_result simulate_tree(const Rule& rule, drafting how, const sim_config& cfg) 
       for (std::size_t node = 0; node < N; ++node) {  // parents come first: a node's token is known here
         const auto ctx = static_cast<std::size_t>(tokens[node]);
         const std::size_t row_ctx = cfg.stale_target_rows ? last : ctx;
-        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(row_ctx * V), V, p_rows.begin() + static_cast<std::ptrdiff_t>(node * V));
-        std::copy_n(declared_q.begin() + static_cast<std::ptrdiff_t>(ctx * V), V, q_rows.begin() + static_cast<std::ptrdiff_t>(node * V));
+        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(row_ctx * V), V,
+                    p_rows.begin() + static_cast<std::ptrdiff_t>(node * V));
+        std::copy_n(declared_q.begin() + static_cast<std::ptrdiff_t>(ctx * V), V,
+                    q_rows.begin() + static_cast<std::ptrdiff_t>(node * V));
         if (children[node].empty()) continue;
         philox_stream s = stream.open(static_cast<std::uint32_t>(node), purpose::draft);
         draw_children(how, m.q_row(ctx), children[node].size(), s, drawn);
@@ -373,12 +376,17 @@ sim_result simulate_chain(const Rule& rule, int gamma, const sim_config& cfg) {
       const request_stream stream{cfg.seed, static_cast<std::uint32_t>(i), step++};
       std::size_t prev = last;
       for (std::size_t j = 0; j < G; ++j) {
-        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V, p_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
-        std::copy_n(declared_q.begin() + static_cast<std::ptrdiff_t>(prev * V), V, q_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
-        drafts[j] = specdec::sample_categorical(m.q_row(prev), stream.open(static_cast<std::uint32_t>(j), purpose::draft).uniform()).token;
+        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                    p_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
+        std::copy_n(declared_q.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                    q_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
+        drafts[j] =
+            specdec::sample_categorical(m.q_row(prev), stream.open(static_cast<std::uint32_t>(j), purpose::draft).uniform())
+                .token;
         prev = static_cast<std::size_t>(drafts[j]);
       }
-      std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V, p_rows.begin() + static_cast<std::ptrdiff_t>(G * V));
+      std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                  p_rows.begin() + static_cast<std::ptrdiff_t>(G * V));
       const auto out = specdec::verify_chain(specdec::exec::seq, rule, drafts, q_rows, p_rows, V, stream);
       ++r.verifications;
       r.accepted += static_cast<std::uint64_t>(out.num_accepted);
@@ -439,7 +447,9 @@ tree_request<T> random_tree(philox_stream& s, std::size_t V, std::size_t max_nod
   const std::size_t n = 1 + static_cast<std::size_t>(s.uniform() * static_cast<double>(max_nodes));
   const double zeros = s.uniform() < 0.3 ? 0.6 : 0.05;
   for (std::size_t i = 0; i < n; ++i) {
-    r.parents.push_back(i == 0 ? -1 : static_cast<std::int32_t>(static_cast<double>(i) * (1.0 - s.uniform() * s.uniform())) % static_cast<std::int32_t>(i));
+    r.parents.push_back(i == 0 ? -1
+                               : static_cast<std::int32_t>(static_cast<double>(i) * (1.0 - s.uniform() * s.uniform())) %
+                                     static_cast<std::int32_t>(i));
     auto q = specdec_test::random_probability_row<T>(s, V, zeros);
     auto p = s.uniform() < 0.2 ? q : specdec_test::random_probability_row<T>(s, V, zeros);
     r.draft_rows.push_back(std::move(q));
@@ -477,7 +487,8 @@ TEST_CASE("tree: a chain tree gives verify_chain's tokens, count and status", "[
   std::size_t compared = 0;
   const auto run = [&](auto tag) {
     using T = decltype(tag);
-    for (const std::size_t V : {std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{17}, std::size_t{64}, std::size_t{300}}) {
+    for (const std::size_t V :
+         {std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{17}, std::size_t{64}, std::size_t{300}}) {
       for (std::uint32_t rep = 0; rep < 6; ++rep) {
         const auto reqs = specdec_test::make_requests<T>(s, 24, 6, V, 0.15, rep);
         for (const auto& r : reqs) {
@@ -491,13 +502,15 @@ TEST_CASE("tree: a chain tree gives verify_chain's tokens, count and status", "[
             if (specdec::in_vocabulary(x, V)) row[static_cast<std::size_t>(x)] = T(1);
             one_hot_q.insert(one_hot_q.end(), row.begin(), row.end());
           }
-          const auto compare = [&](const auto& tree_rule, const auto& chain_rule, const char* name, const std::vector<T>& chain_q) {
+          const auto compare = [&](const auto& tree_rule, const auto& chain_rule, const char* name,
+                                   const std::vector<T>& chain_q) {
             const auto c = specdec::verify_chain(specdec::exec::seq, chain_rule, r.drafts, chain_q, p_rows, V, r.stream);
             const auto o = run_tree(specdec::exec::seq, tree_rule, tree);
             CAPTURE(name, V, rep, r.drafts.size(), c.tokens, c.num_accepted, static_cast<int>(c.status));
             CHECK(o.status[0] == c.status);
             // Typical acceptance on an invalid request: see the dedicated case below (a known difference).
-            if (std::is_same_v<std::remove_cvref_t<decltype(tree_rule)>, specdec::typical_rule> && !specdec::is_valid(c.status)) return;
+            if (std::is_same_v<std::remove_cvref_t<decltype(tree_rule)>, specdec::typical_rule> && !specdec::is_valid(c.status))
+              return;
             CHECK(o.emitted(0) == c.tokens);
             CHECK(o.num_accepted[0] == c.num_accepted);
             if (!has_flag(c.status, verify_status::bad_draft_token)) {
@@ -527,7 +540,8 @@ TEST_CASE("tree: a chain tree gives verify_chain's tokens, count and status", "[
   CHECK(compared > 10000);
 }
 
-TEST_CASE("tree: typical acceptance on a chain tree with an unusable row keeps verify_chain's accepted prefix", "[tree][chain][typical]") {
+TEST_CASE("tree: typical acceptance on a chain tree with an unusable row keeps verify_chain's accepted prefix",
+          "[tree][chain][typical]") {
   // Two drafts that typical acceptance accepts (p(x) = 0.9 > threshold), then a bonus row holding a
   // NaN. verify_chain: tokens {1, 2}, 2 accepted, invalid_row (status.hpp: "an invalid request emits
   // only the drafts accepted before the unusable row"); acceptance/tree.hpp promises the chain's tokens
@@ -537,7 +551,8 @@ TEST_CASE("tree: typical acceptance on a chain tree with an unusable row keeps v
   const std::vector<double> q(2 * V, 1.0 / 3.0);
   std::vector<double> p{0.05, 0.9, 0.05, /**/ 0.05, 0.05, 0.9, /**/ 0.5, std::numeric_limits<double>::quiet_NaN(), 0.5};
   const request_stream stream{1, 2, 3};
-  for (const auto& rule : {specdec::typical_rule{}, specdec::typical_rule{0.09, 0.3, 0.0, specdec::typical_correction::typical_sample}}) {
+  for (const auto& rule :
+       {specdec::typical_rule{}, specdec::typical_rule{0.09, 0.3, 0.0, specdec::typical_correction::typical_sample}}) {
     const auto c = specdec::verify_chain(specdec::exec::seq, rule, drafts, q, p, V, stream);
     REQUIRE(c.tokens == std::vector<token_id>{1, 2});
     REQUIRE(c.num_accepted == 2);
@@ -545,7 +560,8 @@ TEST_CASE("tree: typical acceptance on a chain tree with an unusable row keeps v
     const std::vector<std::int32_t> parents{-1, 0, 1};
     const std::vector<token_id> tokens{0, 1, 2};
     std::vector<double> q_tree(3 * V, 1.0 / 3.0);
-    const auto t = specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(q_tree), std::span<const double>(p), V, stream);
+    const auto t = specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(q_tree),
+                                            std::span<const double>(p), V, stream);
     CHECK(t.status == c.status);
     CHECK(t.tokens == c.tokens);
     CHECK(t.num_accepted == c.num_accepted);
@@ -567,7 +583,8 @@ TEST_CASE("tree: verify_one_tree reports the accepted path, root first", "[tree]
   const request_stream stream{5, 6, 7};
   for_each_tree_rule([&](const auto& rule, const char* name) {
     CAPTURE(name);
-    const auto r = specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(q), std::span<const double>(p), V, stream);
+    const auto r = specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(q),
+                                            std::span<const double>(p), V, stream);
     CHECK(r.path == std::vector<std::int32_t>{0, 2});
     CHECK(r.tokens == std::vector<token_id>{3, 0});
     CHECK(r.num_accepted == 1);
@@ -594,7 +611,8 @@ TEST_CASE("tree law (statistical): strict / SpecInfer multi-step sampling on i.i
 TEST_CASE("tree law (statistical): recursive rejection on candidates without replacement", "[tree][statistical]") {
   sim_config cfg;
   cfg.seed = 0x7EE0'0002;
-  expect_target_law("recursive_rejection, without replacement", cfg, simulate_tree(specdec::recursive_rejection, drafting::without_replacement, cfg));
+  expect_target_law("recursive_rejection, without replacement", cfg,
+                    simulate_tree(specdec::recursive_rejection, drafting::without_replacement, cfg));
 }
 
 TEST_CASE("tree law (statistical): K-SEQ on i.i.d. candidates", "[tree][statistical]") {
@@ -625,7 +643,8 @@ TEST_CASE("tree law (statistical): block verification of chains (gamma 2 and 3)"
     const auto strict = simulate_chain(specdec::strict, gamma, cfg);
     const double block_rate = static_cast<double>(block.accepted) / static_cast<double>(block.verifications);
     const double strict_rate = static_cast<double>(strict.accepted) / static_cast<double>(strict.verifications);
-    std::cout << "[tree] gamma = " << gamma << ": accepted per verification, block " << block_rate << ", strict " << strict_rate << "\n";
+    std::cout << "[tree] gamma = " << gamma << ": accepted per verification, block " << block_rate << ", strict " << strict_rate
+              << "\n";
     CHECK(block_rate > strict_rate);
   }
 }
@@ -642,7 +661,8 @@ TEST_CASE("tree law (statistical), negative controls: each must fail the same te
   }
   SECTION("recursive rejection on i.i.d. candidates (duplicated siblings)") {
     const auto cfg = negative(0x7EE0'0103);
-    expect_not_target_law("recursive_rejection on i.i.d. candidates", cfg, simulate_tree(specdec::recursive_rejection, drafting::iid, cfg));
+    expect_not_target_law("recursive_rejection on i.i.d. candidates", cfg,
+                          simulate_tree(specdec::recursive_rejection, drafting::iid, cfg));
   }
   SECTION("K-SEQ given the wrong q rows (q' = p)") {
     auto cfg = negative(0x7EE0'0104);
@@ -678,7 +698,8 @@ TEST_CASE("tree: greedy on trees is greedy decoding of the target", "[tree][gree
   const auto run = [&](const auto& rule, std::uint64_t seed) {
     std::uint64_t unexpected = 0, accepted = 0;
     std::vector<std::vector<std::int32_t>> children(N);
-    for (std::size_t i = 1; i < N; ++i) children[static_cast<std::size_t>(sim_parents[i])].push_back(static_cast<std::int32_t>(i));
+    for (std::size_t i = 1; i < N; ++i)
+      children[static_cast<std::size_t>(sim_parents[i])].push_back(static_cast<std::int32_t>(i));
     std::vector<token_id> drawn;
     for (std::uint32_t i = 0; i < 500; ++i) {
       std::vector<token_id> sequence;
@@ -831,7 +852,8 @@ TEST_CASE("block: a draft row without mass is unusable (invalid_row), as for str
   // Longer blocks: the draft row without mass at the second position.
   std::vector<double> q3(3 * V, 0.25), p3(4 * V, 0.25);
   std::fill(q3.begin() + V, q3.begin() + 2 * V, 0.0);
-  const auto b = specdec::verify_chain(specdec::exec::seq, specdec::block, std::vector<token_id>{1, 2, 3}, q3, p3, V, request_stream{4, 99, 0});
+  const auto b = specdec::verify_chain(specdec::exec::seq, specdec::block, std::vector<token_id>{1, 2, 3}, q3, p3, V,
+                                       request_stream{4, 99, 0});
   CHECK(has_flag(b.status, verify_status::invalid_row));
 }
 
@@ -839,8 +861,10 @@ TEST_CASE("block: zero drafts emit the bonus like strict", "[tree][block]") {
   const std::vector<double> p{0.2, 0.3, 0.5};
   for (std::uint32_t i = 0; i < 50; ++i) {
     const request_stream stream{3, i, 0};
-    const auto a = specdec::verify_chain(specdec::exec::seq, specdec::block, std::vector<token_id>{}, std::vector<double>{}, p, 3, stream);
-    const auto b = specdec::verify_chain(specdec::exec::seq, specdec::strict, std::vector<token_id>{}, std::vector<double>{}, p, 3, stream);
+    const auto a =
+        specdec::verify_chain(specdec::exec::seq, specdec::block, std::vector<token_id>{}, std::vector<double>{}, p, 3, stream);
+    const auto b =
+        specdec::verify_chain(specdec::exec::seq, specdec::strict, std::vector<token_id>{}, std::vector<double>{}, p, 3, stream);
     CHECK(a.tokens == b.tokens);
     CHECK(a.tokens.size() == 1);
     CHECK(a.status == verify_status::ok);
@@ -869,12 +893,14 @@ void require_same_layout(const tree_layout& a, const tree_layout& b) {
 
 std::vector<std::int32_t> children_of(const tree_layout& l, std::size_t b, std::size_t n) {
   std::vector<std::int32_t> c;
-  for (std::int32_t x = l.first_child(b, n); x != specdec::no_node; x = l.next_sibling(b, static_cast<std::size_t>(x))) c.push_back(x);
+  for (std::int32_t x = l.first_child(b, n); x != specdec::no_node; x = l.next_sibling(b, static_cast<std::size_t>(x)))
+    c.push_back(x);
   return c;
 }
 }  // namespace
 
-TEST_CASE("tree converters: SGLang sibling lists, Medusa retrieve_indices and TensorRT-LLM paths give from_parents' layout", "[tree][layout]") {
+TEST_CASE("tree converters: SGLang sibling lists, Medusa retrieve_indices and TensorRT-LLM paths give from_parents' layout",
+          "[tree][layout]") {
   // Two requests. Request 0 (8 nodes):   0 -> {1, 2, 3},  1 -> {4, 5},  2 -> {6},  4 -> {7}
   // Request 1 (4 nodes, a chain):        0 -> 1 -> 2 -> 3
   const std::vector<std::int32_t> num_nodes{8, 4};
@@ -902,9 +928,9 @@ TEST_CASE("tree converters: SGLang sibling lists, Medusa retrieve_indices and Te
   SECTION("TensorRT-LLM paths: [maxDecodingTokens][maxNumHeads + 1], -1 terminated, unused rows all -1, any row order") {
     const std::size_t width = 5;
     const std::vector<std::int32_t> num_paths{6, 3};
-    const std::vector<std::int32_t> paths{
-        0, 3, -1, -1, -1, /**/ 0, 1, 4, 7, -1, /**/ -1, -1, -1, -1, -1, /**/ 0, 2, 6, -1, -1, /**/ 0, 1, 5, -1, -1, /**/ 0, 1, -1, -1, -1,
-        /**/ 0, 1, 2, 3, -1, /**/ -1, -1, -1, -1, -1, /**/ 0, 1, 2, -1, -1};
+    const std::vector<std::int32_t> paths{0,      3, -1, -1, -1, /**/ 0,  1,  4,  7,  -1, /**/ -1, -1, -1, -1, -1,
+                                          /**/ 0, 2, 6,  -1, -1, /**/ 0,  1,  5,  -1, -1, /**/ 0,  1,  -1, -1, -1,
+                                          /**/ 0, 1, 2,  3,  -1, /**/ -1, -1, -1, -1, -1, /**/ 0,  1,  2,  -1, -1};
     require_same_layout(tree_layout::from_paths(num_nodes, num_paths, width, paths), from_parents);
   }
   SECTION("tree_layout::chains is from_parents of a chain") {

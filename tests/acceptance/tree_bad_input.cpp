@@ -88,8 +88,8 @@ one_tree fan_tree(std::size_t V, const std::vector<token_id>& children) {
 
 template <class Policy, class Rule>
 specdec::tree_result run(const Policy& policy, const Rule& rule, const one_tree& t, const specdec::verify_options& options = {}) {
-  return specdec::verify_one_tree(policy, rule, t.parents, t.tokens, std::span<const double>(t.q), std::span<const double>(t.p), t.V, t.stream,
-                                  options);
+  return specdec::verify_one_tree(policy, rule, t.parents, t.tokens, std::span<const double>(t.q), std::span<const double>(t.p),
+                                  t.V, t.stream, options);
 }
 
 using specdec_test::for_each_tree_rule;
@@ -140,9 +140,7 @@ TEST_CASE("tree_layout: malformed sibling lists throw specdec::error", "[tree][b
   SECTION("a cycle: 1 -> 2 -> 1") {
     CHECK_THROWS_WITH(lists_layout({3}, {1, -1, -1}, {-1, 2, 1}), Contains("sibling lists longer than the tree"));
   }
-  SECTION("a self-loop: 1 -> 1") {
-    CHECK_THROWS_AS(lists_layout({3}, {1, -1, -1}, {-1, 1, -1}), specdec::error);
-  }
+  SECTION("a self-loop: 1 -> 1") { CHECK_THROWS_AS(lists_layout({3}, {1, -1, -1}, {-1, 1, -1}), specdec::error); }
   SECTION("a child list that runs back to its parent") {
     CHECK_THROWS_AS(lists_layout({3}, {1, 2, -1}, {-1, -1, 1}), specdec::error);
   }
@@ -186,7 +184,8 @@ TEST_CASE("tree_layout: malformed path lists throw specdec::error", "[tree][bad_
 
 // ---- shapes ------------------------------------------------------------------------------------------
 
-TEST_CASE("verify_tree: rows, tokens, streams and outputs that do not match the trees throw specdec::error", "[tree][bad_input]") {
+TEST_CASE("verify_tree: rows, tokens, streams and outputs that do not match the trees throw specdec::error",
+          "[tree][bad_input]") {
   const std::size_t V = 5;
   const ids num_nodes{3, 2};
   const ids parents{-1, 0, 0, -1, 0};
@@ -199,9 +198,8 @@ TEST_CASE("verify_tree: rows, tokens, streams and outputs that do not match the 
   std::vector<verify_status> status(2);
   const specdec::tree_outputs out{out_tokens, path, accepted, status};
   const specdec::tree_batch<double> good{layout, V, tokens, rows, rows};
-  const auto verify = [&](const auto& rule, const specdec::tree_batch<double>& b, std::span<const request_stream> s, const specdec::tree_outputs& o) {
-    specdec::verify_tree(specdec::exec::seq, rule, b, s, o);
-  };
+  const auto verify = [&](const auto& rule, const specdec::tree_batch<double>& b, std::span<const request_stream> s,
+                          const specdec::tree_outputs& o) { specdec::verify_tree(specdec::exec::seq, rule, b, s, o); };
   for_each_tree_rule([&](const auto& rule, const char* name) {
     CAPTURE(name);
     REQUIRE_NOTHROW(verify(rule, good, streams, out));
@@ -266,7 +264,8 @@ TEST_CASE("verify_tree: a vocab_size whose products with the row count wrap arou
 
 // ---- duplicated siblings -------------------------------------------------------------------------------
 
-TEST_CASE("duplicated siblings: harmless for target_only, strict, k_seq, greedy and sample-and-match", "[tree][bad_input][duplicates]") {
+TEST_CASE("duplicated siblings: harmless for target_only, strict, k_seq, greedy and sample-and-match",
+          "[tree][bad_input][duplicates]") {
   // Root children: tokens {1, 1, 2} (nodes 1 and 2 are copies). Root target p = (0, 0.2, 0.5, 0.3),
   // q uniform: token 1 is rejected now and then, so the copy is reached.
   one_tree t = fan_tree(4, {1, 1, 2});
@@ -332,10 +331,11 @@ TEST_CASE("out-of-range node tokens: bad_draft_token, nothing emitted, for every
     t.q.insert(t.q.end(), 4, 0.25);
     for_each_tree_rule([&](const auto& rule, const char* name) {
       CAPTURE(name, bad);
-      for (const auto& r : {run(specdec::exec::seq, rule, t)
+      for (const auto& r : {
+             run(specdec::exec::seq, rule, t)
 #if SPECDEC_ENABLE_SIMD
-                                ,
-                            run(specdec::exec::simd, rule, t)
+                 ,
+                 run(specdec::exec::simd, rule, t)
 #endif
            }) {
         CHECK(has_flag(r.status, verify_status::bad_draft_token));
@@ -381,7 +381,8 @@ TEST_CASE("rows without mass: invalid_row, no correction token", "[tree][bad_inp
       const auto r = run(specdec::exec::seq, rule, t);
       CHECK(has_flag(r.status, verify_status::invalid_row));
       CHECK(r.tokens.size() <= 1);
-      if (!std::is_same_v<std::remove_cvref_t<decltype(rule)>, specdec::typical_rule>) CHECK(r.tokens == std::vector<token_id>{2});
+      if (!std::is_same_v<std::remove_cvref_t<decltype(rule)>, specdec::typical_rule>)
+        CHECK(r.tokens == std::vector<token_id>{2});
       check_result(t, r);
     });
   }
@@ -425,7 +426,9 @@ TEST_CASE("NaN, infinite and negative entries in a row that is read: invalid_row
   for (const std::size_t k : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
     for (const double bad : {k_nan, k_inf, -k_inf, -0.25}) {
       for (const bool in_q : {false, true}) {
-        one_tree t = fan_tree(5, k == 1 ? std::vector<token_id>{1} : k == 2 ? std::vector<token_id>{1, 2} : std::vector<token_id>{1, 2, 3});
+        one_tree t = fan_tree(5, k == 1   ? std::vector<token_id>{1}
+                                 : k == 2 ? std::vector<token_id>{1, 2}
+                                          : std::vector<token_id>{1, 2, 3});
         const double root_p[] = {0.5, 0.0, 0.0, 0.0, 0.5};
         std::copy(std::begin(root_p), std::end(root_p), t.p.begin());
         if (in_q)
@@ -507,12 +510,16 @@ one_tree garbage_tree(philox_stream& s, std::size_t V, std::size_t max_nodes) {
     return row;
   };
   for (std::size_t i = 0; i < n; ++i) {
-    t.parents.push_back(i == 0 ? -1 : static_cast<std::int32_t>(s.uniform() * static_cast<double>(i)) % static_cast<std::int32_t>(i));
+    t.parents.push_back(i == 0 ? -1
+                               : static_cast<std::int32_t>(s.uniform() * static_cast<double>(i)) % static_cast<std::int32_t>(i));
     const double u = s.uniform();
     token_id tok = static_cast<token_id>(s.uniform() * static_cast<double>(V)) % static_cast<token_id>(V);
-    if (u < 0.03) tok = static_cast<token_id>(V);
-    else if (u < 0.05) tok = -2;
-    else if (u < 0.3 && i > 1) tok = t.tokens[i - 1];  // a likely duplicated sibling
+    if (u < 0.03)
+      tok = static_cast<token_id>(V);
+    else if (u < 0.05)
+      tok = -2;
+    else if (u < 0.3 && i > 1)
+      tok = t.tokens[i - 1];  // a likely duplicated sibling
     t.tokens.push_back(tok);
     const auto q = random_row(), p = random_row();
     t.q.insert(t.q.end(), q.begin(), q.end());

@@ -79,7 +79,8 @@ double max_abs_difference(const dist& a, const dist& b) {
 tokens ranked(const dist& q) {
   tokens order(q.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b)]; });
   return order;
 }
 
@@ -101,9 +102,9 @@ struct model_pair {
     if (it != memo.end()) return it->second;
     std::uint64_t h = 1469598103934665603ull;  // FNV-1a of the prefix
     for (const int t : ctx) h = (h ^ static_cast<std::uint64_t>(t + 1)) * 1099511628211ull;
-    specdec::random::philox_stream s(specdec::random::stream_address{
-        seed, static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32), static_cast<std::uint32_t>(ctx.size()),
-        specdec::random::purpose::user});
+    specdec::random::philox_stream s(
+        specdec::random::stream_address{seed, static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32),
+                                        static_cast<std::uint32_t>(ctx.size()), specdec::random::purpose::user});
     const auto draw_row = [&](double power, double zeros) {
       dist w(V);
       for (auto& x : w) {
@@ -324,7 +325,8 @@ node_outcome decide(node_rule rule, const dist& p, const dist& q, const tokens& 
           const tokens rp = ranked(r), rq = ranked(q);
           dist d(V, 0.0);
           for (std::size_t i = 0; i < V; ++i)
-            d[static_cast<std::size_t>(rp[i])] = std::max(0.0, r[static_cast<std::size_t>(rp[i])] - q[static_cast<std::size_t>(rq[i])]);
+            d[static_cast<std::size_t>(rp[i])] =
+                std::max(0.0, r[static_cast<std::size_t>(rp[i])] - q[static_cast<std::size_t>(rq[i])]);
           const double s = sum(d);
           r = s > 0.0 ? normalised(d) : d;
         }
@@ -460,7 +462,8 @@ class tree_step {
         const node_outcome o = decide(rule_, p, q, c);
         for (std::size_t j = 0; j < c.size(); ++j) {
           if (!(o.accept[j] > 0.0)) continue;
-          for (const auto& [rest, pr] : (*this)(append(ctx, {c[j]}), s.children[j])) law[append({c[j]}, rest)] += w * o.accept[j] * pr;
+          for (const auto& [rest, pr] : (*this)(append(ctx, {c[j]}), s.children[j]))
+            law[append({c[j]}, rest)] += w * o.accept[j] * pr;
         }
         for (std::size_t y = 0; y < m_.V; ++y)
           if (o.emit[y] > 0.0) law[{static_cast<int>(y)}] += w * o.emit[y];
@@ -508,14 +511,15 @@ seq_law per_path_step(const model_pair& m, const tokens& ctx, const shape& s) {
     for (std::size_t d = 0; d <= path.size() && alive > 0.0; ++d) {
       const dist& p = m.p(append(ctx, tokens(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(d))));
       for (std::size_t y = 0; y < m.V; ++y)
-        if (p[y] > 0.0 && (d == path.size() || static_cast<int>(y) != path[d])) o.push_back({d, static_cast<int>(y), alive * p[y]});
+        if (p[y] > 0.0 && (d == path.size() || static_cast<int>(y) != path[d]))
+          o.push_back({d, static_cast<int>(y), alive * p[y]});
       if (d < path.size()) alive *= p[static_cast<std::size_t>(path[d])];
     }
     per_path.push_back(std::move(o));
   }
   seq_law law;
   std::function<void(std::size_t, double, std::size_t, std::size_t, int)> combine = [&](std::size_t i, double w, std::size_t best,
-                                                                                       std::size_t best_depth, int best_y) {
+                                                                                        std::size_t best_depth, int best_y) {
     if (i == paths.size()) {
       tokens out(paths[best].begin(), paths[best].begin() + static_cast<std::ptrdiff_t>(best_depth));
       out.push_back(best_y);
@@ -680,7 +684,8 @@ TEST_CASE("tree law: section 1.1's acceptance table (p = [.5, .3, .2], q = [.2, 
     const double a_mss = acceptance(node_rule::multi_step, draw::iid, p, q, k);
     const double a_rrs = acceptance(node_rule::recursive_rejection, draw::without_replacement, p, q, k);
     const double a_kseq = acceptance(node_rule::k_seq, draw::iid, p, q, k);
-    std::cout << "[tree_law] k = " << k << ": P(accept) MSS " << a_mss << ", RRS " << a_rrs << ", K-SEQ " << std::setprecision(6) << a_kseq;
+    std::cout << "[tree_law] k = " << k << ": P(accept) MSS " << a_mss << ", RRS " << a_rrs << ", K-SEQ " << std::setprecision(6)
+              << a_kseq;
     CHECK(std::abs(a_mss - mss[k - 1]) < 1e-12);
     CHECK(std::abs(a_rrs - rrs[k - 1]) < 1e-12);
     CHECK(std::abs(a_kseq - kseq[k - 1]) < 5e-5);
@@ -721,8 +726,9 @@ TEST_CASE("tree law: every lossless rule keeps the first-token law at one node (
       REQUIRE(lost_mass < 1e-15);
       worst[i] = std::max(worst[i], max_abs_difference(law, p));
     }
-    worst_rrs_minus_mss = std::min(worst_rrs_minus_mss, acceptance(node_rule::recursive_rejection, draw::without_replacement, p, q, k) -
-                                                            acceptance(node_rule::multi_step, draw::iid, p, q, k));
+    worst_rrs_minus_mss =
+        std::min(worst_rrs_minus_mss, acceptance(node_rule::recursive_rejection, draw::without_replacement, p, q, k) -
+                                          acceptance(node_rule::multi_step, draw::iid, p, q, k));
     // The library's rho* agrees with the independent bisection. Where p = q the root (exactly 1) is
     // ill-conditioned in the library's form 1 - (1 - beta)^k - rho beta (it returns up to 1 + 4e-6,
     // harmless: all k candidates then fail with probability ~1e-17): compare acceptances there.
@@ -732,7 +738,8 @@ TEST_CASE("tree law: every lossless rule keeps the first-token law at one node (
     CHECK(std::abs(std::pow(one_minus_beta(p, q, lib_rho), kd) - std::pow(one_minus_beta(p, q, rho), kd)) < 1e-12);
   }
   for (std::size_t i = 0; i < std::size(lossless_cases); ++i) {
-    std::cout << "[tree_law] first-token law, max error over 300 (p, q, k): " << lossless_cases[i].name << ": " << worst[i] << "\n";
+    std::cout << "[tree_law] first-token law, max error over 300 (p, q, k): " << lossless_cases[i].name << ": " << worst[i]
+              << "\n";
     CHECK(worst[i] <= exact_tolerance);
   }
   CHECK(worst_rrs_minus_mss >= -1e-15);
@@ -753,7 +760,8 @@ TEST_CASE("tree law: sample-and-match and the one-hot (target-only) rule have th
   }
 }
 
-TEST_CASE("tree law: full decoding with every lossless tree rule has the target's law of the first H tokens", "[tree_law][exact]") {
+TEST_CASE("tree law: full decoding with every lossless tree rule has the target's law of the first H tokens",
+          "[tree_law][exact]") {
   const auto all_shapes = shapes();
   std::size_t configurations = 0;
   double worst = 0.0;
@@ -779,7 +787,8 @@ TEST_CASE("tree law: full decoding with every lossless tree rule has the target'
       }
     }
   }
-  std::cout << "[tree_law] full decoding, " << configurations << " (model, rule, tree) configurations: max law error " << worst << "\n";
+  std::cout << "[tree_law] full decoding, " << configurations << " (model, rule, tree) configurations: max law error " << worst
+            << "\n";
 }
 
 TEST_CASE("tree law: K-SEQ with the library's residual form max(0, p - min(p, rho q)) is lossless too", "[tree_law][exact]") {
@@ -812,7 +821,8 @@ TEST_CASE("tree law: K-SEQ with the library's residual form max(0, p - min(p, rh
   CHECK(worst <= exact_tolerance);
 }
 
-TEST_CASE("tree law: block verification has the target's law (gamma 1, 2, 3) and accepts at least as much", "[tree_law][exact][block]") {
+TEST_CASE("tree law: block verification has the target's law (gamma 1, 2, 3) and accepts at least as much",
+          "[tree_law][exact][block]") {
   double worst = 0.0, best_gain = 0.0;
   for (int t = 0; t < 6; ++t) {
     const model_pair m = trial(t);
@@ -845,7 +855,8 @@ TEST_CASE("tree law: block verification has the target's law (gamma 1, 2, 3) and
   CHECK(best_gain > 0.01);  // block verification really does accept more on these models
 }
 
-TEST_CASE("tree law: the block paper's toy example gives 10/9 (token-wise) and 11/9 (block) at gamma = 2", "[tree_law][exact][block]") {
+TEST_CASE("tree law: the block paper's toy example gives 10/9 (token-wise) and 11/9 (block) at gamma = 2",
+          "[tree_law][exact][block]") {
   // Binary vocabulary, context-free p = (1/3, 2/3), q = (2/3, 1/3).
   model_pair m;
   m.V = 2;
@@ -890,7 +901,8 @@ TEST_CASE("tree law, negative controls: broken tree verifiers miss the target's 
       const dist per_node = tree_decode_law(m, node_rule::sample_and_match, draw::top_k, two_by_two, H);
       const dist per_path = decode_law([&](const tokens& ctx) { return per_path_step(m, ctx, two_by_two); }, m.V, H);
       const double good = max_abs_difference(per_node, target), bad = max_abs_difference(per_path, target);
-      std::cout << "[tree_law] NEGATIVE per-path target samples (trial " << t << "): law error " << bad << " (per node: " << good << ")\n";
+      std::cout << "[tree_law] NEGATIVE per-path target samples (trial " << t << "): law error " << bad << " (per node: " << good
+                << ")\n";
       CHECK(good <= exact_tolerance);
       CHECK(bad > broken_threshold);
     }
@@ -910,10 +922,13 @@ TEST_CASE("tree law, negative controls: broken tree verifiers miss the target's 
     }
     {  // a residual subtracted by index (sorted rows, misaligned token ids)
       lost_mass = 0.0;
-      const double chain_bad = max_abs_difference(tree_decode_law(m, node_rule::misaligned_residual, draw::iid, chain(2), H), target);
+      const double chain_bad =
+          max_abs_difference(tree_decode_law(m, node_rule::misaligned_residual, draw::iid, chain(2), H), target);
       lost_mass = 0.0;
-      const double tree_bad = max_abs_difference(tree_decode_law(m, node_rule::misaligned_residual, draw::iid, one_then_three, H), target);
-      std::cout << "[tree_law] NEGATIVE index-aligned residual (trial " << t << "): law error chain " << chain_bad << ", tree " << tree_bad << "\n";
+      const double tree_bad =
+          max_abs_difference(tree_decode_law(m, node_rule::misaligned_residual, draw::iid, one_then_three, H), target);
+      std::cout << "[tree_law] NEGATIVE index-aligned residual (trial " << t << "): law error chain " << chain_bad << ", tree "
+                << tree_bad << "\n";
       CHECK(chain_bad > broken_threshold);
       CHECK(tree_bad > broken_threshold);
     }
@@ -921,9 +936,11 @@ TEST_CASE("tree law, negative controls: broken tree verifiers miss the target's 
       // Without the duplicate, SGLang's cumulative test is inverse-CDF sampling over the siblings: exact.
       const double good = max_abs_difference(tree_decode_law(m, node_rule::sglang_cumulative, draw::top_k, three, H), target);
       lost_mass = 0.0;
-      const double bad = max_abs_difference(tree_decode_law(m, node_rule::sglang_cumulative, draw::top_k_duplicate, three, H), target);
+      const double bad =
+          max_abs_difference(tree_decode_law(m, node_rule::sglang_cumulative, draw::top_k_duplicate, three, H), target);
       // The documented handling (skip the copy: target_only) is exact on the same siblings.
-      const double skipped = max_abs_difference(tree_decode_law(m, node_rule::target_only, draw::top_k_duplicate, three, H), target);
+      const double skipped =
+          max_abs_difference(tree_decode_law(m, node_rule::target_only, draw::top_k_duplicate, three, H), target);
       std::cout << "[tree_law] NEGATIVE SGLang prob_acc with a duplicate (trial " << t << "): law error " << bad
                 << " (distinct siblings: " << good << ", copy skipped: " << skipped << ")\n";
       CHECK(good <= exact_tolerance);
@@ -933,7 +950,8 @@ TEST_CASE("tree law, negative controls: broken tree verifiers miss the target's 
   }
 }
 
-TEST_CASE("tree law, negative control: block verification with the cancelling denominator (R + 1) - a", "[tree_law][exact][negative][block]") {
+TEST_CASE("tree law, negative control: block verification with the cancelling denominator (R + 1) - a",
+          "[tree_law][exact][negative][block]") {
   // Where p = q at a context (a = 1, R = 0: that prefix's residual has no mass) and the next prefix
   // has a = 1 and R > 0, the exact h is R / R = 1, so the empty-residual prefix is never chosen. The
   // cancelling form gives h = 1 - ulp (or, in float, 1 - 1e-7) and selects it with positive
@@ -960,10 +978,12 @@ TEST_CASE("tree law, negative control: block verification with the cancelling de
       double_error = std::max(double_error, max_abs_difference(d, target));
     }
   }
-  std::cout << std::setprecision(3) << "[tree_law] NEGATIVE block (R + 1) - a: zero-mass residuals selected with probability (summed over the "
-            << "steps enumerated) " << exact_selected << " with R + (1 - a), " << double_selected << " with (R + 1) - a in double, "
-            << float_selected << " in float; decoding the first 4 tokens hits one with probability " << double_abort << " (double), "
-            << float_abort << " (float); law error " << exact_error << " (exact form), " << double_error << " (cancelling, double)\n"
+  std::cout << std::setprecision(3)
+            << "[tree_law] NEGATIVE block (R + 1) - a: zero-mass residuals selected with probability (summed over the "
+            << "steps enumerated) " << exact_selected << " with R + (1 - a), " << double_selected
+            << " with (R + 1) - a in double, " << float_selected
+            << " in float; decoding the first 4 tokens hits one with probability " << double_abort << " (double), " << float_abort
+            << " (float); law error " << exact_error << " (exact form), " << double_error << " (cancelling, double)\n"
             << std::setprecision(6);
   CHECK(exact_selected == 0.0);  // never, exactly
   CHECK(double_selected > 0.0);
@@ -972,7 +992,8 @@ TEST_CASE("tree law, negative control: block verification with the cancelling de
   // Where a and R are both near the float spacing, the float form is wrong by O(1) in h itself:
   // R = 2e-8, a = 1 - 2e-8 has h = 1/2, but both round to (1 + 0) - 1 = 0 in float.
   const double R = 2e-8, a = 1.0 - 2e-8;
-  const double h_exact = specdec::block_stop_probability(R, a), h_float = stop_probability(block_denominator::cancelling_float, R, a);
+  const double h_exact = specdec::block_stop_probability(R, a),
+               h_float = stop_probability(block_denominator::cancelling_float, R, a);
   std::cout << "[tree_law] NEGATIVE block in float: R = 2e-8, a = 1 - 2e-8: h = " << h_exact << " exact, " << h_float
             << " with (R + 1) - a in float\n";
   CHECK(std::abs(h_exact - 0.5) < 1e-8);

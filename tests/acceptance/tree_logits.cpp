@@ -44,8 +44,8 @@ logits_case make_case(std::uint64_t seed, std::size_t B, std::size_t V) {
       c.parents.push_back(static_cast<std::int32_t>(rng() % i));
       c.tokens.push_back(static_cast<token_id>(rng() % V));
     }
-    const specdec::warp_params choices[] = {{}, {.temperature = 0.7, .top_k = 20}, {.temperature = 1.3, .top_p = 0.9},
-                                            {.temperature = 1.0, .min_p = 0.05}};
+    const specdec::warp_params choices[] = {
+        {}, {.temperature = 0.7, .top_k = 20}, {.temperature = 1.3, .top_p = 0.9}, {.temperature = 1.0, .min_p = 0.05}};
     c.params.push_back(choices[b % 4]);
     c.streams.push_back({seed, static_cast<std::uint32_t>(b), 3});
   }
@@ -63,7 +63,8 @@ logits_case make_case(std::uint64_t seed, std::size_t B, std::size_t V) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t n = 0; n < c.layout.num_nodes(b); ++n) {
       const std::size_t r = c.layout.node_row(b, n);
-      specdec::warp_logits(std::span<const float>(c.logits).subspan(r * V, V), std::span<float>(c.warped).subspan(r * V, V), c.params[b]);
+      specdec::warp_logits(std::span<const float>(c.logits).subspan(r * V, V), std::span<float>(c.warped).subspan(r * V, V),
+                           c.params[b]);
     }
   return c;
 }
@@ -112,10 +113,12 @@ TEST_CASE("verify_tree_from_logits checks its warp parameters", "[tree][logits]"
   logits_case c = make_case(7, 3, 11);
   const specdec::tree_batch<float> logits{c.layout, 11, c.tokens, c.draft, c.logits};
   outputs out(c.layout);
-  CHECK_THROWS_AS(specdec::verify_tree_from_logits(specdec::exec::seq, specdec::target_only, logits,
-                                                   std::span<const specdec::warp_params>(c.params).first(2), c.streams, out.view()),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      specdec::verify_tree_from_logits(specdec::exec::seq, specdec::target_only, logits,
+                                       std::span<const specdec::warp_params>(c.params).first(2), c.streams, out.view()),
+      specdec::error);
   c.params[1].top_p = 1.5;
-  CHECK_THROWS_AS(specdec::verify_tree_from_logits(specdec::exec::seq, specdec::target_only, logits, c.params, c.streams, out.view()),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      specdec::verify_tree_from_logits(specdec::exec::seq, specdec::target_only, logits, c.params, c.streams, out.view()),
+      specdec::error);
 }

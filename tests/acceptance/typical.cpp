@@ -56,7 +56,8 @@ row concat(const std::vector<row>& rows) {
 specdec::tree_result tree(const typical_rule& rule, const std::vector<std::int32_t>& parents, const std::vector<token_id>& tokens,
                           const std::vector<row>& target_rows, std::size_t V, const request_stream& stream = {1, 2, 3}) {
   const row p = concat(target_rows);
-  return specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(), std::span<const double>(p), V, stream);
+  return specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(),
+                                  std::span<const double>(p), V, stream);
 }
 
 const typical_rule medusa_fast{};  // epsilon 0.09, delta 0.3, argmax
@@ -127,8 +128,8 @@ std::vector<double> frequencies(const std::vector<std::uint64_t>& counts) {
 constexpr std::size_t prompt = 0;
 
 // Chain decoding with typical acceptance: drafts from q, verify_chain, append; counts of the first H tokens.
-std::vector<std::uint64_t> simulate_chain(const typical_rule& rule, const markov_pair& m, int horizon, int gamma, std::uint64_t seed,
-                                          std::uint64_t n) {
+std::vector<std::uint64_t> simulate_chain(const typical_rule& rule, const markov_pair& m, int horizon, int gamma,
+                                          std::uint64_t seed, std::uint64_t n) {
   const std::size_t V = m.vocab, G = static_cast<std::size_t>(gamma);
   std::vector<std::uint64_t> counts(specdec_test::num_sequences(V, horizon), 0);
   std::vector<token_id> drafts(G), sequence;
@@ -141,12 +142,17 @@ std::vector<std::uint64_t> simulate_chain(const typical_rule& rule, const markov
       const request_stream stream{seed, static_cast<std::uint32_t>(i), step++};
       std::size_t prev = last;
       for (std::size_t j = 0; j < G; ++j) {
-        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V, p_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
-        std::copy_n(m.draft.begin() + static_cast<std::ptrdiff_t>(prev * V), V, q_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
-        drafts[j] = specdec::sample_categorical(m.q_row(prev), stream.open(static_cast<std::uint32_t>(j), purpose::draft).uniform()).token;
+        std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                    p_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
+        std::copy_n(m.draft.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                    q_rows.begin() + static_cast<std::ptrdiff_t>(j * V));
+        drafts[j] =
+            specdec::sample_categorical(m.q_row(prev), stream.open(static_cast<std::uint32_t>(j), purpose::draft).uniform())
+                .token;
         prev = static_cast<std::size_t>(drafts[j]);
       }
-      std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V, p_rows.begin() + static_cast<std::ptrdiff_t>(G * V));
+      std::copy_n(m.target.begin() + static_cast<std::ptrdiff_t>(prev * V), V,
+                  p_rows.begin() + static_cast<std::ptrdiff_t>(G * V));
       const auto out = specdec::verify_chain(specdec::exec::seq, rule, drafts, q_rows, p_rows, V, stream);
       REQUIRE(specdec::is_valid(out.status));
       sequence.insert(sequence.end(), out.tokens.begin(), out.tokens.end());
@@ -158,7 +164,8 @@ std::vector<std::uint64_t> simulate_chain(const typical_rule& rule, const markov
 }
 
 // Tree decoding with typical acceptance: 3 children at the root, 2 under each, i.i.d. from q.
-std::vector<std::uint64_t> simulate_tree(const typical_rule& rule, const markov_pair& m, int horizon, std::uint64_t seed, std::uint64_t n) {
+std::vector<std::uint64_t> simulate_tree(const typical_rule& rule, const markov_pair& m, int horizon, std::uint64_t seed,
+                                         std::uint64_t n) {
   const std::vector<std::int32_t> parents{-1, 0, 0, 0, 1, 1, 2, 2, 3, 3};
   const std::size_t V = m.vocab, N = parents.size();
   std::vector<std::uint64_t> counts(specdec_test::num_sequences(V, horizon), 0);
@@ -201,12 +208,14 @@ TEST_CASE("typical: a one-hot target accepts only its argmax (chain and tree)", 
   const row q(3 * V, 1.0 / V);
   for (const auto& rule : {medusa_fast, medusa_sampled, typical_rule{0.5, 1.0, 0.0, typical_correction::argmax}}) {
     // Chain: drafts 2, 4 match, 3 does not: the correction is the argmax 1.
-    const auto c = specdec::verify_chain(specdec::exec::seq, rule, std::vector<token_id>{2, 4, 3}, q, concat(p), V, request_stream{7, 0, 0});
+    const auto c =
+        specdec::verify_chain(specdec::exec::seq, rule, std::vector<token_id>{2, 4, 3}, q, concat(p), V, request_stream{7, 0, 0});
     CHECK(c.tokens == std::vector<token_id>{2, 4, 1});
     CHECK(c.num_accepted == 2);
     CHECK(c.status == verify_status::ok);
     // All match: the "bonus" is the last row's argmax.
-    const auto all = specdec::verify_chain(specdec::exec::seq, rule, std::vector<token_id>{2, 4, 1}, q, concat(p), V, request_stream{7, 0, 1});
+    const auto all =
+        specdec::verify_chain(specdec::exec::seq, rule, std::vector<token_id>{2, 4, 1}, q, concat(p), V, request_stream{7, 0, 1});
     CHECK(all.tokens == std::vector<token_id>{2, 4, 1, 5});
     // Tree: root children {0, 2, 3}; only node 2 (token 2) passes, then its children {4, 0} -> node 4.
     const std::vector<std::int32_t> parents{-1, 0, 0, 0, 2, 2};
@@ -232,7 +241,8 @@ TEST_CASE("typical: a uniform target accepts every draft (chain and tree)", "[ty
       std::vector<row> p(6, u);
       const row q(5 * V, 1.0 / static_cast<double>(V));
       for (const auto& rule : {medusa_fast, medusa_sampled}) {
-        const auto c = specdec::verify_chain(specdec::exec::seq, rule, drafts, q, concat(p), V, request_stream{8, static_cast<std::uint32_t>(rep), 0});
+        const auto c = specdec::verify_chain(specdec::exec::seq, rule, drafts, q, concat(p), V,
+                                             request_stream{8, static_cast<std::uint32_t>(rep), 0});
         CHECK(c.num_accepted == 5);
         REQUIRE(c.tokens.size() == 6);
         CHECK(std::equal(drafts.begin(), drafts.end(), c.tokens.begin()));
@@ -249,7 +259,8 @@ TEST_CASE("typical: a uniform target accepts every draft (chain and tree)", "[ty
   }
 }
 
-TEST_CASE("typical on trees: the deepest accepted node wins, ties by the sum of log p, then the lower node id", "[typical][tree]") {
+TEST_CASE("typical on trees: the deepest accepted node wins, ties by the sum of log p, then the lower node id",
+          "[typical][tree]") {
   // V = 4. Tree: 0 -> {1 (tok 1), 2 (tok 2)}, 1 -> {3 (tok 0)}, 2 -> {4 (tok 0), 5 (tok 3)}, 5 -> {6 (tok 1)}.
   const std::size_t V = 4;
   const std::vector<std::int32_t> parents{-1, 0, 0, 1, 2, 2, 5};
@@ -297,11 +308,13 @@ TEST_CASE("typical: the acceptance test is strict, p(x) > threshold", "[typical]
   const row p{0.91, 0.09};
   REQUIRE(medusa_fast.threshold(std::span<const double>(p)) == 0.09);
   const row q(2, 0.5), rows{0.91, 0.09, 0.5, 0.5};
-  const auto c = specdec::verify_chain(specdec::exec::seq, medusa_fast, std::vector<token_id>{1}, q, rows, 2, request_stream{1, 1, 1});
+  const auto c =
+      specdec::verify_chain(specdec::exec::seq, medusa_fast, std::vector<token_id>{1}, q, rows, 2, request_stream{1, 1, 1});
   CHECK(c.num_accepted == 0);
   CHECK(c.tokens == std::vector<token_id>{0});
   const typical_rule lower{0.089, 0.3};
-  CHECK(specdec::verify_chain(specdec::exec::seq, lower, std::vector<token_id>{1}, q, rows, 2, request_stream{1, 1, 1}).num_accepted == 1);
+  CHECK(specdec::verify_chain(specdec::exec::seq, lower, std::vector<token_id>{1}, q, rows, 2, request_stream{1, 1, 1})
+            .num_accepted == 1);
 }
 
 TEST_CASE("typical: parameters outside their domain throw specdec::error (chain and tree)", "[typical][bad_input]") {
@@ -357,8 +370,8 @@ TEST_CASE("typical: log_offset = 1e-5 reproduces Medusa's threshold formula", "[
       offset_matters = std::max(offset_matters, std::abs(exact.threshold(std::span<const double>(p)) - lib));
     }
   }
-  std::cout << "[typical] Medusa's threshold: max relative difference " << worst << " (log_offset 1e-5); with the exact entropy the threshold moves by up to "
-            << offset_matters << "\n";
+  std::cout << "[typical] Medusa's threshold: max relative difference " << worst
+            << " (log_offset 1e-5); with the exact entropy the threshold moves by up to " << offset_matters << "\n";
   CHECK(worst < 1e-13);
   CHECK(offset_matters > 1e-6);
   // Defaults are Medusa's medusa_model.py ones.
@@ -388,12 +401,14 @@ TEST_CASE("typical_sample: the correction has p >= threshold and the truncated l
   const std::uint64_t n = 100'000;
   for (std::uint32_t i = 0; i < n; ++i) {
     const request_stream stream{0x7C, i, 0};
-    const auto c = specdec::verify_chain(specdec::exec::seq, rule, std::vector<token_id>{static_cast<token_id>(V - 1)}, q, rows, V, stream);
+    const auto c =
+        specdec::verify_chain(specdec::exec::seq, rule, std::vector<token_id>{static_cast<token_id>(V - 1)}, q, rows, V, stream);
     REQUIRE(c.num_accepted == 0);
     REQUIRE(c.tokens.size() == 1);
     REQUIRE(p[static_cast<std::size_t>(c.tokens[0])] >= thr);
     ++counts[static_cast<std::size_t>(c.tokens[0])];
-    const auto t = specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(), std::span<const double>(rows), V, stream);
+    const auto t = specdec::verify_one_tree(specdec::exec::seq, rule, parents, tokens, std::span<const double>(),
+                                            std::span<const double>(rows), V, stream);
     REQUIRE(t.tokens == c.tokens);  // same stream, same node: the tree's correction is the chain's
     ++tree_counts[static_cast<std::size_t>(t.tokens[0])];
   }
@@ -421,32 +436,35 @@ TEST_CASE("typical acceptance is lossy: its total variation from the target, mea
     const std::vector<double> target = specdec_test::target_sequence_distribution(m, prompt, H);
     std::cout << "[typical] lossy case: V = " << V << ", table seed 20250716, target = " << 1.0 - flat << " table + " << flat
               << " uniform, mean TV(p, q) = " << m.mean_total_variation() << "\n";
-    for (const auto& [rule, name] : {std::pair{medusa_fast, "argmax correction (Medusa fast)"}, std::pair{medusa_sampled, "typical_sample correction"}}) {
+    for (const auto& [rule, name] :
+         {std::pair{medusa_fast, "argmax correction (Medusa fast)"}, std::pair{medusa_sampled, "typical_sample correction"}}) {
       for (const int gamma : {1, 3}) {
         const auto exact = typical_sequence_distribution(rule, m, prompt, H, gamma);
         CHECK(std::abs(std::accumulate(exact.begin(), exact.end(), 0.0) - 1.0) < 1e-12);
         const double tv = total_variation(exact, target);
-        const std::uint64_t seed = 0x7C00 + static_cast<std::uint64_t>(gamma) + (rule.correction == typical_correction::argmax ? 0 : 16) +
-                                   (flat > 0.5 ? 0 : 32);
+        const std::uint64_t seed = 0x7C00 + static_cast<std::uint64_t>(gamma) +
+                                   (rule.correction == typical_correction::argmax ? 0 : 16) + (flat > 0.5 ? 0 : 32);
         const auto counts = simulate_chain(rule, m, H, gamma, seed, 100'000);
         const double tv_mc = total_variation(frequencies(counts), target);
         const auto vs_exact = specdec_test::chi_squared_gof(counts, exact);
         const auto vs_target = specdec_test::chi_squared_gof(counts, target);
-        WARN("typical acceptance (" << name << "), target " << 1.0 - flat << " table + " << flat << " uniform, chain gamma = " << gamma
-                                    << ", H = " << H << ": TV(emitted law, target law) = " << tv << " exact, " << tv_mc
+        WARN("typical acceptance (" << name << "), target " << 1.0 - flat << " table + " << flat << " uniform, chain gamma = "
+                                    << gamma << ", H = " << H << ": TV(emitted law, target law) = " << tv << " exact, " << tv_mc
                                     << " Monte Carlo (N = 100000, seed 0x" << std::hex << seed << std::dec
-                                    << "); chi-squared vs the exact typical law p = " << vs_exact.p_value << ", vs the target p = " << vs_target.p_value);
+                                    << "); chi-squared vs the exact typical law p = " << vs_exact.p_value
+                                    << ", vs the target p = " << vs_target.p_value);
         CHECK(tv > 0.01);                                    // lossy: clearly not the target's law
         CHECK(vs_exact.p_value > specdec_test::gof_alpha);   // the enumeration is the law the library produces
         CHECK(vs_target.p_value < specdec_test::gof_alpha);  // and the target is not
       }
       // Trees (3 x 2 candidates, i.i.d. from q): Monte Carlo only.
-      const auto counts = simulate_tree(rule, m, H, 0x7C40 + (rule.correction == typical_correction::argmax ? 0u : 1u) + (flat > 0.5 ? 0u : 2u), 60'000);
+      const auto counts = simulate_tree(
+          rule, m, H, 0x7C40 + (rule.correction == typical_correction::argmax ? 0u : 1u) + (flat > 0.5 ? 0u : 2u), 60'000);
       const double tv_mc = total_variation(frequencies(counts), target);
       const auto vs_target = specdec_test::chi_squared_gof(counts, target);
-      WARN("typical acceptance (" << name << "), target " << 1.0 - flat << " table + " << flat << " uniform, tree 3 x 2, H = " << H
-                                  << ": TV(emitted law, target law) = " << tv_mc << " Monte Carlo (N = 60000); chi-squared vs the target p = "
-                                  << vs_target.p_value);
+      WARN("typical acceptance (" << name << "), target " << 1.0 - flat << " table + " << flat
+                                  << " uniform, tree 3 x 2, H = " << H << ": TV(emitted law, target law) = " << tv_mc
+                                  << " Monte Carlo (N = 60000); chi-squared vs the target p = " << vs_target.p_value);
       CHECK(tv_mc > 0.01);
       CHECK(vs_target.p_value < specdec_test::gof_alpha);
     }
@@ -470,7 +488,8 @@ TEST_CASE("typical acceptance is exact on a one-hot target: total variation 0", 
       const auto tree_counts = simulate_tree(rule, m, H, 0x7C90 + static_cast<std::uint64_t>(gamma), 20'000);
       const double tv_tree = total_variation(frequencies(tree_counts), target);
       INFO("one-hot target, gamma = " << gamma << ": TV exact " << tv << ", Monte Carlo chain " << tv_mc << ", tree " << tv_tree);
-      std::cout << "[typical] one-hot target, gamma = " << gamma << ": TV exact " << tv << ", Monte Carlo chain " << tv_mc << ", tree " << tv_tree << "\n";
+      std::cout << "[typical] one-hot target, gamma = " << gamma << ": TV exact " << tv << ", Monte Carlo chain " << tv_mc
+                << ", tree " << tv_tree << "\n";
       CHECK(tv <= 1e-15);  // rounding of the enumeration only
       CHECK(tv_mc == 0.0);
       CHECK(tv_tree == 0.0);

@@ -87,8 +87,8 @@ void build_histogram(std::span<const float> row, int level, std::uint32_t prefix
 //! where the inclusive count reaches `count_goal` (`by_count`) or where start + the inclusive mass
 //! reaches `mass_goal`. (The kernel sums the exact bucket masses in a block scan, here they are
 //! summed in order: the partial sums may differ by rounding, which filter.cuh's bound covers.)
-cd::crossing host_crossing(const cd::row_histogram& h, int level, std::uint32_t exponent, bool by_count,
-                           std::uint32_t count_goal, double start, double mass_goal) {
+cd::crossing host_crossing(const cd::row_histogram& h, int level, std::uint32_t exponent, bool by_count, std::uint32_t count_goal,
+                           double start, double mass_goal) {
   cd::crossing x{-1, 0, start, 0.0};
   std::uint32_t count_before = 0;
   double before = 0.0;
@@ -195,8 +195,7 @@ std::vector<float> make_row(row_kind kind, std::size_t V, specdec::random::philo
       for (float& p : row) p = g.uniform_f();
       break;
     case row_kind::dyadic_ties:  // small multiples of a few powers of two: many exact ties
-      for (float& p : row)
-        p = std::ldexp(static_cast<float>(1 + below(g, 8)), -static_cast<int>(3 + 4 * below(g, 3)));
+      for (float& p : row) p = std::ldexp(static_cast<float>(1 + below(g, 8)), -static_cast<int>(3 + 4 * below(g, 3)));
       break;
     case row_kind::sparse: {
       const std::size_t nonzero = 1 + below(g, std::max<std::size_t>(1, V / 16));
@@ -230,8 +229,7 @@ std::vector<float> make_row(row_kind kind, std::size_t V, specdec::random::philo
         std::fill(row.begin(), row.end(), 0.0f);
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return row;
 }
@@ -433,8 +431,8 @@ TEST_CASE("filter.cuh: the host replay of the radix select gives seq's masks", "
     }
     std::cout << "  V=" << plan.V << ": " << counts.rows << " rows (top-k " << counts.top_k_rows << ", top-p "
               << counts.top_p_rows << ", min-p " << counts.min_p_rows << ", more than 2 passes " << counts.deep_rows
-              << ", unusable " << counts.unusable_rows << "), top-p exceptions within the bound: "
-              << counts.top_p_exceptions << "\n";
+              << ", unusable " << counts.unusable_rows << "), top-p exceptions within the bound: " << counts.top_p_exceptions
+              << "\n";
     total.rows += counts.rows;
     total.top_k_rows += counts.top_k_rows;
     total.top_p_rows += counts.top_p_rows;
@@ -452,9 +450,7 @@ TEST_CASE("filter.cuh: the host replay of the radix select gives seq's masks", "
 
 TEST_CASE("filter.cuh: the replay on hand-made rows", "[cuda][host][filter]") {
   replay_counts counts;
-  const auto run = [&](std::vector<float> row, warp_params w, const char* what) {
-    REQUIRE(check_row(row, w, counts, what));
-  };
+  const auto run = [&](std::vector<float> row, warp_params w, const char* what) { REQUIRE(check_row(row, w, counts, what)); };
   // Ties at the top-k boundary are all kept (search ends at the last level with several entries).
   run({0.25f, 0.125f, 0.125f, 0.125f, 0.375f}, {1.0, 2, 1.0, 0.0}, "tied k-th");
   // A top-p goal hit exactly by a partial sum keeps only what reaches it.
@@ -463,7 +459,8 @@ TEST_CASE("filter.cuh: the replay on hand-made rows", "[cuda][host][filter]") {
   // Entries differing only in their lowest bits (level 2 decides).
   const float base = 0.3f;
   std::vector<float> close;
-  for (int i = 0; i < 300; ++i) close.push_back(std::bit_cast<float>(std::bit_cast<std::uint32_t>(base) + static_cast<std::uint32_t>(i)));
+  for (int i = 0; i < 300; ++i)
+    close.push_back(std::bit_cast<float>(std::bit_cast<std::uint32_t>(base) + static_cast<std::uint32_t>(i)));
   run(close, {1.0, 17, 1.0, 0.0}, "lowest bits, top-k");
   run(close, {1.0, 0, 0.3, 0.0}, "lowest bits, top-p");
   run(close, {1.0, 40, 0.5, 0.0}, "lowest bits, top-k then top-p");
@@ -531,8 +528,10 @@ std::vector<std::int64_t> replay_top_w(std::span<const unsigned long long> image
       }
       above += hist[b];
     }
-    if (d < 8) prefix.key |= static_cast<unsigned long long>(digit) << (56 - 8 * d);
-    else prefix.inv |= digit << (24 - 8 * (d - 8));
+    if (d < 8)
+      prefix.key |= static_cast<unsigned long long>(digit) << (56 - 8 * d);
+    else
+      prefix.inv |= digit << (24 - 8 * (d - 8));
     k = k_left;
     depth = d + 1;
     if (count == k) break;
@@ -563,8 +562,10 @@ TEST_CASE("top_w.cuh: composite-key digits and the replayed radix select", "[cud
     const int flip = static_cast<int>(below(g, 13));  // b shares a's first `flip` digits
     if (flip < 12) {
       const unsigned bit = 1u << below(g, 8);
-      if (flip < 8) b.key ^= static_cast<unsigned long long>(bit) << (56 - 8 * flip);
-      else b.inv ^= bit << (24 - 8 * (flip - 8));
+      if (flip < 8)
+        b.key ^= static_cast<unsigned long long>(bit) << (56 - 8 * flip);
+      else
+        b.inv ^= bit << (24 - 8 * (flip - 8));
       if (g.uniform() < 0.5) {  // and random lower digits
         if (flip < 7) b.key = (b.key & cd::high_mask(flip + 1)) | (u64() & ~cd::high_mask(flip + 1));
         b.inv = flip < 8 ? g.next_u32() : (b.inv & cd::low_mask(flip + 1)) | (g.next_u32() & ~cd::low_mask(flip + 1));
@@ -575,8 +576,10 @@ TEST_CASE("top_w.cuh: composite-key digits and the replayed radix select", "[cud
     int first_diff = 12;
     for (int d = 0; d < cd::radix_digits; ++d) {
       REQUIRE(cd::digit_of(a, d) < 256u);
-      if (d < 8) key = (key << 8) | cd::digit_of(a, d);
-      else inv = (inv << 8) | cd::digit_of(a, d);
+      if (d < 8)
+        key = (key << 8) | cd::digit_of(a, d);
+      else
+        inv = (inv << 8) | cd::digit_of(a, d);
       if (first_diff == 12 && cd::digit_of(a, d) != cd::digit_of(b, d)) first_diff = d;
     }
     REQUIRE(key == a.key);
@@ -656,7 +659,7 @@ TEST_CASE("workspace_plan: counting and carving agree", "[cuda][host][memory]") 
   takes(carving, carved, buffer.data());
   REQUIRE(carving.bytes() == bytes);
   std::size_t expected = 0;
-  const std::size_t sizes[] = {3 * sizeof(double), 1, 5 * sizeof(cd::select_row), 2 * sizeof(cd::row_histogram), 0,
+  const std::size_t sizes[] = {3 * sizeof(double),        1, 5 * sizeof(cd::select_row), 2 * sizeof(cd::row_histogram), 0,
                                257 * sizeof(std::int64_t)};
   for (std::size_t i = 0; i < carved.size(); ++i) {
     CHECK(carved[i] == expected);
@@ -677,7 +680,8 @@ TEST_CASE("workspace_plan: counting and carving agree", "[cuda][host][memory]") 
     cu::workspace_plan carve(space);
     const cd::filter_parts parts(carve, B, V);
     CHECK(reinterpret_cast<std::byte*>(parts.select.rows) == space.data());
-    CHECK(reinterpret_cast<std::byte*>(parts.kept) + B * cd::chunk_count<float>(V) * sizeof(double) <= space.data() + space.size());
+    CHECK(reinterpret_cast<std::byte*>(parts.kept) + B * cd::chunk_count<float>(V) * sizeof(double) <=
+          space.data() + space.size());
     CHECK(count.bytes() == cu::warp_probs_workspace_bytes(B, V));
   }
 }
@@ -757,7 +761,7 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     REQUIRE_THROWS_AS(cu::softmax(s, cin.first(B * V - 1), B, V, fout, st, {}, ws), specdec::error);
     REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout.first(V), st, {}, ws), specdec::error);
     REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout, st.first(1), {}, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::softmax(s, cin.first(0), B, 0, fout.first(0), st, {}, ws), specdec::error);  // V = 0
+    REQUIRE_THROWS_AS(cu::softmax(s, cin.first(0), B, 0, fout.first(0), st, {}, ws), specdec::error);        // V = 0
     REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout, st, {}, std::span<std::byte>(none)), specdec::error);  // workspace
     const std::vector<double> one_t{1.0}, bad_t{1.0, 0.0}, nan_t{std::nan(""), 1.0};
     REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout, st, one_t, ws), specdec::error);
@@ -791,7 +795,8 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     REQUIRE(probs_bytes < ws.size());
     REQUIRE_THROWS_AS(cu::warp_probs(s, fout, B, V, ok, st, std::span<std::byte>(ws).first(probs_bytes - 1)), specdec::error);
     REQUIRE_THROWS_AS(cu::warp_logits(s, cin, B, V, fout, ok, st, std::span<std::byte>(none)), specdec::error);
-    REQUIRE_NOTHROW(cu::warp_probs(s, fout.first(0), 0, V, std::span<const warp_params>{}, st.first(0), std::span<std::byte>(none)));
+    REQUIRE_NOTHROW(
+        cu::warp_probs(s, fout.first(0), 0, V, std::span<const warp_params>{}, st.first(0), std::span<std::byte>(none)));
   }
   SECTION("sample_categorical, sample_filtered, top_p_sample") {
     std::vector<std::byte> ws(cu::sample_filtered_workspace_bytes(B, V) + cu::sample_categorical_workspace_bytes(B, V));
@@ -813,7 +818,8 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     const std::vector<double> top_p_one{0.5}, top_p_zero{0.5, 0.0};
     REQUIRE_THROWS_AS(cu::top_p_sample(s, cin, B, V, top_p_one, cs, tk, st, ws), specdec::error);
     REQUIRE_THROWS_AS(cu::top_p_sample(s, cin, B, V, top_p_zero, cs, tk, st, ws), specdec::error);
-    REQUIRE_NOTHROW(cu::sample_categorical(s, cin.first(0), 0, V, cs.first(0), tk.first(0), st.first(0), std::span<std::byte>(none)));
+    REQUIRE_NOTHROW(
+        cu::sample_categorical(s, cin.first(0), 0, V, cs.first(0), tk.first(0), st.first(0), std::span<std::byte>(none)));
   }
   SECTION("compute_indicators") {
     const std::vector<specdec::token_id> tokens{0, 1};
@@ -917,6 +923,7 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     // An empty batch returns before any device work.
     specdec::chain_batch<float> empty{specdec::ragged_layout::packed(std::span<const std::int32_t>{}), V, {}, {}, {}};
     REQUIRE_NOTHROW(cu::verify(s, specdec::strict, empty, {}, specdec::chain_outputs{}, std::span<std::byte>(none)));
-    REQUIRE_NOTHROW(cu::verify_from_logits(s, specdec::strict, empty, {}, {}, {}, specdec::chain_outputs{}, std::span<std::byte>(none)));
+    REQUIRE_NOTHROW(
+        cu::verify_from_logits(s, specdec::strict, empty, {}, {}, {}, specdec::chain_outputs{}, std::span<std::byte>(none)));
   }
 }

@@ -190,8 +190,8 @@ std::vector<std::int64_t> cpu_gumbel(std::span<const double> row, std::size_t w,
 
 // Runs the GPU top-W over `rows` rows of `scores`; `sequential` forces the Gumbel keys' sequential path.
 template <class T>
-std::vector<std::int64_t> gpu_top_w(specdec::beam_mode mode, const std::vector<T>& scores, std::size_t n,
-                                    std::size_t w, const std::vector<stream_address>& streams, bool sequential) {
+std::vector<std::int64_t> gpu_top_w(specdec::beam_mode mode, const std::vector<T>& scores, std::size_t n, std::size_t w,
+                                    const std::vector<stream_address>& streams, bool sequential) {
   const std::size_t rows = scores.size() / n;
   const device_array<T> d_scores(scores);
   const device_array<stream_address> d_streams(streams);
@@ -215,8 +215,8 @@ TEST_CASE("cuda top-W, search: the indices of top_w_indices", "[cuda][top_w]") {
   struct shape {
     std::size_t rows, n, w;
   };
-  for (const shape sh : {shape{3, 5, 8}, shape{4, 1, 1}, shape{5, 8 * 1000, 8}, shape{2, 4 * 32000, 4},
-                         shape{3, 3000, 64}, shape{2, 2500, 1024}, shape{1, 700, 1}}) {
+  for (const shape sh : {shape{3, 5, 8}, shape{4, 1, 1}, shape{5, 8 * 1000, 8}, shape{2, 4 * 32000, 4}, shape{3, 3000, 64},
+                         shape{2, 2500, 1024}, shape{1, 700, 1}}) {
     const std::vector<double> scores = make_scores(sh.rows * sh.n, id++, true);
     const auto dev = gpu_top_w(specdec::beam_mode::search, scores, sh.n, sh.w, {}, false);
     std::size_t bad = 0;
@@ -261,8 +261,8 @@ TEST_CASE("cuda top-W, Gumbel-top-k: the CPU beam drafter's selection", "[cuda][
         const auto cpu = cpu_gumbel(std::span<const double>(scores).subspan(r * sh.n, sh.n), sh.w, streams[r]);
         for (std::size_t k = 0; k < sh.w; ++k) bad += cpu[k] != dev[r * sh.w + k];
       }
-      std::cout << "  " << (sequential ? "sequential" : "parallel") << " keys, rows " << sh.rows << ", n " << sh.n
-                << ", W " << sh.w << ": " << bad << " differing entries\n";
+      std::cout << "  " << (sequential ? "sequential" : "parallel") << " keys, rows " << sh.rows << ", n " << sh.n << ", W "
+                << sh.w << ": " << bad << " differing entries\n";
       CHECK(bad == 0);
     }
 }
@@ -335,13 +335,13 @@ cuda::indicator_status seq_position(const indicator_batch<T>& b, std::size_t i, 
     s = specdec::estimate::similarity(d, c);
   } catch (const specdec::error& e) {
     return std::string(e.what()).find("draft row") != std::string::npos ? cuda::indicator_status::bad_draft_row
-                                                                         : cuda::indicator_status::bad_companion_row;
+                                                                        : cuda::indicator_status::bad_companion_row;
   }
   try {
     a = specdec::estimate::companion_acceptance(d, c, b.tokens[i]);
   } catch (const specdec::error& e) {
     return std::string(e.what()).find("outside") != std::string::npos ? cuda::indicator_status::token_out_of_range
-                                                                       : cuda::indicator_status::draft_probability_zero;
+                                                                      : cuda::indicator_status::draft_probability_zero;
   }
   return cuda::indicator_status::ok;
 }
@@ -360,8 +360,8 @@ void check_indicators_against_seq(const indicator_batch<T>& b) {
     CHECK(a[i] == sa);
     worst = std::max(worst, std::abs(s[i] - ss));
   }
-  std::cout << "  n " << b.n << ", V " << b.v << (sizeof(T) == 4 ? " (float)" : " (double)") << ": max |S_cuda - S_seq| = "
-            << worst << ", bound " << cuda::indicators_agreement_bound(b.v) << "\n";
+  std::cout << "  n " << b.n << ", V " << b.v << (sizeof(T) == 4 ? " (float)" : " (double)")
+            << ": max |S_cuda - S_seq| = " << worst << ", bound " << cuda::indicators_agreement_bound(b.v) << "\n";
   CHECK(worst <= cuda::indicators_agreement_bound(b.v));
 }
 
@@ -377,14 +377,13 @@ TEST_CASE("cuda indicators: A identical to seq, S within the stated bound", "[cu
   check_indicators_against_seq(make_indicator_batch<double>(3, 128256, 65));
 }
 
-TEST_CASE("cuda indicators: seq's errors as statuses, and as the exception of the checking overload",
-          "[cuda][indicators]") {
+TEST_CASE("cuda indicators: seq's errors as statuses, and as the exception of the checking overload", "[cuda][indicators]") {
   auto b = make_indicator_batch<double>(6, 300, 70);
   b.draft[1 * 300 + 17] = std::numeric_limits<double>::quiet_NaN();  // position 1: bad draft row
-  b.companion[2 * 300 + 5] = -0.01;                                   // position 2: bad companion row
-  b.tokens[3] = 300;                                                  // position 3: token out of range
-  b.draft[4 * 300 + 9] += 0.01;                                       // position 4: draft sum off by 0.01
-  for (std::size_t k = 0; k < 300; ++k)                               // position 5: P_d(t) = 0
+  b.companion[2 * 300 + 5] = -0.01;                                  // position 2: bad companion row
+  b.tokens[3] = 300;                                                 // position 3: token out of range
+  b.draft[4 * 300 + 9] += 0.01;                                      // position 4: draft sum off by 0.01
+  for (std::size_t k = 0; k < 300; ++k)                              // position 5: P_d(t) = 0
     if (b.draft[5 * 300 + k] == 0.0) b.tokens[5] = static_cast<token_id>(k);
   REQUIRE(b.draft[5 * 300 + static_cast<std::size_t>(b.tokens[5])] == 0.0);
   check_indicators_against_seq(b);

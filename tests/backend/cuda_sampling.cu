@@ -64,7 +64,10 @@ std::vector<T> logit_row(philox_stream& s, std::size_t V, int kind) {
       case 1: row[v] = static_cast<T>(10.0 * normal(s)); break;
       case 2: row[v] = static_cast<T>(static_cast<int>(s.uniform() * 3.0)); break;
       case 3: row[v] = static_cast<T>((s.uniform() - 0.5) * 1e30); break;
-      case 4: row[v] = std::nextafter(T(1), T(2)) + static_cast<T>(static_cast<int>(s.uniform() * 4.0)) * std::numeric_limits<T>::epsilon(); break;
+      case 4:
+        row[v] =
+            std::nextafter(T(1), T(2)) + static_cast<T>(static_cast<int>(s.uniform() * 4.0)) * std::numeric_limits<T>::epsilon();
+        break;
       case 5: row[v] = s.uniform() < 0.5 ? -inf : static_cast<T>(3.0 * normal(s)); break;
       case 6: row[v] = -inf; break;
       case 9: row[v] = -inf; break;
@@ -211,7 +214,8 @@ TEST_CASE("cuda softmax, log-softmax and log-sum-exp agree with seq within the s
     device_array<std::byte> ws(cu::softmax_workspace_bytes<T>(B, V));
     cu::softmax(nullptr, d_logits.cspan(), B, V, d_probs.span(), d_status.span(), std::span<const double>(temps), ws.span());
     cu::log_softmax(nullptr, d_logits.cspan(), B, V, d_logp.span(), d_status_log.span(), std::span<const double>(temps));
-    cu::log_sum_exp(nullptr, d_logits.cspan(), B, V, d_lse.span(), d_status_lse.span(), std::span<const double>(temps), ws.span());
+    cu::log_sum_exp(nullptr, d_logits.cspan(), B, V, d_lse.span(), d_status_lse.span(), std::span<const double>(temps),
+                    ws.span());
     const auto probs = d_probs.download(), logp = d_logp.download();
     const auto lse = d_lse.download();
     const auto status = d_status.download(), status_log = d_status_log.download(), status_lse = d_status_lse.download();
@@ -434,7 +438,8 @@ TEST_CASE("cuda sample_categorical gives seq's tokens and statuses bit for bit",
         row.assign(V, T(0));  // no_mass
       } else {
         row = specdec_test::make_row<T>(s, V, specdec_test::row_kind::dense);
-        specdec_test::spoil(row, static_cast<std::size_t>(s.uniform() * static_cast<double>(V)), static_cast<int>(s.next_u32() % 3));
+        specdec_test::spoil(row, static_cast<std::size_t>(s.uniform() * static_cast<double>(V)),
+                            static_cast<int>(s.next_u32() % 3));
       }
       probs.insert(probs.end(), row.begin(), row.end());
       streams[b] = request_stream{0xC0FFEE + b % 3, static_cast<std::uint32_t>(1000 + b), static_cast<std::uint32_t>(b % 5)};
@@ -573,7 +578,8 @@ TEST_CASE("cuda sampling: a row's token does not depend on the rest of its batch
     std::vector<warp_params> w;
     std::vector<request_stream> r;
     for (const std::size_t b : which) {
-      p.insert(p.end(), probs.begin() + static_cast<std::ptrdiff_t>(b * V), probs.begin() + static_cast<std::ptrdiff_t>((b + 1) * V));
+      p.insert(p.end(), probs.begin() + static_cast<std::ptrdiff_t>(b * V),
+               probs.begin() + static_cast<std::ptrdiff_t>((b + 1) * V));
       w.push_back(params[b]);
       r.push_back(streams[b]);
     }
@@ -582,7 +588,8 @@ TEST_CASE("cuda sampling: a row's token does not depend on the rest of its batch
     device_array<row_status> st(which.size());
     cu::sample_filtered(nullptr, d_probs.cspan(), which.size(), V, std::span<const warp_params>(w),
                         std::span<const request_stream>(r), filtered.span(), st.span());
-    cu::sample_categorical(nullptr, d_probs.cspan(), which.size(), V, std::span<const request_stream>(r), plain.span(), st.span());
+    cu::sample_categorical(nullptr, d_probs.cspan(), which.size(), V, std::span<const request_stream>(r), plain.span(),
+                           st.span());
     return std::pair{filtered.download(), plain.download()};
   };
   std::vector<std::size_t> all(B), part;
@@ -597,8 +604,7 @@ TEST_CASE("cuda sampling: a row's token does not depend on the rest of its batch
   }
 }
 
-TEST_CASE("cuda softmax, warp and sampling entry points reject bad shapes, parameters and workspaces",
-          "[cuda][errors]") {
+TEST_CASE("cuda softmax, warp and sampling entry points reject bad shapes, parameters and workspaces", "[cuda][errors]") {
   const std::size_t B = 3, V = 100;
   const std::vector<float> host(B * V, 0.01f);
   device_array<float> probs(host), out(B * V);
@@ -624,13 +630,13 @@ TEST_CASE("cuda softmax, warp and sampling entry points reject bad shapes, param
   CHECK_THROWS_AS(cu::warp_logits(nullptr, probs.cspan(), B, V, out.span(), std::span<const warp_params>(bad), status.span()),
                   specdec::error);
   bad[1] = warp_params{2.0, 0, 1.0, 0.0};
-  CHECK_THROWS_AS(cu::sample_filtered(nullptr, probs.cspan(), B, V, std::span<const warp_params>(bad), rs, tokens.span(),
-                                      status.span()),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      cu::sample_filtered(nullptr, probs.cspan(), B, V, std::span<const warp_params>(bad), rs, tokens.span(), status.span()),
+      specdec::error);
   const std::vector<double> bad_p = {0.5, 1.5, 0.5};
-  CHECK_THROWS_AS(cu::top_p_sample(nullptr, probs.cspan(), B, V, std::span<const double>(bad_p), rs, tokens.span(),
-                                   status.span()),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      cu::top_p_sample(nullptr, probs.cspan(), B, V, std::span<const double>(bad_p), rs, tokens.span(), status.span()),
+      specdec::error);
   // workspaces one byte short
   device_array<std::byte> small_soft(cu::softmax_workspace_bytes<float>(B, V) - 1);
   CHECK_THROWS_AS(cu::softmax(nullptr, probs.cspan(), B, V, out.span(), status.span(), {}, small_soft.span()), specdec::error);

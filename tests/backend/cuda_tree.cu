@@ -205,7 +205,8 @@ TEST_CASE("cuda verify_tree: a chain tree gives the cuda chain verifier's tokens
       const device_array<token_id> tokens(chain.tokens);
       const device_array<std::int32_t> accepted(chain.num_accepted);
       const device_array<verify_status> status(chain.status);
-      specdec::verify(specdec::exec::cuda, rule, d.view, chains.stream_span(), specdec::chain_outputs{tokens.span(), accepted.span(), status.span()});
+      specdec::verify(specdec::exec::cuda, rule, d.view, chains.stream_span(),
+                      specdec::chain_outputs{tokens.span(), accepted.span(), status.span()});
       REQUIRE(tree.tokens == tokens.download());
       REQUIRE(tree.accepted == accepted.download());
       REQUIRE(tree.status == status.download());
@@ -269,13 +270,14 @@ TEST_CASE("cuda block verification gives seq's outputs at V = 70000", "[cuda][bl
   }
 }
 
-TEST_CASE("cuda tree and block verification on garbage: seq's statuses, never a token outside [-1, V)", "[cuda][tree][block][bad_input]") {
+TEST_CASE("cuda tree and block verification on garbage: seq's statuses, never a token outside [-1, V)",
+          "[cuda][tree][block][bad_input]") {
   // Rows of garbage (NaN, infinities, negatives, huge values, zeros, subnormals mixed in) and node
   // tokens sometimes outside [0, V): whatever seq reports, cuda reports, and the outputs stay well formed.
   philox_stream s(stream_address{0x7C0D, 6, 0, 0, purpose::user});
   const auto garbage = [&](auto& rows) {
     using T = typename std::remove_reference_t<decltype(rows)>::value_type;
-    const T bad[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(), T(-0.5), T(1e30), T(0),
+    const T bad[] = {std::numeric_limits<T>::quiet_NaN(),  std::numeric_limits<T>::infinity(),  T(-0.5), T(1e30), T(0),
                      std::numeric_limits<T>::denorm_min(), -std::numeric_limits<T>::infinity(), T(2)};
     for (auto& x : rows)
       if (s.uniform() < 0.02) x = bad[static_cast<std::size_t>(s.uniform() * 8.0) % 8];
@@ -287,7 +289,8 @@ TEST_CASE("cuda tree and block verification on garbage: seq's statuses, never a 
     garbage(c.target_rows);
     garbage(c.draft_rows);
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
-      if (s.uniform() < 0.03) c.tokens[i] = static_cast<token_id>(s.uniform() * static_cast<double>(2 * V)) - static_cast<token_id>(V / 2);
+      if (s.uniform() < 0.03)
+        c.tokens[i] = static_cast<token_id>(s.uniform() * static_cast<double>(2 * V)) - static_cast<token_id>(V / 2);
     compare_all_rules(c, specdec::verify_options{rep % 3 == 0, 1e-3}, false, t);
 
     auto reqs = specdec_test::make_requests<float>(s, 10, 5, V, 0.5, rep);

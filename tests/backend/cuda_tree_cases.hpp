@@ -56,7 +56,10 @@ struct tree_result_rows {
   std::vector<std::int32_t> path, accepted;
   std::vector<verify_status> status;
   tree_result_rows(std::size_t batch, std::size_t width)
-      : tokens(batch * width, -99), path(batch * width, -99), accepted(batch, -99), status(batch, static_cast<verify_status>(0xFF)) {}
+      : tokens(batch * width, -99),
+        path(batch * width, -99),
+        accepted(batch, -99),
+        status(batch, static_cast<verify_status>(0xFF)) {}
   specdec::tree_outputs view() { return {tokens, path, accepted, status}; }
   bool operator==(const tree_result_rows&) const = default;
 };
@@ -113,7 +116,9 @@ void add_tree(tree_case<T>& c, philox_stream& s, shape sh, std::int32_t n, doubl
   if (s.uniform() < spoil_rate) {
     const std::size_t node = static_cast<std::size_t>(s.uniform() * static_cast<double>(n)) % static_cast<std::size_t>(n);
     const std::size_t row = (base + node) * V, at = static_cast<std::size_t>(s.uniform() * static_cast<double>(V)) % V;
-    const auto fill = [&](std::vector<T>& rows, T value) { std::fill(rows.begin() + static_cast<std::ptrdiff_t>(row), rows.begin() + static_cast<std::ptrdiff_t>(row + V), value); };
+    const auto fill = [&](std::vector<T>& rows, T value) {
+      std::fill(rows.begin() + static_cast<std::ptrdiff_t>(row), rows.begin() + static_cast<std::ptrdiff_t>(row + V), value);
+    };
     switch (static_cast<int>(s.uniform() * 8.0)) {
       case 0: c.target_rows[row + at] = std::numeric_limits<T>::quiet_NaN(); break;
       case 1: c.draft_rows[row + at] = std::numeric_limits<T>::quiet_NaN(); break;
@@ -223,18 +228,22 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
          c = batch.layout.next_sibling(b, static_cast<std::size_t>(c)))
       children.push_back(batch.token(b, static_cast<std::size_t>(c)));
   }
-  bool child_token_in(token_id x, std::int32_t j) const { return std::find(children.begin(), children.begin() + j, x) != children.begin() + j; }
+  bool child_token_in(token_id x, std::int32_t j) const {
+    return std::find(children.begin(), children.begin() + j, x) != children.begin() + j;
+  }
   cd::residual_draw or_p(const specdec::sample_result& s, std::int32_t node, double u) const {
     if (s.status == specdec::row_status::no_mass) return {located_of(specdec::sample_categorical(p(node), u)), true};
     return {located_of(s), false};
   }
   cd::residual_draw strict_residual(std::int32_t node, double u) const {
-    const auto r = specdec::sample_residual(p(node), q(node), [](double pv, double qv) { return specdec::strict.accepted_mass(pv, qv); }, u);
+    const auto r = specdec::sample_residual(
+        p(node), q(node), [](double pv, double qv) { return specdec::strict.accepted_mass(pv, qv); }, u);
     return {located_of(r.sample), r.used_fallback};
   }
   specdec::residual_result scaled(std::int32_t node, double scale, double u) const {
     const specdec::scaled_draft_residual rule{scale};
-    return specdec::sample_residual(p(node), q(node), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+    return specdec::sample_residual(
+        p(node), q(node), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
   }
   double scaled_residual_mass(std::int32_t node, double scale) const {
     const auto r = scaled(node, scale, 0.0);
@@ -259,8 +268,9 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
       const double qv = hit ? 0.0 : static_cast<double>(q(node)[v]);
       const double rv = materialised ? residual[v] : static_cast<double>(p(node)[v]);
       const double next = rv - scale * qv;
-      residual[v] = specdec::detail::usable_weight(rv) & specdec::detail::usable_weight(qv) ? (next > 0.0 ? next : 0.0)
-                                                                                           : std::numeric_limits<double>::quiet_NaN();
+      residual[v] = specdec::detail::usable_weight(rv) & specdec::detail::usable_weight(qv)
+                        ? (next > 0.0 ? next : 0.0)
+                        : std::numeric_limits<double>::quiet_NaN();
       lanes[v % specdec::sampling_lanes] += residual[v];
     }
     return specdec::detail::reduce_lanes(lanes);
@@ -306,7 +316,8 @@ struct host_block_ops : host_row_ops<specdec::chain_batch<T>, T> {
   }
   cd::residual_draw locate_residual(std::int32_t i, double inverse, double u, bool) const {
     const specdec::block_residual rule{inverse};
-    const auto r = specdec::sample_residual(p(i), q(i), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+    const auto r = specdec::sample_residual(
+        p(i), q(i), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
     return {located_of(r.sample), r.used_fallback};
   }
   void barrier() const {}

@@ -137,7 +137,7 @@ TEST_CASE("cuda tree and block verification: workspace sizes", "[cuda][host][mem
   const std::size_t recursive = cu::verify_tree_workspace_bytes(specdec::recursive_rejection, batch);
   CHECK(greedy % cu::workspace_plan::alignment == 0);
   CHECK(greedy == matching);
-  CHECK(target_only > greedy);                   // the children lists
+  CHECK(target_only > greedy);                       // the children lists
   CHECK(strict >= greedy + B * V * sizeof(double));  // one residual row of doubles per request
   CHECK(recursive > strict);
   CHECK(strict == cu::verify_tree_workspace_bytes(specdec::strict, batch));  // deterministic
@@ -185,8 +185,9 @@ TEST_CASE("cuda tree and block verification: shape errors before any CUDA call",
     REQUIRE_THROWS_AS(cu::verify_tree(stream, specdec::sample_and_match, c.view(), streams, view), specdec::error);
     REQUIRE_THROWS_AS(specdec::verify_tree(specdec::exec::cuda, specdec::strict, bad_v, streams, out.view()), specdec::error);
     // A small workspace.
-    REQUIRE_THROWS_AS(cu::verify_tree(stream, specdec::strict, c.view(), streams, out.view(), std::span<std::byte>(ws).first(ws.size() - 1)),
-                      specdec::error);
+    REQUIRE_THROWS_AS(
+        cu::verify_tree(stream, specdec::strict, c.view(), streams, out.view(), std::span<std::byte>(ws).first(ws.size() - 1)),
+        specdec::error);
     REQUIRE_THROWS_AS(specdec::verify_tree(specdec::exec::cuda, specdec::recursive_rejection, c.view(), streams, out.view(),
                                            std::span<std::byte>(none)),
                       specdec::error);
@@ -205,19 +206,23 @@ TEST_CASE("cuda tree and block verification: shape errors before any CUDA call",
     std::vector<std::byte> ws(specdec::verify_workspace_bytes(specdec::exec::cuda, specdec::block, batch.view()));
     auto bad_v = batch.view();
     bad_v.vocab_size = V - 1;
-    REQUIRE_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::block, bad_v, batch.stream_span(), out.view()), specdec::error);
+    REQUIRE_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::block, bad_v, batch.stream_span(), out.view()),
+                      specdec::error);
     auto no_q = batch.view();
     no_q.draft_rows = {};
     REQUIRE_THROWS_AS(cu::verify_block(stream, specdec::block, no_q, batch.stream_span(), out.view(), ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::verify_block(stream, specdec::block, batch.view(), batch.stream_span().first(2), out.view()), specdec::error);
+    REQUIRE_THROWS_AS(cu::verify_block(stream, specdec::block, batch.view(), batch.stream_span().first(2), out.view()),
+                      specdec::error);
     auto view = out.view();
     view.tokens = view.tokens.first(view.tokens.size() - 1);
-    REQUIRE_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::block, batch.view(), batch.stream_span(), view, ws), specdec::error);
+    REQUIRE_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::block, batch.view(), batch.stream_span(), view, ws),
+                      specdec::error);
     REQUIRE_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::block, batch.view(), batch.stream_span(), out.view(),
                                       std::span<std::byte>(ws).first(ws.size() - 1)),
                       specdec::error);
     const auto none_batch = specdec_test::build_batch(std::vector<specdec_test::request_data<float>>{}, V, true);
     specdec_test::owned_outputs nothing(none_batch);
-    REQUIRE_NOTHROW(specdec::verify(specdec::exec::cuda, specdec::block, none_batch.view(), none_batch.stream_span(), nothing.view()));
+    REQUIRE_NOTHROW(
+        specdec::verify(specdec::exec::cuda, specdec::block, none_batch.view(), none_batch.stream_span(), nothing.view()));
   }
 }

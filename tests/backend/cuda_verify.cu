@@ -151,8 +151,7 @@ TEST_CASE("cuda verify: the workspace overload, a small workspace, an empty batc
   const std::size_t need = specdec::verify_workspace_bytes(specdec::exec::cuda, specdec::strict, d.view);
   REQUIRE(need > 0);
   device_array<std::byte> small(need - 1);
-  CHECK_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::strict, d.view, batch.stream_span(),
-                                  dev.view(), small.span()),
+  CHECK_THROWS_AS(specdec::verify(specdec::exec::cuda, specdec::strict, d.view, batch.stream_span(), dev.view(), small.span()),
                   specdec::error);
 
   const std::vector<std::int32_t> none;
@@ -188,7 +187,9 @@ TEST_CASE("cuda verify emits exactly the target distribution (strict), and a los
     auto& r = reqs[b];
     r.stream = specdec::random::request_stream{20261122, static_cast<std::uint32_t>(b), 0};
     for (std::size_t i = 0; i < n; ++i) {
-      r.drafts.push_back(specdec::sample_categorical(std::span<const double>(q), r.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform()).token);
+      r.drafts.push_back(specdec::sample_categorical(std::span<const double>(q),
+                                                     r.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform())
+                             .token);
       r.draft_rows.push_back(q);
       r.target_rows.push_back(p);
     }
@@ -224,7 +225,8 @@ TEST_CASE("cuda verify on garbage never emits a token outside [0, V)", "[cuda][v
     auto reqs = specdec_test::make_requests<float>(s, B, max_n, V, 1.0, static_cast<std::uint32_t>(round));
     for (auto& r : reqs)  // and more damage: random bad values anywhere, ids far out of range
       for (auto& row : r.target_rows)
-        if (s.uniform() < 0.3) specdec_test::spoil(row, static_cast<std::size_t>(s.uniform() * V), static_cast<int>(s.uniform() * 4));
+        if (s.uniform() < 0.3)
+          specdec_test::spoil(row, static_cast<std::size_t>(s.uniform() * V), static_cast<int>(s.uniform() * 4));
     const auto batch = specdec_test::build_batch(reqs, V, round % 2 == 0, max_n);
     specdec_test::for_each_rule([&](const auto& rule, const char*) {
       const auto out = run_cuda(rule, batch);
@@ -247,7 +249,7 @@ std::vector<T> random_logits(philox_stream& s, std::size_t V) {
 //! seq-warped draft row (draft_params[b]).
 template <class T>
 std::vector<specdec_test::request_data<T>> logit_requests(philox_stream& s, const std::vector<specdec::warp_params>& draft_params,
-                                                           std::size_t max_n, std::size_t V, std::uint32_t step) {
+                                                          std::size_t max_n, std::size_t V, std::uint32_t step) {
   const std::size_t B = draft_params.size();
   std::vector<specdec_test::request_data<T>> reqs(B);
   for (std::size_t b = 0; b < B; ++b) {
@@ -276,8 +278,7 @@ specdec_test::owned_outputs run_fused(const Rule& rule, const specdec_test::owne
   const specdec::test::device_chain_batch<T> d(host.view());
   specdec_test::owned_outputs out(host);
   const device_outputs dev(out);
-  specdec::verify_from_logits(specdec::exec::cuda, rule, d.view, target_params, draft_params, host.stream_span(),
-                              dev.view());
+  specdec::verify_from_logits(specdec::exec::cuda, rule, d.view, target_params, draft_params, host.stream_span(), dev.view());
   dev.download_into(out);
   return out;
 }
@@ -363,8 +364,7 @@ specdec_test::owned_outputs run_warp_then_verify(const Rule& rule, const specdec
   const specdec::chain_batch<float> probs{view.layout, V, drafts.cspan(), draft_probs.cspan(), target_probs.cspan()};
   specdec_test::owned_outputs out(host);
   const device_outputs dev(out);
-  specdec::verify(specdec::exec::cuda, rule, probs, host.stream_span(),
-                  dev.view());
+  specdec::verify(specdec::exec::cuda, rule, probs, host.stream_span(), dev.view());
   dev.download_into(out);
   return out;
 }
@@ -430,8 +430,8 @@ TEST_CASE("cuda verify_from_logits (fused) with top-k, top-p and min-p: warp_log
     }
   const double rate = static_cast<double>(identical) / static_cast<double>(requests);
   INFO(identical << " of " << requests << " requests identical to seq (" << rate << "); " << compared
-                 << " compared bit for bit with warp_logits + verify; " << filtered << " with filtered target rows; "
-                 << invalid << " invalid");
+                 << " compared bit for bit with warp_logits + verify; " << filtered << " with filtered target rows; " << invalid
+                 << " invalid");
   CHECK(rate >= 0.99);
   CHECK(compared > 0);
   CHECK(filtered > 0);

@@ -138,7 +138,8 @@ TEMPLATE_LIST_TEST_CASE("simd sample_categorical reports unusable rows like seq"
   run(double{});
 }
 
-TEMPLATE_LIST_TEST_CASE("simd sample_residual and the bonus give seq's tokens for every rule", "[simd][sampling]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("simd sample_residual and the bonus give seq's tokens for every rule", "[simd][sampling]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -199,7 +200,8 @@ TEMPLATE_LIST_TEST_CASE("simd sample_residual reports unusable pairs like seq", 
         REQUIRE(same(a.sample, b.sample));
       }
   const std::vector<float> p(10, 0.1f), q(11, 0.1f);
-  CHECK_THROWS_AS(specdec::backend::simd::sample_residual<Arch>(std::span<const float>(p), std::span<const float>(q), 0.5), specdec::error);
+  CHECK_THROWS_AS(specdec::backend::simd::sample_residual<Arch>(std::span<const float>(p), std::span<const float>(q), 0.5),
+                  specdec::error);
 }
 
 // ---- whole-row reductions ---------------------------------------------------------------------------
@@ -281,7 +283,8 @@ TEMPLATE_LIST_TEST_CASE("simd verify gives seq's tokens, counts and flags for ev
       run(float{}, V, packed, false);
       run(double{}, V, packed, V == 37);
     }
-  INFO(Arch::name() << ": " << requests << " requests identical (" << rejected << " with a rejection, " << flagged << " flagged)");
+  INFO(Arch::name() << ": " << requests << " requests identical (" << rejected << " with a rejection, " << flagged
+                    << " flagged)");
   CHECK(flagged > 0);
   CHECK(rejected > 0);
 }
@@ -309,7 +312,8 @@ TEMPLATE_LIST_TEST_CASE("simd verify gives seq's tokens at the GPU benchmarks' s
   CHECK(rejected > 0);
 }
 
-TEMPLATE_LIST_TEST_CASE("specdec::verify with a simd policy runs the simd backend and matches exec::seq", "[simd][verify]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("specdec::verify with a simd policy runs the simd backend and matches exec::seq", "[simd][verify]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -560,7 +564,7 @@ TEMPLATE_LIST_TEST_CASE("simd sample_masked ignores what the row holds at masked
 namespace specdec_simd_test {
 inline const specdec::warp_params warp_cases[] = {
     {1.0, 50, 0.9, 0.0}, {0.7, 0, 0.9, 0.0}, {1.0, 0, 0.5, 0.05}, {2.0, 10, 1.0, 0.0}, {1.0, 0, 0.99, 0.0},
-    {1.0, 1, 1.0, 0.0},  {1.0, 3, 0.3, 0.5}, {0.0, 0, 1.0, 0.0},  {1.0, 0, 1.0, 0.2}, {1.3, 100, 0.95, 0.02}};
+    {1.0, 1, 1.0, 0.0},  {1.0, 3, 0.3, 0.5}, {0.0, 0, 1.0, 0.0},  {1.0, 0, 1.0, 0.2},  {1.3, 100, 0.95, 0.02}};
 }
 
 TEMPLATE_LIST_TEST_CASE("simd filters on probability rows give seq's rows", "[simd][warp]", specdec_simd_archs) {
@@ -614,13 +618,15 @@ TEMPLATE_LIST_TEST_CASE("simd filters on probability rows give seq's rows", "[si
     auto a = make_row<float>(s, 100, row_kind::dense), b = a;
     spoil(a, 17, what);
     b = a;
-    CHECK(specdec::warp_probs(std::span<float>(a), warp_cases[0]) == specdec::backend::simd::warp_probs<Arch>(std::span<float>(b), warp_cases[0]));
+    CHECK(specdec::warp_probs(std::span<float>(a), warp_cases[0]) ==
+          specdec::backend::simd::warp_probs<Arch>(std::span<float>(b), warp_cases[0]));
     CHECK(a == b);
   }
   INFO(Arch::name() << ": " << rows << " warped probability rows with seq's masks");
 }
 
-TEMPLATE_LIST_TEST_CASE("simd top-p without a top-k on large rows (radix search) gives seq's mask", "[simd][warp]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("simd top-p without a top-k on large rows (radix search) gives seq's mask", "[simd][warp]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -640,7 +646,8 @@ TEMPLATE_LIST_TEST_CASE("simd top-p without a top-k on large rows (radix search)
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("simd warp_logits: statuses exact, masks and probabilities close to seq's", "[simd][warp]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("simd warp_logits: statuses exact, masks and probabilities close to seq's", "[simd][warp]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -664,8 +671,8 @@ TEMPLATE_LIST_TEST_CASE("simd warp_logits: statuses exact, masks and probabiliti
         entries += V;
         entries_differing += differing;
       }
-  INFO(Arch::name() << ": " << rows << " rows, " << rows_with_mask_difference << " with a different mask (" << entries_differing << " of "
-                    << entries << " entries)");
+  INFO(Arch::name() << ": " << rows << " rows, " << rows_with_mask_difference << " with a different mask (" << entries_differing
+                    << " of " << entries << " entries)");
   CHECK(rows_with_mask_difference * 100 <= rows);  // agreement above 99 % of rows
 }
 
@@ -693,7 +700,9 @@ TEMPLATE_LIST_TEST_CASE("simd sample_logits agrees with seq's warp + sample and 
           if (b.status != specdec::row_status::ok) continue;
           REQUIRE(specdec::in_vocabulary(b.token, V));
           const float x = l[static_cast<std::size_t>(b.token)];
-          const auto weight = [&](float y) { return static_cast<float>(std::exp((static_cast<double>(y) - sorted[0]) / w.temperature)); };
+          const auto weight = [&](float y) {
+            return static_cast<float>(std::exp((static_cast<double>(y) - sorted[0]) / w.temperature));
+          };
           if (w.top_k > 0 && static_cast<std::size_t>(w.top_k) <= V && w.temperature > 0.0)  // top-k mask, ties by rounded weight
             REQUIRE(weight(x) >= weight(sorted[static_cast<std::size_t>(w.top_k) - 1]));
           if (w.temperature == 0.0) REQUIRE(b.token == specdec::argmax(std::span<const float>(l)));
@@ -765,7 +774,9 @@ double plogx(const std::vector<T>& p, const std::vector<T>& q, int which) {
 //! Float rows whose log-based divergences run the float path (all entries +0 or positive normal).
 template <class T>
 bool normal_row(const std::vector<T>& row) {
-  return std::all_of(row.begin(), row.end(), [](T x) { return (x == T(0) && !std::signbit(x)) || (x >= std::numeric_limits<float>::min() && x <= std::numeric_limits<float>::max()); });
+  return std::all_of(row.begin(), row.end(), [](T x) {
+    return (x == T(0) && !std::signbit(x)) || (x >= std::numeric_limits<float>::min() && x <= std::numeric_limits<float>::max());
+  });
 }
 
 }  // namespace specdec_simd_test
@@ -786,7 +797,8 @@ TEMPLATE_LIST_TEST_CASE("simd divergences agree with seq within the stated bound
             for (std::size_t v = 0; v < V; ++v)
               if (p[v] > T(0) && q[v] <= T(0)) q[v] = T(1e-3);
           if (round == 2) {  // q close to p: KL small against its terms
-            for (std::size_t v = 0; v < V; ++v) q[v] = static_cast<T>(static_cast<double>(p[v]) * (1.0 + 1e-3 * (s.uniform() - 0.5)));
+            for (std::size_t v = 0; v < V; ++v)
+              q[v] = static_cast<T>(static_cast<double>(p[v]) * (1.0 + 1e-3 * (s.uniform() - 0.5)));
           }
           const std::span<const T> P(p), Q(q);
           double mass = 0.0, plogp = 0.0;
@@ -812,7 +824,8 @@ TEMPLATE_LIST_TEST_CASE("simd divergences agree with seq within the stated bound
             double scale = 0.0;
             for (std::size_t v = 0; v < V; ++v)
               if (p[v] > T(0) && q[v] > T(0))
-                scale += static_cast<double>(p[v]) * (std::abs(std::log(static_cast<double>(p[v]))) + std::abs(std::log(static_cast<double>(q[v]))));
+                scale += static_cast<double>(p[v]) *
+                         (std::abs(std::log(static_cast<double>(p[v]))) + std::abs(std::log(static_cast<double>(q[v]))));
             REQUIRE(agree(h, sh, 1e-12 * plogp));
             REQUIRE(agree(ce, sce, 1e-12 * scale));
             REQUIRE(agree(kl, skl, 1e-12 * scale));
@@ -823,14 +836,16 @@ TEMPLATE_LIST_TEST_CASE("simd divergences agree with seq within the stated bound
   run(double{}, 1);
 }
 
-TEMPLATE_LIST_TEST_CASE("simd divergences of float rows: probability rows, and rows that go to seq", "[simd][divergence]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("simd divergences of float rows: probability rows, and rows that go to seq", "[simd][divergence]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
   philox_stream s(stream_address{0x51D, 18, 0, 0, purpose::user});
   namespace sb = specdec::backend::simd;
   for (const std::size_t V : {std::size_t{5}, std::size_t{33}, std::size_t{1000}, std::size_t{32001}}) {
-    const auto p = specdec_test::random_probability_row<float>(s, V, 0.2), q = specdec_test::random_probability_row<float>(s, V, 0.0);
+    const auto p = specdec_test::random_probability_row<float>(s, V, 0.2),
+               q = specdec_test::random_probability_row<float>(s, V, 0.0);
     const std::span<const float> P(p), Q(q);
     CAPTURE(V);
     CHECK(agree(specdec::entropy(P), sb::entropy<Arch>(P), float_log_bound * plogx(p, q, 0)));
@@ -858,7 +873,8 @@ TEMPLATE_LIST_TEST_CASE("simd divergences of float rows: probability rows, and r
         CHECK(agree(specdec::cross_entropy(A, B), sb::cross_entropy<Arch>(A, B), 0.0));
         CHECK(agree(specdec::kl_divergence(A, B), sb::kl_divergence<Arch>(A, B), 0.0));
         double out = 0.0;
-        CHECK_FALSE(specdec::backend::simd::detail::float_log_sum<Arch, specdec::backend::simd::detail::log_term::kl>(a.data(), b.data(), V, out));
+        CHECK_FALSE(specdec::backend::simd::detail::float_log_sum<Arch, specdec::backend::simd::detail::log_term::kl>(
+            a.data(), b.data(), V, out));
       }
     auto gap = q;
     const std::size_t at = static_cast<std::size_t>(std::max_element(p.begin(), p.end()) - p.begin());
@@ -871,7 +887,8 @@ TEMPLATE_LIST_TEST_CASE("simd divergences of float rows: probability rows, and r
   CHECK_THROWS_AS(sb::cross_entropy<Arch>(std::span<const float>(a), std::span<const float>(b)), specdec::error);
 }
 
-TEMPLATE_LIST_TEST_CASE("the float log of the simd divergences is within 2^-21 relative", "[simd][divergence]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("the float log of the simd divergences is within 2^-21 relative", "[simd][divergence]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -891,7 +908,9 @@ TEMPLATE_LIST_TEST_CASE("the float log of the simd divergences is within 2^-21 r
         continue;
       }
       worst = std::max(worst, err / std::abs(exact));
-      if (err > float_log_bound * std::abs(exact)) FAIL_CHECK("log of " << xs[j] << (ratio ? " / " : "") << (ratio ? ys[j] : 0.0f) << ": " << got[j] << " against " << exact);
+      if (err > float_log_bound * std::abs(exact))
+        FAIL_CHECK("log of " << xs[j] << (ratio ? " / " : "") << (ratio ? ys[j] : 0.0f) << ": " << got[j] << " against "
+                             << exact);
     }
   };
   // every float of [sqrt(1/2), sqrt(2)) (the reduced range, where log x = log(1 + f)), a stride 7 of it
@@ -907,7 +926,9 @@ TEMPLATE_LIST_TEST_CASE("the float log of the simd divergences is within 2^-21 r
   std::array<float, n> ys{};
   for (int i = 0; i < 20000; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
-      const auto draw = [&] { return std::bit_cast<float>(0x00800000u + static_cast<std::uint32_t>(s.uniform() * (0x7f7fffffu - 0x00800000u))); };
+      const auto draw = [&] {
+        return std::bit_cast<float>(0x00800000u + static_cast<std::uint32_t>(s.uniform() * (0x7f7fffffu - 0x00800000u)));
+      };
       xs[j] = draw();
       ys[j] = i % 2 ? draw() : static_cast<float>(static_cast<double>(xs[j]) * (1.0 + 1e-6 * (s.uniform() - 0.5)));
       if (!(ys[j] >= std::numeric_limits<float>::min() && ys[j] <= std::numeric_limits<float>::max())) ys[j] = 1.0f;
@@ -920,7 +941,8 @@ TEMPLATE_LIST_TEST_CASE("the float log of the simd divergences is within 2^-21 r
   WARN("float log of the simd divergences (" << Arch::name() << "): largest relative error 2^" << std::log2(worst));
 }
 
-TEMPLATE_LIST_TEST_CASE("simd SV indicators: S within 1e-12 of seq's, A identical, the same errors", "[simd][indicators]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("simd SV indicators: S within 1e-12 of seq's, A identical, the same errors", "[simd][indicators]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -930,24 +952,28 @@ TEMPLATE_LIST_TEST_CASE("simd SV indicators: S within 1e-12 of seq's, A identica
     std::vector<float> d, c;
     std::vector<token_id> tokens;
     for (std::size_t i = 0; i < n; ++i) {
-      const auto dr = specdec_test::random_probability_row<float>(s, V, 0.3), cr = specdec_test::random_probability_row<float>(s, V, 0.3);
+      const auto dr = specdec_test::random_probability_row<float>(s, V, 0.3),
+                 cr = specdec_test::random_probability_row<float>(s, V, 0.3);
       tokens.push_back(specdec::sample_categorical(std::span<const float>(dr), s.uniform()).token);
       d.insert(d.end(), dr.begin(), dr.end());
       c.insert(c.end(), cr.begin(), cr.end());
     }
     std::vector<double> sa(n), aa(n), sb(n), ab(n);
-    specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(d), std::span<const float>(c), tokens, V, sa, aa);
+    specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(d), std::span<const float>(c), tokens, V, sa,
+                                          aa);
     specdec::backend::simd::compute_indicators<Arch>(std::span<const float>(d), std::span<const float>(c), tokens, V, sb, ab);
     CAPTURE(V);
     CHECK(aa == ab);
     for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(sa[i] - sb[i]) <= 1e-12);
     auto bad = d;
     bad[V + 1] = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_AS(specdec::backend::simd::compute_indicators<Arch>(std::span<const float>(bad), std::span<const float>(c), tokens, V, sb, ab),
+    CHECK_THROWS_AS(specdec::backend::simd::compute_indicators<Arch>(std::span<const float>(bad), std::span<const float>(c),
+                                                                     tokens, V, sb, ab),
                     specdec::error);
     auto unnormalised = c;
     for (std::size_t v = 0; v < V; ++v) unnormalised[v] *= 1.01f;
-    CHECK_THROWS_AS(specdec::backend::simd::similarity<Arch>(std::span<const float>(d).first(V), std::span<const float>(unnormalised).first(V)),
+    CHECK_THROWS_AS(specdec::backend::simd::similarity<Arch>(std::span<const float>(d).first(V),
+                                                             std::span<const float>(unnormalised).first(V)),
                     specdec::error);
   }
 }
@@ -978,7 +1004,8 @@ TEMPLATE_LIST_TEST_CASE("simd top_w_indices gives seq's indices in seq's order",
   run(double{});
 }
 
-TEMPLATE_LIST_TEST_CASE("simd kth_largest is the k-th largest, even on ascending rows and heavy ties", "[simd][select]", specdec_simd_archs) {
+TEMPLATE_LIST_TEST_CASE("simd kth_largest is the k-th largest, even on ascending rows and heavy ties", "[simd][select]",
+                        specdec_simd_archs) {
   using namespace specdec_simd_test;
   using Arch = TestType;
   if (!runnable<Arch>()) return;
@@ -1032,7 +1059,8 @@ TEMPLATE_LIST_TEST_CASE("simd verify_from_logits agrees with seq (rows warped by
       const auto batch = specdec_test::build_batch(reqs, V, true);
       specdec_test::for_each_rule([&](const auto& rule, const char* name) {
         specdec_test::owned_outputs a(batch), b(batch);
-        specdec::verify_from_logits(specdec::exec::seq, rule, batch.view(), target_params, draft_params, batch.stream_span(), a.view());
+        specdec::verify_from_logits(specdec::exec::seq, rule, batch.view(), target_params, draft_params, batch.stream_span(),
+                                    a.view());
         specdec::verify_from_logits(specdec::exec::simd_policy<Arch>{}, rule, batch.view(), target_params, draft_params,
                                     batch.stream_span(), b.view());
         CAPTURE(name, V, round);

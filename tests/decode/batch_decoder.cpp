@@ -112,8 +112,8 @@ TEST_CASE("batch_decoder: chain drafting on the draft model and a chain drafter 
       // the whole context and verified from probabilities, not batched on the draft model and
       // verified from logits.
       specdec::chain_drafter<decltype(draft)> drafter(draft, opts[i].draft_params);
-      const auto ref = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts[i].gamma}, rule,
-                                       opts[i].prompt, o);
+      const auto ref =
+          specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts[i].gamma}, rule, opts[i].prompt, o);
       CAPTURE(name, i);
       CHECK(got.at(handles[i]) == ref.tokens);
     }
@@ -126,7 +126,9 @@ TEST_CASE("batch_decoder: chain drafting on the draft model and a chain drafter 
 namespace {
 // A length policy that looks at the counters: longer drafts while everything was accepted.
 struct adaptive_length {
-  std::size_t next_length(const specdec::decode_stats& s) const { return s.iterations == 0 ? 2 : (s.accepted == s.drafted ? 5 : 1); }
+  std::size_t next_length(const specdec::decode_stats& s) const {
+    return s.iterations == 0 ? 2 : (s.accepted == s.drafted ? 5 : 1);
+  }
 };
 }  // namespace
 
@@ -184,8 +186,7 @@ TEST_CASE("batch_decoder: a request's tokens do not depend on its batch", "[deco
   CHECK(out.at(long_one).size() <= 5 * 3);  // cancelled after 5 rounds of at most 3 tokens
 }
 
-TEST_CASE("batch_decoder keeps each model's state equal to a fresh evaluation of the committed tokens",
-          "[decode][batch][kv]") {
+TEST_CASE("batch_decoder keeps each model's state equal to a fresh evaluation of the committed tokens", "[decode][batch][kv]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(1.3));  // a poor draft: many rejections
   specdec::kv_cached_model<decltype(target)> t(target);
@@ -303,9 +304,7 @@ TEST_CASE("batch_decoder: bad input gets an error or a per-request status", "[de
     CHECK(events[1].request == h);
     CHECK(!events[1].tokens.empty());
   }
-  SECTION("rollback past the start") {
-    CHECK_THROWS_AS(rig.t.rollback(999, 1), specdec::error);
-  }
+  SECTION("rollback past the start") { CHECK_THROWS_AS(rig.t.rollback(999, 1), specdec::error); }
   SECTION("the models' vocabularies differ") {
     const auto small = specdec::make_model(V - 1, wave_logits(0.0));
     specdec::recomputing_sequence_model<decltype(small)> s(small);
@@ -386,7 +385,8 @@ TEST_CASE("batch_decoder on StatefulModels (stateful_sequence_model) gives the s
   CHECK(st.stats().rolled_back > 0);
 }
 
-TEST_CASE("batch_decoder: a draft model's NaN row ends that request alone, after its verified tokens", "[decode][batch][bad_input]") {
+TEST_CASE("batch_decoder: a draft model's NaN row ends that request alone, after its verified tokens",
+          "[decode][batch][bad_input]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, poisoned_logits(2));
   recomputing_rig rig(target, draft, specdec::strict);
@@ -397,7 +397,8 @@ TEST_CASE("batch_decoder: a draft model's NaN row ends that request alone, after
   CHECK(errors + completed == 24);
 }
 
-TEST_CASE("decode()'s two overloads (chain drafting, a Drafter stage) give the same tokens, counters and status", "[decode][batch]") {
+TEST_CASE("decode()'s two overloads (chain drafting, a Drafter stage) give the same tokens, counters and status",
+          "[decode][batch]") {
   const auto target = specdec::make_model(V, wave_logits(0.0));
   const auto draft = specdec::make_model(V, wave_logits(0.7));
   for (std::uint32_t id = 0; id < 8; ++id) {
@@ -405,9 +406,11 @@ TEST_CASE("decode()'s two overloads (chain drafting, a Drafter stage) give the s
     auto o = decode_options_for(opts);
     o.cost = specdec::cost_model{0.1, 1.0, 0.02};
     if (id == 3) o.stop_token = 4;
-    const auto fast = specdec::decode(specdec::exec::seq, target, draft, opts.draft_params, opts.gamma, specdec::strict, opts.prompt, o);
+    const auto fast =
+        specdec::decode(specdec::exec::seq, target, draft, opts.draft_params, opts.gamma, specdec::strict, opts.prompt, o);
     specdec::chain_drafter<decltype(draft)> drafter(draft, opts.draft_params);
-    const auto staged = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts.gamma}, specdec::strict, opts.prompt, o);
+    const auto staged =
+        specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts.gamma}, specdec::strict, opts.prompt, o);
     CAPTURE(id);
     CHECK(fast.tokens == staged.tokens);
     CHECK(fast.status == staged.status);

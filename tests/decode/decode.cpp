@@ -21,8 +21,7 @@ constexpr std::size_t V = 6;
 auto markov_logits(double shift) {
   return [shift](std::span<const token_id> ctx, std::span<float> out) {
     const int last = ctx.empty() ? 0 : ctx.back();
-    for (std::size_t v = 0; v < V; ++v)
-      out[v] = static_cast<float>(std::sin(1.7 * double(v) + 0.9 * last + shift) * 2.0);
+    for (std::size_t v = 0; v < V; ++v) out[v] = static_cast<float>(std::sin(1.7 * double(v) + 0.9 * last + shift) * 2.0);
   };
 }
 
@@ -56,7 +55,8 @@ TEST_CASE("greedy speculative decoding reproduces greedy target decoding", "[dec
   const std::vector<token_id> prompt{1, 2};
   const auto reference = specdec::decode_target_only(target, prompt, o);
   for (std::size_t gamma : {1u, 3u, 5u}) {
-    const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{0.0}, gamma, specdec::greedy, prompt, o);
+    const auto r =
+        specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{0.0}, gamma, specdec::greedy, prompt, o);
     CAPTURE(gamma);
     CHECK(r.tokens == reference.tokens);
     check_counters(r, o.max_new_tokens);
@@ -127,14 +127,18 @@ TEST_CASE("stop token, zero budget and simulated time", "[decode]") {
   const auto draft = specdec::make_model(V, markov_logits(0.3));
   specdec::decode_options o;
   o.max_new_tokens = 0;
-  CHECK(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{0}, o).tokens.empty());
+  CHECK(
+      specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{0}, o)
+          .tokens.empty());
   // A generation starts from at least one token (a BOS token for an unconditional one).
-  CHECK_THROWS_AS(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{}, o),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{}, o),
+      specdec::error);
   CHECK_THROWS_AS(specdec::decode_target_only(target, std::vector<token_id>{}, o), specdec::error);
   o.max_new_tokens = 200;
   o.stop_token = 2;
-  const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::lenient_rule(0.5), std::vector<token_id>{0}, o);
+  const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::lenient_rule(0.5),
+                                 std::vector<token_id>{0}, o);
   REQUIRE(!r.tokens.empty());
   if (r.tokens.size() < o.max_new_tokens) CHECK(r.tokens.back() == 2);
   for (std::size_t i = 0; i + 1 < r.tokens.size(); ++i) CHECK(r.tokens[i] != 2);
@@ -143,6 +147,7 @@ TEST_CASE("stop token, zero budget and simulated time", "[decode]") {
                           double(r.stats.target_positions) * o.cost.t_target_per_token;
   CHECK(r.stats.simulated_time == Approx(expected));
   o.cost.t_draft = -1;
-  CHECK_THROWS_AS(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{0}, o),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{0}, o),
+      specdec::error);
 }

@@ -34,7 +34,8 @@ enum class method { sd, sd_stage, mtad, sprinter, sv, joint_chain, lenient, samp
 constexpr int method_count = 8;
 
 struct models_t {
-  decltype(specdec::make_model(V, specdec_test::wave_logits(0.0))) target = specdec::make_model(V, specdec_test::wave_logits(0.0));
+  decltype(specdec::make_model(V, specdec_test::wave_logits(0.0))) target =
+      specdec::make_model(V, specdec_test::wave_logits(0.0));
   decltype(target) draft = specdec::make_model(V, specdec_test::wave_logits(0.8));
   decltype(target) companion = specdec::make_model(V, specdec_test::wave_logits(0.2));
 };
@@ -51,8 +52,8 @@ const specdec::estimate::acceptance_estimator& estimator() {
     p.gamma = 4;
     p.tokens_per_prompt = 300;
     const auto& m = models();
-    const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, m.target, m.draft, specdec::warp_params{}, m.companion,
-                                                        prompts, specdec::decode_options{}, p);
+    const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, m.target, m.draft, specdec::warp_params{},
+                                                        m.companion, prompts, specdec::decode_options{}, p);
     return specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::uniform(4, 4));
   }();
   return e;
@@ -66,10 +67,11 @@ constexpr double mtad_tau = 0.2;
 // The pieces every request of a method shares (drafters are used one call at a time).
 struct pieces {
   specdec::chain_drafter<model_t> chain{models().draft, specdec::warp_params{.temperature = 1.1}};
-  specdec::beam_drafter<model_t> beam{models().draft, specdec::beam_params{.width = 3, .mode = specdec::beam_mode::sample_without_replacement, .warp = {}}};
+  specdec::beam_drafter<model_t> beam{
+      models().draft, specdec::beam_params{.width = 3, .mode = specdec::beam_mode::sample_without_replacement, .warp = {}}};
   specdec::verifier_gated_drafter<model_t, specdec::oracle_features<model_t>, specdec::oracle_noise_verifier> gated{
-      models().draft, specdec::warp_params{}, specdec::oracle_features<model_t>(models().target), specdec::oracle_noise_verifier(0.9, 0.3),
-      gating};
+      models().draft, specdec::warp_params{}, specdec::oracle_features<model_t>(models().target),
+      specdec::oracle_noise_verifier(0.9, 0.3), gating};
 };
 
 method method_of(std::uint32_t id) { return static_cast<method>(id % method_count); }
@@ -122,15 +124,16 @@ std::vector<token_id> alone(std::uint32_t id, pieces& p) {
     case method::sd:
       return specdec::decode(specdec::exec::seq, m.target, m.draft, r.draft_params, r.gamma, specdec::strict, prompt, o).tokens;
     case method::sd_stage:
-      return specdec::decode(specdec::exec::seq, m.target, p.chain, specdec::fixed_length{r.gamma}, specdec::strict, prompt, o).tokens;
+      return specdec::decode(specdec::exec::seq, m.target, p.chain, specdec::fixed_length{r.gamma}, specdec::strict, prompt, o)
+          .tokens;
     case method::mtad:
-      return specdec::decode_mtad(specdec::exec::seq, m.target, p.beam, specdec::fixed_length{r.gamma}, specdec::mtad_rule(mtad_tau),
-                                  prompt, o)
+      return specdec::decode_mtad(specdec::exec::seq, m.target, p.beam, specdec::fixed_length{r.gamma},
+                                  specdec::mtad_rule(mtad_tau), prompt, o)
           .tokens;
     case method::sprinter: return specdec::decode_sprinter(m.target, p.gated, prompt, o).tokens;
     case method::sv:
-      return specdec::decode_sv(specdec::exec::seq, m.target, m.draft, r.draft_params, m.companion, estimator(), sv_latency, prompt, o,
-                                sv_opts)
+      return specdec::decode_sv(specdec::exec::seq, m.target, m.draft, r.draft_params, m.companion, estimator(), sv_latency,
+                                prompt, o, sv_opts)
           .tokens;
     case method::joint_chain: {
       // The joint rule on chain drafts: the stage-drafted form of the same request.
@@ -146,7 +149,8 @@ std::vector<token_id> alone(std::uint32_t id, pieces& p) {
     case method::lenient:
       return specdec::decode(specdec::exec::seq, m.target, m.draft, r.draft_params, r.gamma, lenient_of(id), prompt, o).tokens;
     case method::sample_match:
-      return specdec::decode(specdec::exec::seq, m.target, m.draft, r.draft_params, r.gamma, specdec::sample_and_match, prompt, o).tokens;
+      return specdec::decode(specdec::exec::seq, m.target, m.draft, r.draft_params, r.gamma, specdec::sample_and_match, prompt, o)
+          .tokens;
   }
   return {};
 }
@@ -246,7 +250,8 @@ TEST_CASE("stages that misbehave: a clear error, or their request ends alone", "
   specdec::batch_decoder strict_decoder(specdec::exec::seq, t, q, specdec::strict);
   auto greedy_stage = request_for(1, p);
   greedy_stage.gamma = 2;
-  greedy_stage.drafter = [](std::span<const token_id>, std::size_t gamma, const specdec::random::request_stream&, specdec::stage_draft& out) {
+  greedy_stage.drafter = [](std::span<const token_id>, std::size_t gamma, const specdec::random::request_stream&,
+                            specdec::stage_draft& out) {
     out.tokens.assign(gamma + 1, 0);
     out.q_rows.assign((gamma + 1) * V, 1.0f / V);
   };
@@ -255,9 +260,8 @@ TEST_CASE("stages that misbehave: a clear error, or their request ends alone", "
   specdec::batch_decoder rows_decoder(specdec::exec::seq, t, q, specdec::strict);
   auto no_rows = request_for(1, p);
   no_rows.gamma = 2;
-  no_rows.drafter = [](std::span<const token_id>, std::size_t gamma, const specdec::random::request_stream&, specdec::stage_draft& out) {
-    out.tokens.assign(gamma, 0);
-  };
+  no_rows.drafter = [](std::span<const token_id>, std::size_t gamma, const specdec::random::request_stream&,
+                       specdec::stage_draft& out) { out.tokens.assign(gamma, 0); };
   rows_decoder.add(no_rows);
   CHECK_THROWS_AS(rows_decoder.step(), specdec::error);
 }

@@ -89,7 +89,8 @@ TEST_CASE("MTAD with tau = 0 accepts every draft token with p > 0", "[mtad][deco
   specdec::decode_options o;
   o.max_new_tokens = 200;
   o.seed = 5;
-  for (const auto mode : {specdec::beam_mode::search, specdec::beam_mode::sample, specdec::beam_mode::sample_without_replacement}) {
+  for (const auto mode :
+       {specdec::beam_mode::search, specdec::beam_mode::sample, specdec::beam_mode::sample_without_replacement}) {
     const auto r = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft,
                                         {.gamma = 5, .width = 3, .mode = mode, .tau = 0.0}, std::vector<token_id>{0, 1}, o);
     CHECK(r.stats.accepted == r.stats.drafted);
@@ -125,8 +126,8 @@ TEST_CASE("Theorem 3.6: tokens per iteration >= |log tau| / U", "[mtad][decode][
         const int every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, static_cast<int>(gamma));
         const auto& s = r.stats;
         std::cout << "Theorem 3.6: e = " << e << (swapped ? " (swapped)" : "") << ", U = " << U << ", tau = " << tau
-                  << ": gamma_bar = " << r.block_efficiency() << " >= |log tau|/U = " << bound
-                  << " (every iteration >= " << every << " tokens)\n";
+                  << ": gamma_bar = " << r.block_efficiency() << " >= |log tau|/U = " << bound << " (every iteration >= " << every
+                  << " tokens)\n";
         CAPTURE(e, swapped, U, tau, bound, every);
         // Every iteration but possibly the last (cut by the token budget) accepts every - 1 drafts.
         if (every >= 2) CHECK(s.accepted_at[static_cast<std::size_t>(every - 2)] + 1 >= s.iterations);
@@ -178,7 +179,8 @@ TEST_CASE("MTAD reports the output's log-likelihood and perplexity under the unw
   o.target_params = specdec::mtad_default_warp;
   const auto r = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, {}, prompt, o);
   REQUIRE(r.tokens.size() == 120);
-  const auto post = specdec::token_log_likelihoods(pair.target, std::span<const token_id>(prompt), std::span<const token_id>(r.tokens));
+  const auto post =
+      specdec::token_log_likelihoods(pair.target, std::span<const token_id>(prompt), std::span<const token_id>(r.tokens));
   double sum = 0.0;
   for (std::size_t i = 0; i < post.size(); ++i) {
     CHECK(r.token_log_probs[i] == Approx(post[i]).margin(1e-12));
@@ -186,7 +188,8 @@ TEST_CASE("MTAD reports the output's log-likelihood and perplexity under the unw
   }
   CHECK(r.log_likelihood == Approx(sum).epsilon(1e-12));
   CHECK(r.perplexity == Approx(std::exp(-sum / 120.0)).epsilon(1e-12));
-  CHECK(r.perplexity == Approx(specdec::perplexity_under(pair.target, std::span<const token_id>(prompt), std::span<const token_id>(r.tokens))));
+  CHECK(r.perplexity ==
+        Approx(specdec::perplexity_under(pair.target, std::span<const token_id>(prompt), std::span<const token_id>(r.tokens))));
   // The exact sequence log-probability of the Markov target agrees (float logits: ~1e-6 relative).
   CHECK(r.log_likelihood == Approx(pair.target.sequence_log_probability(prompt, r.tokens)).epsilon(1e-5));
   check_counters(r, o, 8);
@@ -217,7 +220,8 @@ TEST_CASE("MTAD stays finite for long drafts whose joint probability underflows"
   const auto m = specdec::random_markov_model(50, 1, 5, 200.0);
   specdec::decode_options o;
   o.max_new_tokens = 1001;
-  const auto r = specdec::decode_mtad(specdec::exec::seq, m, m, {.gamma = 1000, .width = 2, .tau = 0.9}, std::vector<token_id>{0}, o);
+  const auto r =
+      specdec::decode_mtad(specdec::exec::seq, m, m, {.gamma = 1000, .width = 2, .tau = 0.9}, std::vector<token_id>{0}, o);
   CHECK(r.stats.iterations == 1);
   CHECK(r.stats.accepted == 1000);
   CHECK(r.tokens.size() == 1001);
@@ -233,7 +237,8 @@ TEST_CASE("MTAD charges the beam draft per step or per beam", "[mtad][decode][co
   o.max_new_tokens = 60;
   o.seed = 4;
   o.cost = {.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
-  const specdec::mtad_options step{.gamma = 4, .width = 4, .tau = 0.5}, beam{.gamma = 4, .width = 4, .tau = 0.5, .draft_cost = specdec::mtad_draft_cost::per_beam};
+  const specdec::mtad_options step{.gamma = 4, .width = 4, .tau = 0.5},
+      beam{.gamma = 4, .width = 4, .tau = 0.5, .draft_cost = specdec::mtad_draft_cost::per_beam};
   const auto a = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, step, std::vector<token_id>{0}, o);
   const auto b = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, beam, std::vector<token_id>{0}, o);
   CHECK(a.tokens == b.tokens);  // the cost model never changes the tokens
@@ -254,7 +259,8 @@ TEST_CASE("MTAD composes from its pieces: beam drafter x length policy x rule", 
   const specdec::mtad_options m{.gamma = 3, .width = 4, .tau = 0.3};
   const auto a = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, m, prompt, o);
   specdec::beam_drafter<specdec::markov_model> drafter(pair.draft, {.width = 4, .warp = o.target_params});
-  const auto b = specdec::decode_mtad(specdec::exec::seq, pair.target, drafter, specdec::fixed_length{3}, specdec::mtad_rule(0.3), prompt, o);
+  const auto b = specdec::decode_mtad(specdec::exec::seq, pair.target, drafter, specdec::fixed_length{3}, specdec::mtad_rule(0.3),
+                                      prompt, o);
   CHECK(a.tokens == b.tokens);
   CHECK(a.log_likelihood == b.log_likelihood);
   // Any length policy: here gamma grows with the iteration count.
@@ -266,8 +272,9 @@ TEST_CASE("MTAD composes from its pieces: beam drafter x length policy x rule", 
   check_counters(c, o, 8);
   const auto other = specdec::random_markov_model(6, 1, 2, 1.0);
   specdec::beam_drafter<specdec::markov_model> wrong(other, {});
-  CHECK_THROWS_AS(specdec::decode_mtad(specdec::exec::seq, pair.target, wrong, specdec::fixed_length{3}, specdec::mtad_rule(0.3), prompt, o),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      specdec::decode_mtad(specdec::exec::seq, pair.target, wrong, specdec::fixed_length{3}, specdec::mtad_rule(0.3), prompt, o),
+      specdec::error);
 }
 
 TEST_CASE("MTAD is reproducible from its seed", "[mtad][decode][seed]") {
@@ -292,7 +299,9 @@ TEST_CASE("MTAD refuses bad options", "[mtad][decode][errors]") {
   const auto pair = specdec::make_markov_pair(5, 1, 1, 0.3);
   const std::vector<token_id> prompt{0};
   const specdec::decode_options o;
-  const auto call = [&](const specdec::mtad_options& m) { return specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, m, prompt, o); };
+  const auto call = [&](const specdec::mtad_options& m) {
+    return specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, m, prompt, o);
+  };
   CHECK_THROWS_AS(call({.gamma = 0}), specdec::error);
   CHECK_THROWS_AS(call({.width = 0}), specdec::error);
   CHECK_THROWS_AS(call({.tau = -0.01}), specdec::error);
@@ -315,7 +324,8 @@ TEST_CASE("MTAD runs on the minimal model archetypes", "[mtad][decode][archetype
   specdec::decode_options o;
   o.max_new_tokens = 9;
   const std::vector<token_id> prompt{0};
-  for (const auto mode : {specdec::beam_mode::search, specdec::beam_mode::sample, specdec::beam_mode::sample_without_replacement}) {
+  for (const auto mode :
+       {specdec::beam_mode::search, specdec::beam_mode::sample, specdec::beam_mode::sample_without_replacement}) {
     const specdec::mtad_options m{.gamma = 3, .width = 2, .mode = mode, .tau = 0.5};
     const auto a = specdec::decode_mtad(specdec::exec::seq, target, draft, m, prompt, o);
     const auto b = specdec::decode_mtad(specdec::exec::seq, scoring_target, batched_draft, m, prompt, o);

@@ -129,8 +129,8 @@ struct tally {
 };
 
 // decode_sprinter of n sequences of H tokens after `start`; sequence i is request i under `seed`.
-tally simulate(const specdec::oracle_noise_verifier& verifier, std::size_t cap, std::uint64_t seed,
-               std::uint64_t n = num_samples, int H = horizon) {
+tally simulate(const specdec::oracle_noise_verifier& verifier, std::size_t cap, std::uint64_t seed, std::uint64_t n = num_samples,
+               int H = horizon) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& m = pair();
   const auto target = chain_model(m.target, m.vocab);
@@ -181,7 +181,8 @@ TEST_CASE("SPRINTER + oracle verifier: sequences follow the product of Theorem 3
   const auto expected = mixture_sequence_distribution(m, prompt, horizon, eta_fp);
   // The run-position programme agrees with the product of mixtures when the cap is never reached.
   const specdec::oracle_noise_verifier v(eta_tp, eta_fp, 1.0);
-  const auto dp = sprinter_sequence_distribution(m, prompt, horizon, cap, [&](double p, double q) { return v.accept_probability(p, q); });
+  const auto dp =
+      sprinter_sequence_distribution(m, prompt, horizon, cap, [&](double p, double q) { return v.accept_probability(p, q); });
   CHECK(specdec_test::max_abs_difference(dp, expected) < 1e-14);
 
   const std::uint64_t seed = 31;
@@ -251,8 +252,8 @@ TEST_CASE("Theorem A.4: the measured acceptance rate is 1 - (1 - eta_fp) TV(p, q
     const double beta = theory::acceptance_rate(r.fp, tv);
     const double measured = double(accepted) / double(drafted);
     const double se = std::sqrt(beta * (1.0 - beta) / double(drafted));
-    std::cout << "[sprinter] Thm A.4 eta_tp " << r.tp << " eta_fp " << r.fp << " (seed 71): measured " << measured
-              << ", theory " << beta << ", " << drafted << " drafts, forced checks " << forced << "\n";
+    std::cout << "[sprinter] Thm A.4 eta_tp " << r.tp << " eta_fp " << r.fp << " (seed 71): measured " << measured << ", theory "
+              << beta << ", " << drafted << " drafts, forced checks " << forced << "\n";
     CHECK(forced == 0);
     // Every drafted token is emitted (kept or replaced), so each request drafts exactly 100 tokens and
     // each is kept independently with probability beta: a binomial proportion.
@@ -329,10 +330,9 @@ TEST_CASE("Theorem 3.3 / 3.4: run length with r acceptable tokens per run", "[sp
       const auto g = specdec_test::chi_squared_gof(counts, expected);
       const double mean = sum / double(n), want = theory::expected_tokens(rt.tp, rt.fp, static_cast<int>(r));
       const double se = std::sqrt(theory::tokens_variance(rt.tp, rt.fp, static_cast<int>(r)) / double(n));
-      std::cout << "[sprinter] Thm 3.3 r " << r << " eta_tp " << rt.tp << " eta_fp " << rt.fp << " (seed " << seed
-                << "): " << g << "; E[N] measured " << mean << " theory " << want << "; draft calls/run "
-                << draft_calls / double(n) << " theory " << theory::expected_stopping_time(rt.tp, rt.fp, static_cast<int>(r), 1.0)
-                << "\n";
+      std::cout << "[sprinter] Thm 3.3 r " << r << " eta_tp " << rt.tp << " eta_fp " << rt.fp << " (seed " << seed << "): " << g
+                << "; E[N] measured " << mean << " theory " << want << "; draft calls/run " << draft_calls / double(n)
+                << " theory " << theory::expected_stopping_time(rt.tp, rt.fp, static_cast<int>(r), 1.0) << "\n";
       CHECK(unchecked == 0);
       CHECK(g.p_value >= specdec_test::gof_alpha);
       CHECK(std::abs(mean - want) <= 5.5 * se);
@@ -395,9 +395,8 @@ TEST_CASE("Theorem 3.3 / 3.4: run length with r acceptable tokens per run", "[sp
 namespace {
 // A verifier that accepts exactly the first `accept_first` tokens of each run (features = {position}).
 auto position_features() {
-  return specdec::make_feature_extractor(1, [](const specdec::verifier_query& q, std::span<float> out) {
-    out[0] = static_cast<float>(q.position);
-  });
+  return specdec::make_feature_extractor(
+      1, [](const specdec::verifier_query& q, std::span<float> out) { out[0] = static_cast<float>(q.position); });
 }
 auto accept_first(std::size_t k) {
   return specdec::make_verifier(1, [k](std::span<const float> f) { return f[0] < static_cast<float>(k) ? 1.0 : 0.0; });
@@ -453,8 +452,8 @@ TEST_CASE("SPRINTER counts target calls, target positions, draft and verifier ca
   }
   SECTION("a stop token ends the generation") {
     o.max_new_tokens = 50;
-    const auto free_run = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(),
-                                                   accept_first(2), specdec::gating_params{}, start, o, so);
+    const auto free_run = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(2),
+                                                   specdec::gating_params{}, start, o, so);
     REQUIRE(free_run.tokens.size() == 50);
     o.stop_token = free_run.tokens[4];
     const auto r = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(2),
@@ -502,7 +501,8 @@ TEST_CASE("SPRINTER rejects bad input with clear errors", "[sprinter][errors]") 
   const std::vector<token_id> start{0};
   specdec::decode_options o;
   o.max_new_tokens = 10;
-  const auto nan_verifier = specdec::make_verifier(1, [](std::span<const float>) { return std::numeric_limits<double>::quiet_NaN(); });
+  const auto nan_verifier =
+      specdec::make_verifier(1, [](std::span<const float>) { return std::numeric_limits<double>::quiet_NaN(); });
   // A verifier's NaN or out-of-range score ends the generation: no token, `invalid_row`.
   const auto nan_run = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), nan_verifier,
                                                 specdec::gating_params{}, start, o);
@@ -523,8 +523,8 @@ TEST_CASE("SPRINTER rejects bad input with clear errors", "[sprinter][errors]") 
                                            specdec::gating_params{}, start, o, specdec::sprinter_options{.t_verifier = -1.0}),
                   specdec::error);
   // Features of the wrong size for the verifier.
-  CHECK_THROWS_AS(specdec::decode_sprinter(target, draft, specdec::warp_params{}, specdec::draft_row_features{},
-                                           accept_first(1), specdec::gating_params{}, start, o),
+  CHECK_THROWS_AS(specdec::decode_sprinter(target, draft, specdec::warp_params{}, specdec::draft_row_features{}, accept_first(1),
+                                           specdec::gating_params{}, start, o),
                   specdec::error);
   // A draft model over another vocabulary.
   const auto other = specdec::markov_model::categorical({0.5, 0.5});

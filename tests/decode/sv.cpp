@@ -84,8 +84,8 @@ const est::acceptance_estimator& estimator() {
     specdec::sv_profile_options p;
     p.gamma = gamma_max;
     p.tokens_per_prompt = 1500;
-    const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                                        models().companion, prompts, o, p);
+    const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, models().target, models().draft,
+                                                        specdec::warp_params{}, models().companion, prompts, o, p);
     return est::acceptance_estimator::fit(samples, est::binning::uniform(5, 5));
   }();
   return e;
@@ -119,8 +119,9 @@ chunk_law round_law(specdec::sv_mode mode, opt::token_counting counting, std::si
     }
     if (prob == 0.0) continue;
     specdec::sv_gains(estimator(), s, a, mode, gains);
-    const std::size_t n = gamma == 0 ? 0 : specdec::choose_sv_length(std::span<const double>(gains), latency, mode,
-                                                                      specdec::length_search::incremental, counting);
+    const std::size_t n = gamma == 0 ? 0
+                                     : specdec::choose_sv_length(std::span<const double>(gains), latency, mode,
+                                                                 specdec::length_search::incremental, counting);
     double reach = prob;
     std::vector<token_id> chunk;
     for (std::size_t k = 0; k < n; ++k) {
@@ -225,7 +226,8 @@ tally simulate_single(specdec::sv_mode mode, opt::token_counting counting, std::
   tally t;
   for (std::uint64_t i = 0; i < n; ++i) {
     o.request_id = static_cast<std::uint32_t>(i);
-    t.add(specdec::decode_sv(specdec::exec::seq, models().target, drafter, models().companion, estimator(), latency, prompt, o, sv));
+    t.add(specdec::decode_sv(specdec::exec::seq, models().target, drafter, models().companion, estimator(), latency, prompt, o,
+                             sv));
   }
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return t;
@@ -252,7 +254,8 @@ TEST_CASE("SV setup: a far draft, an informative companion, a fitted estimator",
   }
   const auto& e = estimator();
   std::cout << "[sv] V = " << V << ", mean TV(p, q) = " << tv_pq << ", mean TV(p, c) = " << tv_pc << ", profile: " << e.samples()
-            << " samples, mean acceptance " << e.overall() << ", " << e.thin_cells() << " thin of " << e.bins().cells() << " cells\n";
+            << " samples, mean acceptance " << e.overall() << ", " << e.thin_cells() << " thin of " << e.bins().cells()
+            << " cells\n";
   CHECK(tv_pq > 0.3);
   CHECK(tv_pc < tv_pq);
   CHECK(e.samples() > 5000);
@@ -315,8 +318,8 @@ TEST_CASE("batched exact SV: every request follows the target distribution", "[s
   std::uint64_t rounds = 0;
   for (std::uint64_t i = 0; i < samples / 3; ++i) {
     o.request_id = static_cast<std::uint32_t>(3 * i);
-    const auto r = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                            estimator(), target_latency, prompts, o, b);
+    const auto r = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                            models().companion, estimator(), target_latency, prompts, o, b);
     rounds += r.rounds;
     for (const auto& x : r.requests) t.add(x);
   }
@@ -336,10 +339,10 @@ TEST_CASE("decode_sv: counters, reproducibility, budget and stop token", "[sv]")
   sv.gamma_max = 4;
   const std::vector<token_id> prompt{1};
   const auto step = specdec::sv_step_latency{o.cost, sv.gamma_max, sv.t_companion};
-  const auto r = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                    estimator(), step, prompt, o, sv);
-  const auto again = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                        estimator(), step, prompt, o, sv);
+  const auto r = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                    models().companion, estimator(), step, prompt, o, sv);
+  const auto again = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                        models().companion, estimator(), step, prompt, o, sv);
   CHECK(r.tokens == again.tokens);
   CHECK(r.tokens.size() == o.max_new_tokens);
   CHECK(r.stats.emitted == r.tokens.size());
@@ -352,19 +355,20 @@ TEST_CASE("decode_sv: counters, reproducibility, budget and stop token", "[sv]")
   CHECK(r.sv.mean_verified_length() == Approx(double(r.stats.drafted) / double(r.stats.iterations)));
   // Simulated time = drafts * t_draft + companion calls * t_companion + sum over calls of t_target(positions).
   const double expected = double(r.sv.drafted) * o.cost.t_draft + double(r.sv.companion_calls) * sv.t_companion +
-                          double(r.stats.target_calls) * o.cost.t_target_base + double(r.stats.target_positions) * o.cost.t_target_per_token;
+                          double(r.stats.target_calls) * o.cost.t_target_base +
+                          double(r.stats.target_positions) * o.cost.t_target_per_token;
   CHECK(r.stats.simulated_time == Approx(expected));
   for (const token_id t : r.tokens) CHECK(specdec::in_vocabulary(t, V));
 
   o.stop_token = 2;
   o.max_new_tokens = 200;
-  const auto s = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                    estimator(), step, prompt, o, sv);
+  const auto s = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                    models().companion, estimator(), step, prompt, o, sv);
   REQUIRE(!s.tokens.empty());
   if (s.tokens.size() < o.max_new_tokens) CHECK(s.tokens.back() == 2);
   o.max_new_tokens = 0;
-  CHECK(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion, estimator(),
-                           step, prompt, o, sv)
+  CHECK(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
+                           estimator(), step, prompt, o, sv)
             .tokens.empty());
 }
 
@@ -377,8 +381,8 @@ TEST_CASE("decode_sv_batch: fixed rule is SD, gamma 0 is target-only, counters a
   specdec::sv_batch_options b;
   b.gamma_max = 4;
   b.rule = specdec::batch_length_rule::fixed;
-  const auto sd = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                           estimator(), target_latency, prompts, o, b);
+  const auto sd = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                           models().companion, estimator(), target_latency, prompts, o, b);
   // Each request is exactly what single-request SD (decode) emits with the same seed and request id.
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     specdec::decode_options oi = o;
@@ -399,8 +403,8 @@ TEST_CASE("decode_sv_batch: fixed rule is SD, gamma 0 is target-only, counters a
 
   b.gamma_max = 5;
   b.rule = specdec::batch_length_rule::sv;
-  const auto sv = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                           estimator(), target_latency, prompts, o, b);
+  const auto sv = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                           models().companion, estimator(), target_latency, prompts, o, b);
   for (const auto& r : sv.requests) {
     CHECK(r.tokens.size() == o.max_new_tokens);  // every request makes progress to its budget
     CHECK(r.stats.iterations == r.stats.target_calls);
@@ -420,21 +424,22 @@ TEST_CASE("decode_sv: bad options are refused", "[sv][bad-input]") {
   sv.mode = specdec::sv_mode::exact;
   sv.search = specdec::length_search::brute_force;
   const std::vector<token_id> prompt{0};
-  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                     estimator(), latency, prompt, o, sv),
+  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                     models().companion, estimator(), latency, prompt, o, sv),
                   specdec::error);
   sv.search = specdec::length_search::incremental;
   sv.t_companion = -1.0;
-  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                     estimator(), latency, prompt, o, sv),
+  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                     models().companion, estimator(), latency, prompt, o, sv),
                   specdec::error);
   sv.t_companion = 0.0;
   const auto decreasing = [](int k) { return 2.0 - 0.1 * k; };
-  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, models().companion,
-                                     estimator(), decreasing, prompt, o, sv),
+  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                     models().companion, estimator(), decreasing, prompt, o, sv),
                   specdec::error);
-  const auto wide = specdec::markov_model::chain(std::vector<double>(V + 1, 1.0 / (V + 1)), specdec_test::random_stochastic_table(V + 1, 3));
-  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, wide, estimator(),
-                                     latency, prompt, o, sv),
+  const auto wide =
+      specdec::markov_model::chain(std::vector<double>(V + 1, 1.0 / (V + 1)), specdec_test::random_stochastic_table(V + 1, 3));
+  CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{}, wide,
+                                     estimator(), latency, prompt, o, sv),
                   specdec::error);
 }

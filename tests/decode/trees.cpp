@@ -71,7 +71,8 @@ specdec::draft_stage tree_stage(pick how) {
     const auto top = [](std::span<const double> q, int rank) {
       std::vector<token_id> ids(q.size());
       std::iota(ids.begin(), ids.end(), 0);
-      std::stable_sort(ids.begin(), ids.end(), [&](token_id a, token_id b) { return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b)]; });
+      std::stable_sort(ids.begin(), ids.end(),
+                       [&](token_id a, token_id b) { return q[static_cast<std::size_t>(a)] > q[static_cast<std::size_t>(b)]; });
       return ids[static_cast<std::size_t>(rank)];
     };
     if (gamma == 0) return;

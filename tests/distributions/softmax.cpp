@@ -86,7 +86,8 @@ TEST_CASE("softmax with temperature is softmax of logits / T", "[distributions][
     REQUIRE(s == specdec::row_status::ok);
     const auto ref = reference_softmax(logits, t);
     for (std::size_t i = 0; i < logits.size(); ++i)
-      CHECK(std::abs(p[i] - static_cast<double>(ref[i])) <= tolerance(logits, i, t, 0x1.0p-53) * static_cast<double>(ref[i]) + 1e-300);
+      CHECK(std::abs(p[i] - static_cast<double>(ref[i])) <=
+            tolerance(logits, i, t, 0x1.0p-53) * static_cast<double>(ref[i]) + 1e-300);
   }
   // Temperature > 1 flattens, < 1 sharpens: the largest probability moves accordingly.
   const std::vector<double> l{0.0, 1.0, 2.0};

@@ -238,11 +238,11 @@ TEST_CASE("warping random rows: every survivor is in the mask and the row sums t
       if (p[v] > 0) {
         CHECK(soft[v] >= w.min_p * max_soft);
         CHECK(std::abs(p[v] - soft[v] / [&] {
-          double z = 0.0;
-          for (std::size_t u = 0; u < V; ++u)
-            if (p[u] > 0) z += soft[u];
-          return z;
-        }()) < 1e-12);  // survivors keep their relative weights
+                double z = 0.0;
+                for (std::size_t u = 0; u < V; ++u)
+                  if (p[u] > 0) z += soft[u];
+                return z;
+              }()) < 1e-12);  // survivors keep their relative weights
       }
     }
     if (w.top_k > 0) CHECK(strictly_larger_than_min_kept < static_cast<std::size_t>(w.top_k));
@@ -253,10 +253,10 @@ TEST_CASE("invalid warp parameters throw specdec::error", "[distributions][warp]
   const row logits{0.0, 1.0};
   row p{0.5, 0.5}, out(2);
   const std::vector<specdec::warp_params> bad{
-      {1.0, 0, 0.0, 0.0}, {1.0, 0, 1.5, 0.0}, {1.0, 0, k_nan, 0.0}, {1.0, 0, -0.5, 0.0},  // top_p
-      {1.0, -1, 1.0, 0.0},                                                                // top_k
-      {-1.0, 0, 1.0, 0.0}, {k_nan, 0, 1.0, 0.0}, {k_inf, 0, 1.0, 0.0},                        // temperature
-      {1.0, 0, 1.0, 2.0}, {1.0, 0, 1.0, -0.1}, {1.0, 0, 1.0, k_nan},                        // min_p
+      {1.0, 0, 0.0, 0.0},  {1.0, 0, 1.5, 0.0},   {1.0, 0, k_nan, 0.0}, {1.0, 0, -0.5, 0.0},  // top_p
+      {1.0, -1, 1.0, 0.0},                                                                   // top_k
+      {-1.0, 0, 1.0, 0.0}, {k_nan, 0, 1.0, 0.0}, {k_inf, 0, 1.0, 0.0},                       // temperature
+      {1.0, 0, 1.0, 2.0},  {1.0, 0, 1.0, -0.1},  {1.0, 0, 1.0, k_nan},                       // min_p
   };
   for (const auto& w : bad) {
     CAPTURE(w.temperature, w.top_k, w.top_p, w.min_p);
@@ -269,5 +269,6 @@ TEST_CASE("invalid warp parameters throw specdec::error", "[distributions][warp]
   CHECK_THROWS_AS(specdec::keep_top_p(std::span<double>(p), 0.0), specdec::error);
   CHECK_THROWS_AS(specdec::keep_min_p(std::span<double>(p), 1.5), specdec::error);
   row wrong(3);
-  CHECK_THROWS_AS(specdec::warp_logits(std::span<const double>(logits), std::span<double>(wrong), specdec::warp_params{}), specdec::error);
+  CHECK_THROWS_AS(specdec::warp_logits(std::span<const double>(logits), std::span<double>(wrong), specdec::warp_params{}),
+                  specdec::error);
 }

@@ -65,8 +65,8 @@ std::size_t index_of(std::span<const token_id> s, std::size_t V) {
 // replacement (each proportional to the remaining weights), otherwise W i.i.d. draws. Beams keep the
 // draw order; the chosen draft is the first beam of largest joint.
 template <class M>
-std::vector<double> exact_chosen_distribution(const M& m, std::span<const token_id> context, std::size_t gamma,
-                                              std::size_t W, bool without, const specdec::warp_params& w) {
+std::vector<double> exact_chosen_distribution(const M& m, std::span<const token_id> context, std::size_t gamma, std::size_t W,
+                                              bool without, const specdec::warp_params& w) {
   const std::size_t V = m.vocab_size();
   std::vector<double> dist(static_cast<std::size_t>(std::pow(double(V), double(gamma))), 0.0);
   struct beam {
@@ -178,9 +178,10 @@ TEST_CASE("beam search with W >= V^gamma returns the exhaustive arg-max of the j
       for (const std::size_t gamma : {1u, 2u, 3u, 4u}) {
         const std::vector<token_id> context{static_cast<token_id>(seed % 3)};
         const std::size_t W = static_cast<std::size_t>(std::pow(3.0, double(gamma)));
-        const auto block = specdec::draft_beams(m, std::span<const token_id>(context), gamma,
-                                                specdec::beam_params{.width = W, .mode = specdec::beam_mode::search, .warp = warp},
-                                                specdec::random::request_stream{});
+        const auto block =
+            specdec::draft_beams(m, std::span<const token_id>(context), gamma,
+                                 specdec::beam_params{.width = W, .mode = specdec::beam_mode::search, .warp = warp},
+                                 specdec::random::request_stream{});
         // Exhaustive: every sequence of length gamma with its warped joint (identity: enumerate_sequences).
         double best = -std::numeric_limits<double>::infinity();
         std::vector<token_id> best_seq;
@@ -198,7 +199,8 @@ TEST_CASE("beam search with W >= V^gamma returns the exhaustive arg-max of the j
         CHECK(block.log_q.back() == Approx(best).epsilon(1e-12));
         if (warp.is_identity()) {
           const auto all = specdec::enumerate_sequences(m, std::span<const token_id>(context), gamma);
-          const auto it = std::max_element(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.probability < b.probability; });
+          const auto it = std::max_element(all.begin(), all.end(),
+                                           [](const auto& a, const auto& b) { return a.probability < b.probability; });
           CHECK(block.tokens == it->tokens);
         }
       }
@@ -215,9 +217,10 @@ TEST_CASE("beam search with W = 1 is greedy decoding of the draft model", "[beam
       const std::vector<token_id> context{start, static_cast<token_id>((start + 3) % 7)};
       greedy.draft(context, gamma, specdec::random::request_stream{}, chain);
       for (const auto& warp : {identity, specdec::mtad_default_warp}) {
-        const auto block = specdec::draft_beams(m, std::span<const token_id>(context), gamma,
-                                                specdec::beam_params{.width = 1, .mode = specdec::beam_mode::search, .warp = warp},
-                                                specdec::random::request_stream{});
+        const auto block =
+            specdec::draft_beams(m, std::span<const token_id>(context), gamma,
+                                 specdec::beam_params{.width = 1, .mode = specdec::beam_mode::search, .warp = warp},
+                                 specdec::random::request_stream{});
         CAPTURE(start, gamma);
         CHECK(block.tokens == chain.tokens);
         CHECK(block.beam_count == 1);
@@ -233,13 +236,14 @@ TEST_CASE("a beam block reports the joint log q of every prefix and of every bea
     for (const std::size_t W : {1u, 2u, 4u}) {
       const std::size_t gamma = 5;
       const specdec::beam_params params{.width = W, .mode = mode, .warp = specdec::mtad_default_warp};
-      const auto b = specdec::draft_beams(m, std::span<const token_id>(context), gamma, params,
-                                          specdec::random::request_stream{42, 3, 1});
+      const auto b =
+          specdec::draft_beams(m, std::span<const token_id>(context), gamma, params, specdec::random::request_stream{42, 3, 1});
       CAPTURE(static_cast<int>(mode), W);
       REQUIRE(b.tokens.size() == gamma);
       REQUIRE(b.log_q.size() == gamma);
       for (std::size_t j = 1; j <= gamma; ++j) {
-        CHECK(b.log_q[j - 1] == Approx(warped_log_joint(m, context, std::span<const token_id>(b.tokens).first(j), params.warp)).epsilon(1e-12));
+        CHECK(b.log_q[j - 1] ==
+              Approx(warped_log_joint(m, context, std::span<const token_id>(b.tokens).first(j), params.warp)).epsilon(1e-12));
         if (j > 1) CHECK(b.log_q[j - 1] <= b.log_q[j - 2]);
       }
       REQUIRE(b.beam_count >= 1);
@@ -264,16 +268,16 @@ TEST_CASE("fewer candidates than W keep every candidate", "[beam]") {
   const auto m = specdec::random_markov_model(5, 1, 3, 1.0);
   for (const auto mode : {specdec::beam_mode::search, specdec::beam_mode::sample_without_replacement}) {
     // top-1 leaves one candidate per row: a single beam survives, which is greedy decoding.
-    const auto b = specdec::draft_beams(m, std::vector<token_id>{1}, 4,
-                                        specdec::beam_params{.width = 8, .mode = mode, .warp = {.top_k = 1}},
-                                        specdec::random::request_stream{5, 0, 0});
+    const auto b =
+        specdec::draft_beams(m, std::vector<token_id>{1}, 4, specdec::beam_params{.width = 8, .mode = mode, .warp = {.top_k = 1}},
+                             specdec::random::request_stream{5, 0, 0});
     CHECK(b.beam_count == 1);
     CHECK(b.model_calls == 4);
     CHECK(b.log_q.back() == Approx(0.0).margin(1e-12));  // every warped row is one-hot
     // top-2 on the first row: 2 beams after step 1, 4 candidates afterwards.
-    const auto c = specdec::draft_beams(m, std::vector<token_id>{1}, 3,
-                                        specdec::beam_params{.width = 8, .mode = mode, .warp = {.top_k = 2}},
-                                        specdec::random::request_stream{5, 0, 0});
+    const auto c =
+        specdec::draft_beams(m, std::vector<token_id>{1}, 3, specdec::beam_params{.width = 8, .mode = mode, .warp = {.top_k = 2}},
+                             specdec::random::request_stream{5, 0, 0});
     CHECK(c.beam_count == 8);
     CHECK(c.model_calls == 1 + 2 + 4);
   }
@@ -298,7 +302,8 @@ TEST_CASE("a BatchedModel is called once per step with every live beam", "[beam]
   static_assert(specdec::BatchedModel<batched>);
   const batched bm{&m};
   const std::vector<token_id> context{0, 4};
-  for (const auto mode : {specdec::beam_mode::search, specdec::beam_mode::sample, specdec::beam_mode::sample_without_replacement}) {
+  for (const auto mode :
+       {specdec::beam_mode::search, specdec::beam_mode::sample, specdec::beam_mode::sample_without_replacement}) {
     const specdec::beam_params params{.width = 4, .mode = mode, .warp = identity};
     const specdec::random::request_stream stream{8, 1, 2};
     bm.batch_calls = bm.rows = bm.single_calls = 0;
@@ -318,12 +323,16 @@ TEST_CASE("beam drafts are reproducible from their stream and vary across stream
   const std::vector<token_id> context{3};
   for (const auto mode : {specdec::beam_mode::sample, specdec::beam_mode::sample_without_replacement}) {
     const specdec::beam_params params{.width = 3, .mode = mode, .warp = identity};
-    const auto a = specdec::draft_beams(m, std::span<const token_id>(context), 4, params, specdec::random::request_stream{1, 2, 3});
-    const auto b = specdec::draft_beams(m, std::span<const token_id>(context), 4, params, specdec::random::request_stream{1, 2, 3});
+    const auto a =
+        specdec::draft_beams(m, std::span<const token_id>(context), 4, params, specdec::random::request_stream{1, 2, 3});
+    const auto b =
+        specdec::draft_beams(m, std::span<const token_id>(context), 4, params, specdec::random::request_stream{1, 2, 3});
     CHECK(a.beam_tokens == b.beam_tokens);
     int differing = 0;
     for (std::uint32_t step = 0; step < 20; ++step)
-      differing += specdec::draft_beams(m, std::span<const token_id>(context), 4, params, specdec::random::request_stream{1, 2, 4 + step}).beam_tokens != a.beam_tokens;
+      differing +=
+          specdec::draft_beams(m, std::span<const token_id>(context), 4, params, specdec::random::request_stream{1, 2, 4 + step})
+              .beam_tokens != a.beam_tokens;
     CHECK(differing >= 5);
   }
 }
@@ -342,10 +351,11 @@ TEST_CASE("beam sampling draws the documented distribution (chi-squared, with a 
   CHECK(std::accumulate(without.begin(), without.end(), 0.0) == Approx(1.0).epsilon(1e-12));
   CHECK(std::accumulate(with.begin(), with.end(), 0.0) == Approx(1.0).epsilon(1e-12));
 
-  const auto s_without = sample_chosen(m, std::span<const token_id>(context), gamma,
-                                       {.width = W, .mode = specdec::beam_mode::sample_without_replacement, .warp = warp}, seed, n);
-  const auto s_with = sample_chosen(m, std::span<const token_id>(context), gamma, {.width = W, .mode = specdec::beam_mode::sample, .warp = warp},
-                                    seed + 1, n);
+  const auto s_without =
+      sample_chosen(m, std::span<const token_id>(context), gamma,
+                    {.width = W, .mode = specdec::beam_mode::sample_without_replacement, .warp = warp}, seed, n);
+  const auto s_with = sample_chosen(m, std::span<const token_id>(context), gamma,
+                                    {.width = W, .mode = specdec::beam_mode::sample, .warp = warp}, seed + 1, n);
   CHECK(s_without.bad == 0);
   CHECK(s_with.bad == 0);
 
@@ -384,11 +394,14 @@ TEST_CASE("beam drafts refuse bad parameters and unusable rows", "[beam][errors]
   const specdec::random::request_stream s{};
   CHECK_THROWS_AS(specdec::draft_beams(m, std::span<const token_id>(context), 3, {.width = 0}, s), specdec::error);
   CHECK_THROWS_AS(specdec::draft_beams(m, std::span<const token_id>(context), 0, {.width = 2}, s), specdec::error);
-  CHECK_THROWS_AS(specdec::draft_beams(m, std::span<const token_id>(context), 3, {.width = 2, .warp = {.top_p = 0.0}}, s), specdec::error);
-  CHECK_THROWS_AS(specdec::draft_beams(m, std::span<const token_id>(context), 3, {.width = 2, .mode = static_cast<specdec::beam_mode>(9)}, s),
+  CHECK_THROWS_AS(specdec::draft_beams(m, std::span<const token_id>(context), 3, {.width = 2, .warp = {.top_p = 0.0}}, s),
                   specdec::error);
+  CHECK_THROWS_AS(
+      specdec::draft_beams(m, std::span<const token_id>(context), 3, {.width = 2, .mode = static_cast<specdec::beam_mode>(9)}, s),
+      specdec::error);
   const auto nan_model = specdec::make_model(4, [](std::span<const token_id>, std::span<float> out) {
     for (float& x : out) x = std::numeric_limits<float>::quiet_NaN();
   });
-  CHECK_THROWS_AS(specdec::draft_beams(nan_model, std::span<const token_id>(context), 2, {.width = 2}, s), specdec::numerical_error);
+  CHECK_THROWS_AS(specdec::draft_beams(nan_model, std::span<const token_id>(context), 2, {.width = 2}, s),
+                  specdec::numerical_error);
 }

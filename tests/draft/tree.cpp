@@ -164,7 +164,8 @@ reference_tree reference_dynamic_tree(const M& m, std::span<const token_id> cont
                                                    stream.open(static_cast<std::uint32_t>(f), specdec::random::purpose::draft))) {
         auto path = r.generated[f].path;
         path.push_back(x);
-        r.generated.push_back({path, f, r.generated[f].score + std::log(static_cast<double>(q[static_cast<std::size_t>(x)])), {}});
+        r.generated.push_back(
+            {path, f, r.generated[f].score + std::log(static_cast<double>(q[static_cast<std::size_t>(x)])), {}});
       }
     }
     if (step < p.depth) frontier = best_by_score(r.generated, begin, r.generated.size(), p.top_k);
@@ -191,7 +192,9 @@ struct counting_batched_model {
 };
 static_assert(specdec::BatchedModel<counting_batched_model>);
 
-std::size_t pair_cell(token_id a, token_id b, std::size_t V) { return static_cast<std::size_t>(a) * V + static_cast<std::size_t>(b); }
+std::size_t pair_cell(token_id a, token_id b, std::size_t V) {
+  return static_cast<std::size_t>(a) * V + static_cast<std::size_t>(b);
+}
 
 }  // namespace
 
@@ -236,12 +239,12 @@ TEST_CASE("tree_shape: a choice list in any order gets Medusa's (length, lexicog
 
 TEST_CASE("tree_shape: malformed choice lists are rejected", "[draft][tree]") {
   using specdec::tree_shape;
-  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {}}), specdec::error);              // empty choice
-  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {1}, {0}}), specdec::error);        // duplicate
-  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {1, 0}}), specdec::error);          // prefix {1} missing
-  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {0, 0, 0}}), specdec::error);       // prefix {0,0} missing
-  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {0, -1}}), specdec::error);         // negative rank
-  CHECK_NOTHROW(tree_shape::from_choices(choices{{0, 0}, {0}}));                             // order is free
+  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {}}), specdec::error);         // empty choice
+  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {1}, {0}}), specdec::error);   // duplicate
+  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {1, 0}}), specdec::error);     // prefix {1} missing
+  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {0, 0, 0}}), specdec::error);  // prefix {0,0} missing
+  CHECK_THROWS_AS(tree_shape::from_choices(choices{{0}, {0, -1}}), specdec::error);    // negative rank
+  CHECK_NOTHROW(tree_shape::from_choices(choices{{0, 0}, {0}}));                       // order is free
   // Gaps in the ranks are allowed (Medusa allows them) but are not rank prefixes.
   CHECK_FALSE(tree_shape::from_choices(choices{{1}}).has_rank_prefixes());
   CHECK_FALSE(tree_shape::from_choices(choices{{0}, {2}}).has_rank_prefixes());
@@ -547,7 +550,8 @@ TEST_CASE("tree drafters use the model's batched call, one per depth or frontier
   CHECK(batched.model_calls == 1 + 4 * 3);
 
   counted.batch_calls = counted.batch_rows = 0;
-  const auto st = specdec::draft_static_tree(counted, context, specdec::default_tree_shape(), {}, tree_sampling::top_k, {5, 1, 0});
+  const auto st =
+      specdec::draft_static_tree(counted, context, specdec::default_tree_shape(), {}, tree_sampling::top_k, {5, 1, 0});
   CHECK(counted.single_calls == 0);
   CHECK(counted.batch_calls == 3);
   CHECK(counted.batch_rows == 7);
@@ -668,17 +672,20 @@ TEST_CASE("drafted trees verified by the rule their sampling suits emit the targ
   specdec::static_tree_drafter iid(draft, three, {}, tree_sampling::iid);
   specdec::static_tree_drafter distinct(draft, three, {}, tree_sampling::without_replacement);
   specdec::static_tree_drafter top(draft, three, {}, tree_sampling::top_k);
-  specdec::dynamic_tree_drafter eagle(draft, {.depth = 2, .top_k = 3, .total_tokens = 8, .sampling = tree_sampling::without_replacement});
+  specdec::dynamic_tree_drafter eagle(
+      draft, {.depth = 2, .top_k = 3, .total_tokens = 8, .sampling = tree_sampling::without_replacement});
   specdec::dynamic_tree_drafter eagle_iid(draft, {.depth = 0, .top_k = 2, .total_tokens = 1, .sampling = tree_sampling::iid});
   CHECK(fits(first_token_counts(iid, specdec::strict, p_row, seed, N), "static iid + strict (MSS)"));
   CHECK(fits(first_token_counts(iid, specdec::k_seq, p_row, seed, N), "static iid + k_seq"));
   CHECK(fits(first_token_counts(iid, specdec::target_only, p_row, seed, N), "static iid + target_only"));
-  CHECK(fits(first_token_counts(distinct, specdec::recursive_rejection, p_row, seed, N), "static without_replacement + recursive_rejection"));
+  CHECK(fits(first_token_counts(distinct, specdec::recursive_rejection, p_row, seed, N),
+             "static without_replacement + recursive_rejection"));
   CHECK(fits(first_token_counts(top, specdec::target_only, p_row, seed, N), "static top_k + target_only"));
   CHECK(fits(first_token_counts(eagle, specdec::target_only, p_row, seed, N), "dynamic without_replacement + target_only"));
   // Negative controls: the pairings the table marks "not lossless".
   CHECK_FALSE(fits(first_token_counts(top, specdec::strict, p_row, seed, N), "negative control: static top_k + strict"));
-  CHECK_FALSE(fits(first_token_counts(eagle_iid, specdec::strict, p_row, seed, N), "negative control: dynamic iid (best of 2 kept) + strict"));
+  CHECK_FALSE(fits(first_token_counts(eagle_iid, specdec::strict, p_row, seed, N),
+                   "negative control: dynamic iid (best of 2 kept) + strict"));
 }
 
 // ---- packing and bad input ---------------------------------------------------------------------

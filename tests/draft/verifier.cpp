@@ -33,8 +33,7 @@ TEST_CASE("the verifier concepts", "[verifier]") {
   const auto m = specdec::markov_model::categorical({0.5, 0.5});
   STATIC_REQUIRE(std::is_same_v<decltype(specdec::make_features(m)), specdec::draft_row_features>);
   const specdec::feature_model_archetype fm;
-  STATIC_REQUIRE(std::is_same_v<decltype(specdec::make_features(fm)),
-                                specdec::model_features<specdec::feature_model_archetype>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(specdec::make_features(fm)), specdec::model_features<specdec::feature_model_archetype>>);
 }
 
 TEST_CASE("draft_row_features computes the documented vector", "[verifier]") {
@@ -43,8 +42,8 @@ TEST_CASE("draft_row_features computes the documented vector", "[verifier]") {
   std::vector<float> out(specdec::draft_row_features::size);
   specdec::verifier_query query{{}, 4, q, {}, 0};
   f.extract(query, out);
-  const double entropy = -(0.1 * std::log(0.1) + 0.4 * std::log(0.4) + 0.05 * std::log(0.05) + 0.3 * std::log(0.3) +
-                           0.15 * std::log(0.15));
+  const double entropy =
+      -(0.1 * std::log(0.1) + 0.4 * std::log(0.4) + 0.05 * std::log(0.05) + 0.3 * std::log(0.3) + 0.15 * std::log(0.15));
   CHECK(out[0] == Approx(0.15));
   CHECK(out[1] == Approx(std::log(0.15)));
   CHECK(out[2] == Approx(std::log1p(2.0)));  // rank 2: 0.4 and 0.3 are larger
@@ -110,9 +109,8 @@ TEST_CASE("the adapters wrap users' classifiers and feature functions", "[verifi
   CHECK_FALSE(specdec::verifier_accepts(v, b, 0.5));
   CHECK(specdec::verifier_accepts(v, b, 0.0));  // tau = 0 accepts everything
   CHECK(specdec::checked_score(v, a) == Approx(0.9));
-  auto f = specdec::make_feature_extractor(1, [](const specdec::verifier_query& q, std::span<float> out) {
-    out[0] = static_cast<float>(q.prefix.size());
-  });
+  auto f = specdec::make_feature_extractor(
+      1, [](const specdec::verifier_query& q, std::span<float> out) { out[0] = static_cast<float>(q.prefix.size()); });
   STATIC_REQUIRE(specdec::FeatureExtractor<decltype(f)>);
   std::vector<float> out(1);
   const std::vector<token_id> prefix{1, 2, 3};

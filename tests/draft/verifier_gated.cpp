@@ -143,8 +143,8 @@ TEST_CASE("the gated drafter rejects bad input", "[verifier_gated][errors]") {
                                                   accept_while(1), gating_params{}),
                   specdec::error);
   // Feature sizes that disagree.
-  CHECK_THROWS_AS(specdec::verifier_gated_drafter(model, specdec::warp_params{}, specdec::draft_row_features{},
-                                                  accept_while(1), gating_params{}),
+  CHECK_THROWS_AS(specdec::verifier_gated_drafter(model, specdec::warp_params{}, specdec::draft_row_features{}, accept_while(1),
+                                                  gating_params{}),
                   specdec::error);
   specdec::verifier_gated_drafter d(model, specdec::warp_params{}, recording_features(), accept_while(1), gating_params{});
   specdec::draft_block block;

@@ -34,10 +34,10 @@ TEST_CASE("uniform binning: cells, edges and the closed last bin", "[estimate][b
   CHECK(b.cells() == 20);
   CHECK(b.name() == "uniform 5x4");
   CHECK(b.cell(0.0, 0.0) == 0);
-  CHECK(b.cell(0.0, 0.25) == 1);           // bins are [e_k, e_k+1)
-  CHECK(b.cell(0.2, 0.0) == 4);            // second S row
-  CHECK(b.cell(1.0, 1.0) == 19);           // the last bin is closed
-  CHECK(b.cell(1.0 + 1e-9, 1.0) == 19);    // rounding just above 1 is clamped
+  CHECK(b.cell(0.0, 0.25) == 1);         // bins are [e_k, e_k+1)
+  CHECK(b.cell(0.2, 0.0) == 4);          // second S row
+  CHECK(b.cell(1.0, 1.0) == 19);         // the last bin is closed
+  CHECK(b.cell(1.0 + 1e-9, 1.0) == 19);  // rounding just above 1 is clamped
   CHECK(b.row_of_cell(19) == 4);
   CHECK(b.row_of_cell(4) == 1);
   CHECK(b.row(0.3999) == 1);
@@ -85,7 +85,8 @@ TEST_CASE("raw estimates are the bin means of x", "[estimate][estimator]") {
 
 TEST_CASE("observed accept bits estimate the acceptance probability", "[estimate][estimator]") {
   // x ~ Bernoulli(f(S, A)): the bin mean estimates the mean of f over the bin (seed printed by the stream address).
-  const auto samples = synthetic(200000, 12, [](double s, double a, auto& r) { return r.uniform() < 0.2 + 0.7 * a * s ? 1.0 : 0.0; });
+  const auto samples =
+      synthetic(200000, 12, [](double s, double a, auto& r) { return r.uniform() < 0.2 + 0.7 * a * s ? 1.0 : 0.0; });
   const auto e = est::acceptance_estimator::fit(samples, est::binning::uniform(5, 5));
   for (const double s : {0.1, 0.5, 0.9})
     for (const double a : {0.1, 0.5, 0.9}) {
@@ -218,15 +219,16 @@ TEST_CASE("fit refuses empty profiles and NaN or out-of-range samples", "[estima
   const auto bins = est::binning::uniform(3, 3);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_AS(est::acceptance_estimator::fit(std::vector<est::indicator_sample>{}, bins), specdec::error);
-  for (const est::indicator_sample bad : {est::indicator_sample{nan, 0.5, 0.5}, est::indicator_sample{0.5, nan, 0.5},
-                                          est::indicator_sample{0.5, 0.5, nan}, est::indicator_sample{0.5, 0.5, 1.5},
-                                          est::indicator_sample{-0.5, 0.5, 0.5}}) {
+  for (const est::indicator_sample bad :
+       {est::indicator_sample{nan, 0.5, 0.5}, est::indicator_sample{0.5, nan, 0.5}, est::indicator_sample{0.5, 0.5, nan},
+        est::indicator_sample{0.5, 0.5, 1.5}, est::indicator_sample{-0.5, 0.5, 0.5}}) {
     const std::vector<est::indicator_sample> samples{{0.2, 0.2, 1.0}, bad};
     CHECK_THROWS_AS(est::acceptance_estimator::fit(samples, bins), specdec::error);
   }
   CHECK_THROWS_AS(est::acceptance_estimator(bins, std::vector<std::uint64_t>(9, 0), std::vector<double>(9, 0.0)), specdec::error);
   CHECK_THROWS_AS(est::acceptance_estimator(bins, std::vector<std::uint64_t>(8, 1), std::vector<double>(8, 0.0)), specdec::error);
-  CHECK_THROWS_AS(est::acceptance_estimator(bins, std::vector<std::uint64_t>(9, 1), std::vector<double>(9, 0.0), {-1.0, 5}), specdec::error);
+  CHECK_THROWS_AS(est::acceptance_estimator(bins, std::vector<std::uint64_t>(9, 1), std::vector<double>(9, 0.0), {-1.0, 5}),
+                  specdec::error);
   const std::vector<est::indicator_sample> one{{0.5, 0.5, 0.7}};
   const auto e = est::acceptance_estimator::fit(one, bins);
   CHECK(e(0.0, 0.0) == Approx(0.7));  // one sample: every bin falls back to the overall mean

@@ -25,7 +25,7 @@ TEST_CASE("S and A on hand-computed rows", "[estimate][indicators]") {
   CHECK(est::similarity(sp(c), sp(d)) == Approx(0.6).epsilon(1e-15));  // symmetric
   CHECK(est::similarity(sp(d), sp(d)) == Approx(1.0).epsilon(1e-15));
   CHECK(est::companion_acceptance(sp(d), sp(c), 0) == Approx(0.4).epsilon(1e-15));  // 0.2 / 0.5
-  CHECK(est::companion_acceptance(sp(d), sp(c), 1) == 1.0);                          // P_c == P_d
+  CHECK(est::companion_acceptance(sp(d), sp(c), 1) == 1.0);                         // P_c == P_d
   CHECK(est::companion_acceptance(sp(d), sp(c), 2) == Approx(0.5).epsilon(1e-15));
   // Disjoint supports: S = 0 and A = 0.
   const std::vector<double> x{1.0, 0.0}, y{0.0, 1.0};
@@ -70,7 +70,7 @@ TEST_CASE("indicators: bad input gives clear errors", "[estimate][indicators][ba
   }
   CHECK_THROWS_AS(est::similarity(sp(good), sp(std::vector<double>{1.0})), specdec::error);  // lengths differ
   CHECK_THROWS_AS(est::similarity(std::span<const double>(), std::span<const double>()), specdec::error);
-  CHECK_THROWS_AS(est::companion_acceptance(sp(good), sp(good), 2), specdec::error);   // token outside [0, V)
+  CHECK_THROWS_AS(est::companion_acceptance(sp(good), sp(good), 2), specdec::error);  // token outside [0, V)
   CHECK_THROWS_AS(est::companion_acceptance(sp(good), sp(good), -1), specdec::error);
   CHECK_THROWS_AS(est::companion_acceptance(sp(zero_first), sp(good), 0), specdec::error);  // P_d(t) = 0: not drafted from it
   CHECK_THROWS_AS(est::companion_acceptance(sp(with_nan), sp(good), 0), specdec::error);
@@ -83,17 +83,17 @@ TEST_CASE("indicators: bad input gives clear errors", "[estimate][indicators][ba
   // Shapes of the batched form.
   std::vector<double> S(1), A(1);
   const std::vector<token_id> one{0}, two{0, 1};
-  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(two), 2, std::span<double>(S),
-                                          std::span<double>(A)),
+  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(two), 2,
+                                          std::span<double>(S), std::span<double>(A)),
                   specdec::error);
-  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(one), 0, std::span<double>(S),
-                                          std::span<double>(A)),
+  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(one), 0,
+                                          std::span<double>(S), std::span<double>(A)),
                   specdec::error);
   CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(with_nan), std::span<const token_id>(one), 2,
                                           std::span<double>(S), std::span<double>(A)),
                   specdec::error);
-  CHECK_NOTHROW(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(one), 2, std::span<double>(S),
-                                        std::span<double>(A)));
+  CHECK_NOTHROW(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(one), 2,
+                                        std::span<double>(S), std::span<double>(A)));
   CHECK(S[0] == 1.0);
   CHECK(A[0] == 1.0);
 }

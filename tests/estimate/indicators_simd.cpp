@@ -40,9 +40,11 @@ TEST_CASE("compute_indicators on exec::simd agrees with exec::seq", "[estimate][
     }
     std::vector<double> s_seq(n), a_seq(n), s_simd(n), a_simd(n);
     specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(d_rows), std::span<const float>(c_rows),
-                                          std::span<const token_id>(tokens), V, std::span<double>(s_seq), std::span<double>(a_seq));
+                                          std::span<const token_id>(tokens), V, std::span<double>(s_seq),
+                                          std::span<double>(a_seq));
     specdec::estimate::compute_indicators(specdec::exec::simd, std::span<const float>(d_rows), std::span<const float>(c_rows),
-                                          std::span<const token_id>(tokens), V, std::span<double>(s_simd), std::span<double>(a_simd));
+                                          std::span<const token_id>(tokens), V, std::span<double>(s_simd),
+                                          std::span<double>(a_simd));
     for (std::size_t i = 0; i < n; ++i) {
       CAPTURE(V, i);
       CHECK(std::abs(s_simd[i] - s_seq[i]) <= 1e-12);
@@ -50,9 +52,9 @@ TEST_CASE("compute_indicators on exec::simd agrees with exec::seq", "[estimate][
     }
     // The same errors: a NaN in a companion row.
     c_rows[1] = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_AS(specdec::estimate::compute_indicators(specdec::exec::simd, std::span<const float>(d_rows), std::span<const float>(c_rows),
-                                                          std::span<const token_id>(tokens), V, std::span<double>(s_simd),
-                                                          std::span<double>(a_simd)),
+    CHECK_THROWS_AS(specdec::estimate::compute_indicators(specdec::exec::simd, std::span<const float>(d_rows),
+                                                          std::span<const float>(c_rows), std::span<const token_id>(tokens), V,
+                                                          std::span<double>(s_simd), std::span<double>(a_simd)),
                     specdec::error);
   }
 }
@@ -68,8 +70,8 @@ TEST_CASE("decode_sv on exec::simd emits the tokens of exec::seq", "[decode][sv]
   specdec::decode_options o;
   o.seed = 0x51DE5;
   const std::vector<std::vector<token_id>> prompts{{0}, {1}, {2}};
-  const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, target, draft, specdec::warp_params{}, companion, prompts, o,
-                                                      specdec::sv_profile_options{});
+  const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, target, draft, specdec::warp_params{}, companion,
+                                                      prompts, o, specdec::sv_profile_options{});
   const auto estimator = specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::uniform(5, 5));
   const auto latency = [](int k) { return 1.0 + 0.2 * k; };
   o.max_new_tokens = 30;
@@ -78,10 +80,10 @@ TEST_CASE("decode_sv on exec::simd emits the tokens of exec::seq", "[decode][sv]
   for (int i = 0; i < runs; ++i) {
     o.request_id = static_cast<std::uint32_t>(i);
     const std::vector<token_id> prompt{static_cast<token_id>(static_cast<std::size_t>(i) % V)};
-    const auto a = specdec::decode_sv(specdec::exec::seq, target, draft, specdec::warp_params{}, companion, estimator, latency, prompt, o,
-                                      specdec::sv_options{});
-    const auto b = specdec::decode_sv(specdec::exec::simd, target, draft, specdec::warp_params{}, companion, estimator, latency, prompt, o,
-                                      specdec::sv_options{});
+    const auto a = specdec::decode_sv(specdec::exec::seq, target, draft, specdec::warp_params{}, companion, estimator, latency,
+                                      prompt, o, specdec::sv_options{});
+    const auto b = specdec::decode_sv(specdec::exec::simd, target, draft, specdec::warp_params{}, companion, estimator, latency,
+                                      prompt, o, specdec::sv_options{});
     same += a.tokens == b.tokens;
   }
   // Only a float reduction that flips an acceptance test, a sample or a bin boundary can differ.

@@ -26,7 +26,7 @@ double h2(std::initializer_list<double> p) {
 TEST_CASE("toy table: H(X), H(X | S, A) and the gain by hand", "[estimate][information]") {
   // Two S rows (one A bin each). Row 0: x = 1, 1, 1, 0; row 1: x = 1, 0, 0, 0. X in two bins.
   const std::vector<est::indicator_sample> samples{{0.25, 0.5, 1.0}, {0.25, 0.5, 1.0}, {0.25, 0.5, 1.0}, {0.25, 0.5, 0.0},
-                                                    {0.75, 0.5, 1.0}, {0.75, 0.5, 0.0}, {0.75, 0.5, 0.0}, {0.75, 0.5, 0.0}};
+                                                   {0.75, 0.5, 1.0}, {0.75, 0.5, 0.0}, {0.75, 0.5, 0.0}, {0.75, 0.5, 0.0}};
   const auto bins = est::binning::uniform(2, 1);
   auto r = est::information_gain(samples, bins, {2, false});
   CHECK(r.h_x == Approx(1.0).epsilon(1e-14));
@@ -44,7 +44,7 @@ TEST_CASE("toy table: H(X), H(X | S, A) and the gain by hand", "[estimate][infor
 
   // Three X bins [0, 1/3), [1/3, 2/3), [2/3, 1]: row 0 holds x = .1, .5, .9, .9; row 1 x = .1 four times.
   const std::vector<est::indicator_sample> t{{0.1, 0.5, 0.1}, {0.1, 0.5, 0.5}, {0.1, 0.5, 0.9}, {0.1, 0.5, 0.9},
-                                              {0.9, 0.5, 0.1}, {0.9, 0.5, 0.1}, {0.9, 0.5, 0.1}, {0.9, 0.5, 0.1}};
+                                             {0.9, 0.5, 0.1}, {0.9, 0.5, 0.1}, {0.9, 0.5, 0.1}, {0.9, 0.5, 0.1}};
   r = est::information_gain(t, bins, {3, false});
   CHECK(r.h_x == Approx(h2({5.0 / 8, 1.0 / 8, 2.0 / 8})).epsilon(1e-14));
   CHECK(r.h_x_given == Approx(0.5 * 1.5).epsilon(1e-14));
@@ -88,7 +88,8 @@ TEST_CASE("informative indicators give a clearly positive gain, more with A than
     const auto both = est::information_gain(samples, bins, {10, true, est::conditioning::s_and_a});
     const auto s_only = est::information_gain(samples, bins, {10, true, est::conditioning::s_only});
     std::cout << "[information] informative, " << bins.name() << ": H(X) = " << both.h_x << ", H(X|S,A) = " << both.h_x_given
-              << ", gain = " << both.gain << " (" << 100 * both.relative_gain() << "%), gain of S alone = " << s_only.gain << "\n";
+              << ", gain = " << both.gain << " (" << 100 * both.relative_gain() << "%), gain of S alone = " << s_only.gain
+              << "\n";
     CAPTURE(bins.name());
     CHECK(both.gain > 0.5);
     CHECK(s_only.gain > 0.1);
@@ -103,9 +104,8 @@ TEST_CASE("information gain: bad input", "[estimate][information][bad-input]") {
   CHECK_THROWS_AS(est::information_gain(std::vector<est::indicator_sample>{}, bins), specdec::error);
   const std::vector<est::indicator_sample> ok{{0.5, 0.5, 0.5}};
   CHECK_THROWS_AS(est::information_gain(ok, bins, {1, false}), specdec::error);
-  for (const est::indicator_sample bad :
-       {est::indicator_sample{nan, 0.5, 0.5}, est::indicator_sample{0.5, nan, 0.5}, est::indicator_sample{0.5, 0.5, nan},
-        est::indicator_sample{0.5, 0.5, 2.0}}) {
+  for (const est::indicator_sample bad : {est::indicator_sample{nan, 0.5, 0.5}, est::indicator_sample{0.5, nan, 0.5},
+                                          est::indicator_sample{0.5, 0.5, nan}, est::indicator_sample{0.5, 0.5, 2.0}}) {
     CHECK_THROWS_AS(est::information_gain(std::vector<est::indicator_sample>{bad}, bins), specdec::error);
   }
   const auto one = est::information_gain(ok, bins);

@@ -52,8 +52,8 @@ TEST_CASE("the linear verifier learns a separable toy problem", "[learn]") {
   const auto scores = learn::score_all(t.verifier, test);
   const auto roc = learn::compute_roc(scores, test.labels);
   const auto at = learn::rates_at(scores, test.labels, 0.5);
-  std::cout << "[learn] separable toy (seeds 11/12/3): AUC " << roc.auc << ", eta_tp " << at.eta_tp << ", eta_fp "
-            << at.eta_fp << ", epochs " << t.report.epochs << " (best " << t.report.best_epoch << "), validation loss "
+  std::cout << "[learn] separable toy (seeds 11/12/3): AUC " << roc.auc << ", eta_tp " << at.eta_tp << ", eta_fp " << at.eta_fp
+            << ", epochs " << t.report.epochs << " (best " << t.report.best_epoch << "), validation loss "
             << t.report.best_validation_loss << "\n";
   CHECK(roc.auc > 0.99);
   CHECK(at.eta_tp > 0.95);
@@ -189,9 +189,9 @@ TEST_CASE("dataset relabelling, subsets and splits", "[learn]") {
   d.feature_size = 1;
   d.lambda = 1.0;
   const float s = 0.0f;
-  d.add(std::span<const float>(&s, 1), 0.3, 0.2, 0.1, learn::prefix_category::original);   // q/p = 1.5
-  d.add(std::span<const float>(&s, 1), 0.22, 0.2, 0.1, learn::prefix_category::mixed);     // q/p = 1.1
-  d.add(std::span<const float>(&s, 1), 0.1, 0.2, 0.1, learn::prefix_category::mixed);      // q/p = 0.5
+  d.add(std::span<const float>(&s, 1), 0.3, 0.2, 0.1, learn::prefix_category::original);  // q/p = 1.5
+  d.add(std::span<const float>(&s, 1), 0.22, 0.2, 0.1, learn::prefix_category::mixed);    // q/p = 1.1
+  d.add(std::span<const float>(&s, 1), 0.1, 0.2, 0.1, learn::prefix_category::mixed);     // q/p = 0.5
   CHECK(d.labels == std::vector<std::uint8_t>{0, 0, 1});
   d.relabel(1.2);
   CHECK(d.labels == std::vector<std::uint8_t>{0, 1, 1});

@@ -94,8 +94,8 @@ TEST_CASE("the linear verifier on the n-gram pair reaches the stated held-out AU
   const auto roc1 = learn::compute_roc(scores, test.labels);
   const auto at = learn::rates_at(roc1, 0.5);
   std::cout << "[learn] n-gram pair, lambda 1.2 (seeds 2026/2027/1): held-out AUC " << roc.auc << " (against lambda = 1 labels "
-            << roc1.auc << "), at tau 0.5 eta_tp " << at.eta_tp << " eta_fp " << at.eta_fp << ", epochs "
-            << t.report.epochs << "\n";
+            << roc1.auc << "), at tau 0.5 eta_tp " << at.eta_tp << " eta_fp " << at.eta_fp << ", epochs " << t.report.epochs
+            << "\n";
   CHECK(roc.auc >= 0.6);
   CHECK(roc1.auc >= 0.6);
 
@@ -110,8 +110,8 @@ TEST_CASE("the linear verifier on the n-gram pair reaches the stated held-out AU
       if (pt.threshold >= 0.0 && pt.threshold <= 1.0) reachable.push_back(pt);
     const specdec::optimize::sprinter::costs costs{.t_draft = 0.05, .t_verifier = 0.002, .t_target = 1.0};
     const double bound = 0.05;
-    const auto choice = specdec::optimize::sprinter::choose_threshold(std::span<const learn::roc_point>(reachable), r_pmf,
-                                                                      costs, test.mean_tv(), bound);
+    const auto choice = specdec::optimize::sprinter::choose_threshold(std::span<const learn::roc_point>(reachable), r_pmf, costs,
+                                                                      test.mean_tv(), bound);
     REQUIRE(choice.has_value());
     CHECK(choice->total_variation <= bound);
     const double tau = choice->point.threshold;
@@ -126,12 +126,12 @@ TEST_CASE("the linear verifier on the n-gram pair reaches the stated held-out AU
       o.request_id = i;
       const auto& doc = c.documents[i * 37];
       const std::vector<token_id> prompt(doc.begin(), doc.begin() + std::min<std::ptrdiff_t>(3, std::ssize(doc)));
-      const auto a = specdec::decode_sprinter(c.models.target, c.models.draft, specdec::warp_params{},
-                                              specdec::draft_row_features{}, t.verifier,
-                                              specdec::gating_params{.tau = tau, .max_run = 20}, prompt, o);
-      const auto b = specdec::decode_sprinter(c.models.target, c.models.draft, specdec::warp_params{},
-                                              specdec::draft_row_features{}, reloaded,
-                                              specdec::gating_params{.tau = tau, .max_run = 20}, prompt, o);
+      const auto a =
+          specdec::decode_sprinter(c.models.target, c.models.draft, specdec::warp_params{}, specdec::draft_row_features{},
+                                   t.verifier, specdec::gating_params{.tau = tau, .max_run = 20}, prompt, o);
+      const auto b =
+          specdec::decode_sprinter(c.models.target, c.models.draft, specdec::warp_params{}, specdec::draft_row_features{},
+                                   reloaded, specdec::gating_params{.tau = tau, .max_run = 20}, prompt, o);
       CHECK(a.tokens == b.tokens);
       CHECK(a.tokens.size() == 30);
       calls += a.stats.target_calls;
@@ -139,8 +139,8 @@ TEST_CASE("the linear verifier on the n-gram pair reaches the stated held-out AU
       accepted += a.sprinter.verifier_accepted;
     }
     std::cout << "[learn] n-gram SPRINTER at the chosen tau " << tau << " (bound " << bound << "): predicted E[N] "
-              << choice->expected_tokens << ", measured " << double(accepted) / double(runs) << " over " << runs
-              << " runs, " << calls << " target calls for 120 tokens\n";
+              << choice->expected_tokens << ", measured " << double(accepted) / double(runs) << " over " << runs << " runs, "
+              << calls << " target calls for 120 tokens\n";
   }
 }
 

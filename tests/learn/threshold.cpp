@@ -26,7 +26,7 @@ TEST_CASE("estimate_acceptable_runs: r is a truncated geometric law on order-0 m
   const auto draft = specdec::markov_model::categorical(q);
   const std::vector<std::vector<token_id>> docs{{0, 1, 2, 3, 4, 5}};
   for (const double lambda : {1.0, 1.6}) {  // 1.5 would tie q(2) = 1.5 p(2) (float rounding decides)
-    double alpha = 0.0;  // P_{x ~ q}(q(x) <= lambda p(x)), the same at every position
+    double alpha = 0.0;                     // P_{x ~ q}(q(x) <= lambda p(x)), the same at every position
     for (std::size_t x = 0; x < p.size(); ++x) alpha += q[x] <= lambda * p[x] ? q[x] : 0.0;
     learn::generation_options o;
     o.examples = 40000;
@@ -66,7 +66,8 @@ TEST_CASE("a roc_curve feeds optimize::sprinter::choose_threshold", "[learn][thr
   const auto roc = learn::compute_roc(s, y);
   const specdec::optimize::sprinter::costs c{.t_draft = 0.05, .t_verifier = 0.001, .t_target = 1.0};
   const double tv = 0.3, bound = 0.05;
-  const auto choice = specdec::optimize::sprinter::choose_threshold(std::span<const learn::roc_point>(roc.points), 3, c, tv, bound);
+  const auto choice =
+      specdec::optimize::sprinter::choose_threshold(std::span<const learn::roc_point>(roc.points), 3, c, tv, bound);
   REQUIRE(choice.has_value());
   CHECK(choice->point.eta_fp * tv <= bound);
   // Every feasible point is at most as fast.

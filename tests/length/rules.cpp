@@ -81,7 +81,7 @@ TEST_CASE("confidence_stop: stops after a draft below the threshold; the refit m
   CHECK(c.decide(high.view()) == draft_decision::next);  // q(3) = 0.4
 
   // Brute force over every candidate threshold of a hand-made sample.
-  const std::vector<std::pair<double, bool>> samples{{0.9, true}, {0.8, true}, {0.7, false}, {0.6, true}, {0.5, false},
+  const std::vector<std::pair<double, bool>> samples{{0.9, true}, {0.8, true},  {0.7, false}, {0.6, true}, {0.5, false},
                                                      {0.4, true}, {0.3, false}, {0.2, false}, {0.1, true}};
   double best = std::numeric_limits<double>::infinity(), best_t = 0.0;
   for (const double t : {std::numeric_limits<double>::infinity(), 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1}) {
@@ -217,11 +217,12 @@ TEST_CASE("the oracle's rate bounds every other rule's on a simulated acceptance
   std::vector<double> itl;
   for (int k = 0; k <= 8; ++k) itl.push_back(latency(k) + k * t_d);
   specdec::dynamic_goodput_length dynamic(specdec::step_latency_table({1.0}, {itl}), 10);
-  const double dynamic_rate =
-      specdec::simulate::length_policy_rate(alpha, t_d, latency, 200000, 2, specdec::simulate::single_request_choice(dynamic, 8), none);
+  const double dynamic_rate = specdec::simulate::length_policy_rate(alpha, t_d, latency, 200000, 2,
+                                                                    specdec::simulate::single_request_choice(dynamic, 8), none);
   const double oracle_rate = specdec::simulate::length_policy_rate(
       alpha, t_d, latency, 200000, 3, [&](const specdec::decode_stats& s) { return oracle.next_length(s); }, none);
-  INFO("oracle " << oracle.rate() << " (simulated " << oracle_rate << "), heuristic " << heuristic_rate << ", dynamic " << dynamic_rate);
+  INFO("oracle " << oracle.rate() << " (simulated " << oracle_rate << "), heuristic " << heuristic_rate << ", dynamic "
+                 << dynamic_rate);
   CHECK(oracle_rate == Approx(oracle.rate()).epsilon(0.01));
   // Monte-Carlo error of 200000 rounds is far below 1 %.
   CHECK(oracle.rate() * 1.01 >= heuristic_rate);
@@ -233,17 +234,20 @@ TEST_CASE("bild_verify: rollback at the earliest position past the threshold, th
   // Rows over V = 3; -log p of the drafts: row 0 p(x0 = 1) = 0.5 (0.69), row 1 p(x1 = 2) = 0.001 (6.9).
   const std::vector<float> rows{0.2f, 0.5f, 0.3f, 0.9f, 0.099f, 0.001f, 0.1f, 0.1f, 0.8f};
   const std::vector<token_id> drafts{1, 2};
-  const auto r = specdec::bild_verify(specdec::bild_rule(5.0), std::span<const token_id>(drafts), std::span<const float>(rows), 3);
+  const auto r =
+      specdec::bild_verify(specdec::bild_rule(5.0), std::span<const token_id>(drafts), std::span<const float>(rows), 3);
   CHECK(r.tokens == std::vector<token_id>{1, 0});  // x1 rolled back, replaced by argmax row 1 = 0
   CHECK(r.num_accepted == 1);
-  const auto all = specdec::bild_verify(specdec::bild_rule(10.0), std::span<const token_id>(drafts), std::span<const float>(rows), 3);
+  const auto all =
+      specdec::bild_verify(specdec::bild_rule(10.0), std::span<const token_id>(drafts), std::span<const float>(rows), 3);
   CHECK(all.tokens == std::vector<token_id>{1, 2, 2});  // every draft kept, then the argmax of the last row
   // Threshold 0 keeps only the large model's argmax: row 0's argmax is 1 = x0, kept.
-  const auto strictest = specdec::bild_verify(specdec::bild_rule(0.0), std::span<const token_id>(drafts), std::span<const float>(rows), 3);
+  const auto strictest =
+      specdec::bild_verify(specdec::bild_rule(0.0), std::span<const token_id>(drafts), std::span<const float>(rows), 3);
   CHECK(strictest.tokens == std::vector<token_id>{1, 0});
   const std::vector<token_id> bad{5};
-  CHECK(specdec::bild_verify(specdec::bild_rule(), std::span<const token_id>(bad), std::span<const float>(rows).first(6), 3).status ==
-        specdec::verify_status::bad_draft_token);
+  CHECK(specdec::bild_verify(specdec::bild_rule(), std::span<const token_id>(bad), std::span<const float>(rows).first(6), 3)
+            .status == specdec::verify_status::bad_draft_token);
 }
 
 TEST_CASE("bild_verify: a row without mass is unusable: invalid_row, no token", "[length][bild][bad_input]") {
@@ -277,8 +281,8 @@ TEST_CASE("BiLD on the decoder: threshold 0 is greedy decoding of the target; lo
     o.prompt = {static_cast<token_id>(id % V), static_cast<token_id>((id + 3) % V)};
     o.request_id = id;
     o.max_new_tokens = 40;
-    o.gamma = 10;                         // BiLD's n small steps
-    o.draft_params.temperature = 0.0;     // greedy small model
+    o.gamma = 10;                                            // BiLD's n small steps
+    o.draft_params.temperature = 0.0;                        // greedy small model
     o.stop = specdec::stop_stage(specdec::p_min_stop{0.6});  // fallback when its top probability < 0.6
     const double threshold = id < 4 ? 0.0 : 2.0;
     o.acceptance = specdec::bild_rule(threshold);

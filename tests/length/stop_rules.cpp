@@ -67,39 +67,49 @@ struct peeks_at_target {
     if (v.position == 0) return specdec::draft_decision::next;
     const auto prev = static_cast<std::size_t>(v.drafts[v.position - 1]), x = static_cast<std::size_t>(v.token());
     return tables().target[prev * vocab + x] < tables().draft[prev * vocab + x] ? specdec::draft_decision::drop
-                                                                                  : specdec::draft_decision::next;
+                                                                                : specdec::draft_decision::next;
   }
 };
 }  // namespace
 
-TEST_CASE("draft-time stop rules and length controllers keep strict SD exact; rules that peek do not",
-          "[length][statistical]") {
+TEST_CASE("draft-time stop rules and length controllers keep strict SD exact; rules that peek do not", "[length][statistical]") {
   const std::size_t uncut = sample([](specdec::request_options&) {}, 70).drafted;
   const auto check_exact = [&](const char* name, auto configure, std::uint64_t seed) {
     const auto r = sample(configure, seed);
     INFO(name << ": " << r.gof << "; drafted " << r.drafted << " of " << uncut << " without the rule");
     CHECK(r.gof.p_value > specdec_test::gof_alpha);
-    CHECK(r.drafted > 0);                 // the rule let drafts through,
-    CHECK(r.drafted != uncut);            // and changed the lengths (a stop rule cuts them)
+    CHECK(r.drafted > 0);       // the rule let drafts through,
+    CHECK(r.drafted != uncut);  // and changed the lengths (a stop rule cuts them)
   };
-  check_exact("p_min 0.45", [](specdec::request_options& o) { o.stop = specdec::stop_stage(specdec::p_min_stop{0.45}); }, 71);
-  check_exact("confidence 0.4, re-fitted",
-              [](specdec::request_options& o) { o.stop = specdec::stop_stage(specdec::confidence_stop(0.4, true)); }, 72);
-  check_exact("entropy", [](specdec::request_options& o) { o.stop = specdec::stop_stage(specdec::entropy_stop{0.2, 0.53}); }, 73);
-  check_exact("cumulative acceptance",
-              [](specdec::request_options& o) {
-                const auto predict = [](const specdec::draft_view& v) { return v.token_probability(); };
-                o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(predict, 0.5, 1));
-              },
-              74);
-  check_exact("heuristic schedule", [](specdec::request_options& o) { o.length = specdec::length_stage(specdec::heuristic_length(2, 1, 4)); },
-              75);
+  check_exact(
+      "p_min 0.45", [](specdec::request_options& o) { o.stop = specdec::stop_stage(specdec::p_min_stop{0.45}); }, 71);
+  check_exact(
+      "confidence 0.4, re-fitted",
+      [](specdec::request_options& o) { o.stop = specdec::stop_stage(specdec::confidence_stop(0.4, true)); }, 72);
+  check_exact(
+      "entropy",
+      [](specdec::request_options& o) {
+        o.stop = specdec::stop_stage(specdec::entropy_stop{0.2, 0.53});
+      },
+      73);
+  check_exact(
+      "cumulative acceptance",
+      [](specdec::request_options& o) {
+        const auto predict = [](const specdec::draft_view& v) { return v.token_probability(); };
+        o.stop = specdec::stop_stage(specdec::cumulative_acceptance_stop(predict, 0.5, 1));
+      },
+      74);
+  check_exact(
+      "heuristic schedule",
+      [](specdec::request_options& o) { o.length = specdec::length_stage(specdec::heuristic_length(2, 1, 4)); }, 75);
 
   const auto check_biased = [](const char* name, auto configure, std::uint64_t seed) {
     const auto r = sample(configure, seed);
     INFO(name << " (negative control): " << r.gof);
     CHECK(r.gof.p_value < specdec_test::gof_alpha);
   };
-  check_biased("drops x_j on q_j(x_j)", [](specdec::request_options& o) { o.stop = specdec::stop_stage(drops_unlikely_drafts{}); }, 76);
-  check_biased("peeks at the target", [](specdec::request_options& o) { o.stop = specdec::stop_stage(peeks_at_target{}); }, 77);
+  check_biased(
+      "drops x_j on q_j(x_j)", [](specdec::request_options& o) { o.stop = specdec::stop_stage(drops_unlikely_drafts{}); }, 76);
+  check_biased(
+      "peeks at the target", [](specdec::request_options& o) { o.stop = specdec::stop_stage(peeks_at_target{}); }, 77);
 }

@@ -18,8 +18,7 @@ using specdec::token_id;
 // Logits that encode the context: logit[t] = 10 * length + (last token == t ? 1 : 0).
 void encode_context(std::span<const token_id> ctx, std::span<float> logits) {
   for (std::size_t t = 0; t < logits.size(); ++t)
-    logits[t] = 10.0f * static_cast<float>(ctx.size()) +
-                ((!ctx.empty() && ctx.back() == static_cast<token_id>(t)) ? 1.0f : 0.0f);
+    logits[t] = 10.0f * static_cast<float>(ctx.size()) + ((!ctx.empty() && ctx.back() == static_cast<token_id>(t)) ? 1.0f : 0.0f);
 }
 }  // namespace
 
@@ -41,7 +40,11 @@ TEST_CASE("score() falls back to next_logits on growing contexts", "[model][scor
 TEST_CASE("score() calls the model's own score when it has one", "[model][score]") {
   int score_calls = 0, next_calls = 0;
   const auto m = specdec::make_parallel_model(
-      2, [&](std::span<const token_id>, std::span<float> l) { ++next_calls; std::fill(l.begin(), l.end(), 1.0f); },
+      2,
+      [&](std::span<const token_id>, std::span<float> l) {
+        ++next_calls;
+        std::fill(l.begin(), l.end(), 1.0f);
+      },
       [&](std::span<const token_id>, std::span<const token_id>, std::span<float> r) {
         ++score_calls;
         std::fill(r.begin(), r.end(), 2.0f);

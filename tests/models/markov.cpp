@@ -23,14 +23,14 @@ static_assert(specdec::ParallelScoringModel<markov_model>);
 TEST_CASE("markov_model validates its table", "[models][markov]") {
   CHECK_NOTHROW(markov_model::categorical({0.25, 0.75}));
   CHECK_THROWS_AS(markov_model::categorical({}), specdec::error);
-  CHECK_THROWS_AS(markov_model::categorical({0.5, 0.6}), specdec::error);                // sum 1.1
-  CHECK_THROWS_AS(markov_model::categorical({1.5, -0.5}), specdec::error);               // negative
-  CHECK_THROWS_AS(markov_model::categorical({std::nan(""), 1.0}), specdec::error);       // NaN
+  CHECK_THROWS_AS(markov_model::categorical({0.5, 0.6}), specdec::error);           // sum 1.1
+  CHECK_THROWS_AS(markov_model::categorical({1.5, -0.5}), specdec::error);          // negative
+  CHECK_THROWS_AS(markov_model::categorical({std::nan(""), 1.0}), specdec::error);  // NaN
   CHECK_THROWS_AS(markov_model::categorical({std::numeric_limits<double>::infinity(), 0.0}), specdec::error);
-  CHECK_NOTHROW(markov_model::categorical({0.5, 0.5 + 1e-10}));                          // within 1e-9
+  CHECK_NOTHROW(markov_model::categorical({0.5, 0.5 + 1e-10}));  // within 1e-9
   CHECK_THROWS_AS(markov_model::categorical({0.5, 0.5 + 1e-8}), specdec::error);
   // wrong table sizes
-  CHECK_THROWS_AS(markov_model(2, 1, std::vector<double>(4, 0.5)), specdec::error);     // needs 3 rows
+  CHECK_THROWS_AS(markov_model(2, 1, std::vector<double>(4, 0.5)), specdec::error);  // needs 3 rows
   CHECK_THROWS_AS(markov_model::chain({0.5, 0.5}, {1.0, 0.0, 0.0}), specdec::error);
   // a bad transition row is caught, not only a bad initial row
   CHECK_THROWS_AS(markov_model::chain({0.5, 0.5}, {1.0, 0.0, 0.3, 0.3}), specdec::error);

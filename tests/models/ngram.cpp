@@ -130,8 +130,7 @@ TEST_CASE("ngram on the default corpus: rows sum to 1 and every token has p > 0"
   const auto pair = specdec::make_ngram_pair(corpus(), 4, 2);
   const auto t1 = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double>(t1 - t0).count() * 1e3;
-  WARN("trained orders 4 and 2 on " << corpus().size() << " files, V = " << pair.target.vocab_size() << ", in " << ms
-                                    << " ms");
+  WARN("trained orders 4 and 2 on " << corpus().size() << " files, V = " << pair.target.vocab_size() << ", in " << ms << " ms");
   const auto& vocab = pair.target.vocab();
   REQUIRE(pair.draft.vocab_size() == pair.target.vocab_size());
   const std::vector<std::string> contexts{"",

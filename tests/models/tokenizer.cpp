@@ -15,8 +15,7 @@ TEST_CASE("tokenize: lower-cased words and punctuation tokens", "[models][tokeni
   CHECK(specdec::tokenize("Don't stop, third-party GPL-2.0 v1.2 costs 1,000 (ok)!") ==
         strings{"don't", "stop", ",", "third-party", "gpl-2.0", "v1.2", "costs", "1,000", "(", "ok", ")", "!"});
   // apostrophes and hyphens not between word characters are punctuation; "--" splits
-  CHECK(specdec::tokenize("licensors' rights -- 'quoted'") ==
-        strings{"licensors", "'", "rights", "-", "-", "'", "quoted", "'"});
+  CHECK(specdec::tokenize("licensors' rights -- 'quoted'") == strings{"licensors", "'", "rights", "-", "-", "'", "quoted", "'"});
   // a dot between a letter and a digit, or at the end, is punctuation
   CHECK(specdec::tokenize("e.g. section 3.") == strings{"e", ".", "g", ".", "section", "3", "."});
   // whitespace of every kind separates; control bytes are dropped; UTF-8 stays inside words
@@ -83,8 +82,8 @@ TEST_CASE("vocabulary: encode/decode round trip", "[models][tokenizer]") {
   // upper case is folded, spacing normalised
   CHECK(v.decode(v.encode("The   licensor ,GRANTS rights .")) == "the licensor, grants rights.");
   // boundaries: <s> dropped, </s> is a line break; unknown words decode as <unk>
-  std::vector<token_id> with_bounds{vocabulary::bos, v.id("the"), v.id("code"), v.id("."), vocabulary::eos,
-                                    vocabulary::bos, v.id("yes"), vocabulary::unk};
+  std::vector<token_id> with_bounds{vocabulary::bos, v.id("the"),     v.id("code"), v.id("."),
+                                    vocabulary::eos, vocabulary::bos, v.id("yes"),  vocabulary::unk};
   CHECK(v.decode(with_bounds) == "the code.\nyes <unk>");
   const std::vector<token_id> bad{static_cast<token_id>(v.size())};
   CHECK_THROWS_AS(v.decode(bad), specdec::error);

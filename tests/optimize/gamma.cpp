@@ -41,8 +41,7 @@ TEST_CASE("real_optimal_gamma: maximiser of Thm 3.8 over real gamma", "[optimize
       for (int i = 0; i <= 32000; ++i) grid_best = std::max(grid_best, reference_speedup(alpha, i / 500.0, c));
       CHECK(best.value >= grid_best * (1.0 - 1e-13));
       // Golden-section search on the same function agrees (to its flat-top resolution).
-      const auto golden =
-          opt::maximize_unimodal([&](double g) { return reference_speedup(alpha, g, c); }, 0.0, 64.0, 1e-13);
+      const auto golden = opt::maximize_unimodal([&](double g) { return reference_speedup(alpha, g, c); }, 0.0, 64.0, 1e-13);
       CHECK(golden.value <= best.value * (1.0 + 1e-13));
       // (With c = 0 the speedup saturates in double precision: a flat top, any point of which is a maximum.)
       if (c > 0.0) CHECK(std::abs(golden.x - best.x) <= 1e-5 * (1.0 + best.x));
@@ -104,17 +103,21 @@ TEST_CASE("optimal_gamma with position-dependent alphas and with a latency profi
   CHECK(opt::sd::optimal_gamma(cspan(constant), 0.05).x == theory::sd::optimal_gamma(0.8, 0.05, 40));
   // A constant latency profile with c = t_draft / t_target reduces to Thm 3.8.
   for (const double alpha : {0.5, 0.8, 0.95}) {
-    const auto flat = opt::sd::optimal_gamma(alpha, 0.05, [](int) { return 1.0; }, 60);
+    const auto flat = opt::sd::optimal_gamma(
+        alpha, 0.05, [](int) { return 1.0; }, 60);
     CHECK(flat.x == theory::sd::optimal_gamma(alpha, 0.05, 60));
     // A profile that grows with k shortens the optimal draft.
-    const auto growing = opt::sd::optimal_gamma(alpha, 0.05, [](int k) { return 1.0 + 0.1 * k; }, 60);
+    const auto growing = opt::sd::optimal_gamma(
+        alpha, 0.05, [](int k) { return 1.0 + 0.1 * k; }, 60);
     CHECK(growing.x <= flat.x);
     CHECK(growing.value == theory::sd::speedup(alpha, growing.x, 0.05, [](int k) { return 1.0 + 0.1 * k; }));
   }
   const std::vector<double> bad{0.5, 2.0};
   CHECK_THROWS_AS(opt::sd::optimal_gamma(cspan(bad), 0.1), specdec::error);
   CHECK_THROWS_AS(opt::sd::optimal_gamma(cspan(alphas), -1.0), specdec::error);
-  CHECK_THROWS_AS(opt::sd::optimal_gamma(0.5, 0.1, [](int) { return 1.0; }, -1), specdec::error);
+  CHECK_THROWS_AS(opt::sd::optimal_gamma(
+                      0.5, 0.1, [](int) { return 1.0; }, -1),
+                  specdec::error);
 }
 
 TEST_CASE("Monte-Carlo: the optimal gamma is the fastest in simulation", "[optimize][gamma]") {
@@ -126,8 +129,7 @@ TEST_CASE("Monte-Carlo: the optimal gamma is the fastest in simulation", "[optim
   const auto at_best = specdec::simulate::sd::chain(alpha, best, {seed, 0, 0, draws}).speedup(c);
   for (const int other : {1, 2, best / 2, best * 2, best + 6}) {
     if (other == best) continue;
-    const auto s = specdec::simulate::sd::chain(alpha, other, {seed, static_cast<std::uint32_t>(other + 1), 0, draws})
-                       .speedup(c);
+    const auto s = specdec::simulate::sd::chain(alpha, other, {seed, static_cast<std::uint32_t>(other + 1), 0, draws}).speedup(c);
     std::cout << "  gamma " << other << ": " << s.mean << " +- " << s.std_error << " vs optimum gamma " << best << ": "
               << at_best.mean << " +- " << at_best.std_error << "\n";
     CHECK(at_best.mean - s.mean > -5.0 * std::hypot(at_best.std_error, s.std_error));

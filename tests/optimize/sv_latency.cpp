@@ -27,8 +27,8 @@ TEST_CASE("latency_table: exact at the points, linear between, flat below, extra
   CHECK(t(16) == 16.0);
   CHECK(t(3) == Approx(10.25));
   CHECK(t(12) == Approx(14.0));
-  CHECK(t(0) == 10.0);                // below the first point: the smallest measured latency
-  CHECK(t(24) == Approx(16.0 + 4.0)); // beyond: the last slope, 0.5 per token
+  CHECK(t(0) == 10.0);                 // below the first point: the smallest measured latency
+  CHECK(t(24) == Approx(16.0 + 4.0));  // beyond: the last slope, 0.5 per token
   CHECK(specdec::theory::latency_at(t, 6) == Approx(11.25));
   CHECK(opt::is_convex_profile(t, 0, 32));
   CHECK_NOTHROW(opt::check_latency_profile(t, 0, 64));
@@ -87,12 +87,12 @@ TEST_CASE("latency profiles: not increasing, not convex, bad values", "[optimize
   } catch (const specdec::error& e) {
     CHECK(std::string(e.what()).find("not increasing") != std::string::npos);
   }
-  CHECK_THROWS_AS(opt::latency_table({1, 1}, {1.0, 2.0}), specdec::error);       // k not increasing
+  CHECK_THROWS_AS(opt::latency_table({1, 1}, {1.0, 2.0}), specdec::error);  // k not increasing
   CHECK_THROWS_AS(opt::latency_table({2, 1}, {1.0, 2.0}), specdec::error);
-  CHECK_THROWS_AS(opt::latency_table({}, {}), specdec::error);                   // empty
-  CHECK_THROWS_AS(opt::latency_table({1, 2}, {1.0}), specdec::error);            // lengths differ
+  CHECK_THROWS_AS(opt::latency_table({}, {}), specdec::error);         // empty
+  CHECK_THROWS_AS(opt::latency_table({1, 2}, {1.0}), specdec::error);  // lengths differ
   CHECK_THROWS_AS(opt::latency_table({1, 2}, {1.0, nan}), specdec::error);
-  CHECK_THROWS_AS(opt::latency_table({1, 2}, {0.0, 1.0}), specdec::error);       // latency must be > 0
+  CHECK_THROWS_AS(opt::latency_table({1, 2}, {0.0, 1.0}), specdec::error);  // latency must be > 0
   CHECK_THROWS_AS(opt::latency_table({1, nan}, {1.0, 2.0}), specdec::error);
   const opt::latency_table t({1, 2}, {1.0, 2.0});
   CHECK_THROWS_AS(t(nan), specdec::error);

@@ -72,7 +72,8 @@ TEST_CASE("brute force matches theory::sv's goodput curve and E(N | gamma)", "[o
     specdec::theory::sv::estimated_goodput(std::span<const double>(a), l, std::span<double>(curve));
     const auto best = opt::brute_force_length(a, l, counting::accepted_drafts);
     CHECK(best.goodput == Approx(*std::max_element(curve.begin(), curve.end())).epsilon(1e-14));
-    CHECK(best.expected_tokens == Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), int(best.length))).epsilon(1e-14));
+    CHECK(best.expected_tokens ==
+          Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), int(best.length))).epsilon(1e-14));
     for (std::size_t g = 0; g <= n; ++g) CHECK(opt::sv_goodput(a, g, l) == Approx(curve[g]).epsilon(1e-14));
     // Gains are prefix products and sum to E(N | gamma).
     std::vector<double> gains(n);
@@ -96,7 +97,8 @@ TEST_CASE("counting the target's token verifies no more drafts than eq. (6)", "[
     const auto paper = opt::incremental_length(a, l, counting::accepted_drafts);
     const auto with_target = opt::incremental_length(a, l, counting::with_target_token);
     CHECK(with_target.length <= paper.length);
-    CHECK(with_target.expected_tokens == Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), int(with_target.length)) + 1));
+    CHECK(with_target.expected_tokens ==
+          Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), int(with_target.length)) + 1));
     fewer += with_target.length < paper.length;
   }
   CHECK(fewer > 100);
@@ -107,7 +109,9 @@ TEST_CASE("counting the target's token verifies no more drafts than eq. (6)", "[
     return 1.0;
   };
   CHECK(opt::incremental_length(none, throwing_at_0, counting::accepted_drafts).goodput == 0.0);
-  CHECK(opt::brute_force_length(none, [](int) { return 4.0; }, counting::with_target_token).goodput == 0.25);
+  CHECK(opt::brute_force_length(
+            none, [](int) { return 4.0; }, counting::with_target_token)
+            .goodput == 0.25);
 }
 
 TEST_CASE("when the assumptions fail the incremental search can stop early", "[optimize][sv_length][assumptions]") {

@@ -46,8 +46,7 @@ TEST_CASE("token_rate: renewal-reward closed form vs the simulated verifier", "[
       for (const int r : {0, 3, 8}) {
         CAPTURE(tp, fp, r);
         const auto res = sim::sprinter::verifier_chain(tp, fp, r, {seed, stream++, 0, draws});
-        CHECK(within("tokens per unit time", res.token_rate(c.t_draft, c.t_verifier, c.t_target),
-                     opt::token_rate(tp, fp, r, c)));
+        CHECK(within("tokens per unit time", res.token_rate(c.t_draft, c.t_verifier, c.t_target), opt::token_rate(tp, fp, r, c)));
       }
     }
   }
@@ -88,9 +87,9 @@ TEST_CASE("choose_threshold maximises the rate under eta_fp TV(p, q) <= bound", 
     // A looser bound never lowers the best rate.
     CHECK(choice->token_rate >= previous_rate);
     previous_rate = choice->token_rate;
-    std::cout << "  TV bound " << bound << ": threshold " << choice->point.threshold << " (eta_tp "
-              << choice->point.eta_tp << ", eta_fp " << choice->point.eta_fp << "), E[N] " << choice->expected_tokens
-              << ", rate " << choice->token_rate << "\n";
+    std::cout << "  TV bound " << bound << ": threshold " << choice->point.threshold << " (eta_tp " << choice->point.eta_tp
+              << ", eta_fp " << choice->point.eta_fp << "), E[N] " << choice->expected_tokens << ", rate " << choice->token_rate
+              << "\n";
   }
   // The unconstrained choice is the lowest threshold (rate increases with both rates here).
   CHECK(opt::choose_threshold(std::span<const opt::roc_point>(roc), 5, c, tv_pq, 1.0)->index == 0);

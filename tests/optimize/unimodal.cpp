@@ -33,12 +33,11 @@ TEST_CASE("maximize_unimodal finds interior and boundary maxima", "[optimize][un
 
 TEST_CASE("bisect_sign_change locates the root of a non-increasing function", "[optimize][unimodal]") {
   CHECK(opt::bisect_sign_change([](double x) { return 1.5 - x; }, 0.0, 10.0) == Approx(1.5).epsilon(1e-13));
-  CHECK(opt::bisect_sign_change([](double x) { return std::exp(-x) - 0.25; }, 0.0, 10.0) ==
-        Approx(std::log(4.0)).epsilon(1e-13));
+  CHECK(opt::bisect_sign_change([](double x) { return std::exp(-x) - 0.25; }, 0.0, 10.0) == Approx(std::log(4.0)).epsilon(1e-13));
   // A step: h > 0 before 0.3, <= 0 from 0.3 on.
   CHECK(opt::bisect_sign_change([](double x) { return x < 0.3 ? 1.0 : -1.0; }, 0.0, 1.0) == Approx(0.3).margin(1e-13));
-  CHECK_THROWS_AS(opt::bisect_sign_change([](double x) { return x; }, 0.0, 1.0), specdec::error);    // h(lo) = 0
-  CHECK_THROWS_AS(opt::bisect_sign_change([](double) { return 1.0; }, 0.0, 1.0), specdec::error);    // no change
+  CHECK_THROWS_AS(opt::bisect_sign_change([](double x) { return x; }, 0.0, 1.0), specdec::error);  // h(lo) = 0
+  CHECK_THROWS_AS(opt::bisect_sign_change([](double) { return 1.0; }, 0.0, 1.0), specdec::error);  // no change
 }
 
 TEST_CASE("argmax_integer: smallest argument on ties, NaN never wins", "[optimize][unimodal]") {

@@ -104,14 +104,29 @@ TEST_CASE("stream addressing: every field of the address selects its own draws",
   SECTION("each field changes the draws") {
     std::vector<stream_address> variants;
     auto v = base;
-    v.seed ^= 1;                      variants.push_back(v);  // low seed word
-    v = base; v.seed ^= 1ull << 40;   variants.push_back(v);  // high seed word
-    v = base; v.request += 1;         variants.push_back(v);
-    v = base; v.step += 1;            variants.push_back(v);
-    v = base; v.position += 1;        variants.push_back(v);
-    v = base; v.what = purpose::resample; variants.push_back(v);
-    v = base; v.what = purpose::draft;    variants.push_back(v);
-    v = base; v.what = purpose::user;     variants.push_back(v);
+    v.seed ^= 1;
+    variants.push_back(v);  // low seed word
+    v = base;
+    v.seed ^= 1ull << 40;
+    variants.push_back(v);  // high seed word
+    v = base;
+    v.request += 1;
+    variants.push_back(v);
+    v = base;
+    v.step += 1;
+    variants.push_back(v);
+    v = base;
+    v.position += 1;
+    variants.push_back(v);
+    v = base;
+    v.what = purpose::resample;
+    variants.push_back(v);
+    v = base;
+    v.what = purpose::draft;
+    variants.push_back(v);
+    v = base;
+    v.what = purpose::user;
+    variants.push_back(v);
     std::set<std::array<std::uint32_t, 8>> seen{ref};
     for (const auto& a : variants) {
       const auto w = first_words(a);
@@ -159,7 +174,8 @@ TEST_CASE("uniforms are uniform: binned chi-squared", "[random][statistical]") {
   }
   // Many short streams (one draw each, different requests): the addressing is uniform too.
   for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(n / 4); ++r)
-    ++counts_at[static_cast<std::size_t>(specdec::random::uniform_at({seed, r, 5, 1, specdec::random::purpose::accept}, 0) * bins)];
+    ++counts_at[static_cast<std::size_t>(specdec::random::uniform_at({seed, r, 5, 1, specdec::random::purpose::accept}, 0) *
+                                         bins)];
   const std::vector<double> expected(bins, 1.0 / bins);
   const auto g = specdec_test::chi_squared_gof(counts, expected);
   const auto gf = specdec_test::chi_squared_gof(counts_f, expected);

@@ -74,8 +74,8 @@ TEST_CASE("sample_categorical follows the normalised weights (chi-squared)", "[s
     std::uint64_t n;
   };
   const std::vector<config> configs{
-      {2, 0.0, 1.0, 1'000'000},      {7, 0.3, 1.0, 1'000'000},      {100, 0.5, 3.7, 1'000'000},
-      {2048, 0.2, 1e-3, 200'000},    {2049, 0.2, 1e5, 200'000},     {5000, 0.25, 0.01, 250'000},
+      {2, 0.0, 1.0, 1'000'000},   {7, 0.3, 1.0, 1'000'000},  {100, 0.5, 3.7, 1'000'000},
+      {2048, 0.2, 1e-3, 200'000}, {2049, 0.2, 1e5, 200'000}, {5000, 0.25, 0.01, 250'000},
   };
   std::uint64_t seed = 0x5A3D1E00;
   for (const auto& c : configs) {
@@ -203,9 +203,12 @@ TEST_CASE("scaling the weights by a power of two gives the same tokens", "[sampl
 
 TEST_CASE("unusable rows: NaN, inf or negative weights, and rows without mass", "[sampling]") {
   const double nan_v = std::numeric_limits<double>::quiet_NaN(), inf_v = std::numeric_limits<double>::infinity();
-  const auto sample = [](std::vector<double> w, double u = 0.5) { return specdec::sample_categorical(std::span<const double>(w), u); };
-  for (const auto& w : {std::vector<double>{0.5, nan_v, 0.5}, std::vector<double>{nan_v}, std::vector<double>{0.2, -0.1, 0.9},
-                        std::vector<double>{0.2, inf_v}, std::vector<double>{-0.0, -1e-300, 1.0}, std::vector<double>{1e308, 1e308}}) {
+  const auto sample = [](std::vector<double> w, double u = 0.5) {
+    return specdec::sample_categorical(std::span<const double>(w), u);
+  };
+  for (const auto& w :
+       {std::vector<double>{0.5, nan_v, 0.5}, std::vector<double>{nan_v}, std::vector<double>{0.2, -0.1, 0.9},
+        std::vector<double>{0.2, inf_v}, std::vector<double>{-0.0, -1e-300, 1.0}, std::vector<double>{1e308, 1e308}}) {
     for (const double u : {0.0, 0.5, u_max}) {
       const auto r = sample(w, u);
       CHECK(r.status == specdec::row_status::not_finite);
@@ -223,7 +226,8 @@ TEST_CASE("unusable rows: NaN, inf or negative weights, and rows without mass", 
   big[4500] = nan_v;
   CHECK(sample(big).status == specdec::row_status::not_finite);
   // sample_by_weights with a weight function.
-  const auto r = specdec::sample_by_weights(10, [](std::size_t v) { return v == 7 ? 2.0 : 0.0; }, 0.9);
+  const auto r = specdec::sample_by_weights(
+      10, [](std::size_t v) { return v == 7 ? 2.0 : 0.0; }, 0.9);
   CHECK(r.status == specdec::row_status::ok);
   CHECK(r.token == 7);
   CHECK(r.mass == 2.0);

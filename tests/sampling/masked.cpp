@@ -20,7 +20,8 @@ TEST_CASE("sampling with masked entries equals sampling the zeroed copy, on seq 
       std::vector<float> row(V);
       for (auto& x : row) x = static_cast<float>(unit(rng) * unit(rng));
       std::vector<token_id> masked;
-      for (const std::size_t edge : {std::size_t{0}, std::size_t{31}, std::size_t{32}, std::size_t{2047}, std::size_t{2048}, V - 1})
+      for (const std::size_t edge :
+           {std::size_t{0}, std::size_t{31}, std::size_t{32}, std::size_t{2047}, std::size_t{2048}, V - 1})
         if (edge < V && trial % 2 == 0) masked.push_back(static_cast<token_id>(edge));
       for (int k = 0; k < 1 + trial % 5; ++k) masked.push_back(static_cast<token_id>(rng() % V));
       // Put most of the mass on a masked token sometimes, so that leaving it out matters.

@@ -72,12 +72,15 @@ draws draw(std::size_t V, std::uint64_t n, std::uint64_t seed, Sampler&& sampler
 
 TEST_CASE("the strict residual is norm(max(0, p - q)) (chi-squared)", "[sampling][residual][statistical]") {
   for (const std::size_t V : {6u, 50u, 3000u}) {
-    const row p = random_distribution(V, static_cast<std::uint32_t>(V), 0.2), q = random_distribution(V, static_cast<std::uint32_t>(V) + 1, 0.2);
+    const row p = random_distribution(V, static_cast<std::uint32_t>(V), 0.2),
+              q = random_distribution(V, static_cast<std::uint32_t>(V) + 1, 0.2);
     row a(V);
     for (std::size_t v = 0; v < V; ++v) a[v] = std::min(p[v], q[v]);
     const row expected = normalised_positive_part(p, a);
     const std::uint64_t seed = 0x7E51D0 + V, n = V > 1000 ? 200'000 : 1'000'000;
-    const auto d = draw(V, n, seed, [&](double u) { return specdec::sample_residual(std::span<const double>(p), std::span<const double>(q), u); });
+    const auto d = draw(V, n, seed, [&](double u) {
+      return specdec::sample_residual(std::span<const double>(p), std::span<const double>(q), u);
+    });
     REQUIRE(d.bad == 0);
     CHECK(d.fallbacks == 0);
     const auto g = specdec_test::chi_squared_gof(d.counts, expected);
@@ -97,7 +100,9 @@ TEST_CASE("a rule's accepted mass defines the residual (lenient l = 0.5)", "[sam
   const auto mass = [&](double pv, double qv) { return rule.accepted_mass(pv, qv); };
   row a(V);
   for (std::size_t v = 0; v < V; ++v) a[v] = rule.accepted_mass(p[v], q[v]);
-  const auto d = draw(V, 1'000'000, 0x1E1, [&](double u) { return specdec::sample_residual(std::span<const double>(p), std::span<const double>(q), mass, u); });
+  const auto d = draw(V, 1'000'000, 0x1E1, [&](double u) {
+    return specdec::sample_residual(std::span<const double>(p), std::span<const double>(q), mass, u);
+  });
   REQUIRE(d.bad == 0);
   const auto g = specdec_test::chi_squared_gof(d.counts, normalised_positive_part(p, a));
   std::cout << "[residual] lenient 0.5: " << g << "\n";
@@ -107,7 +112,9 @@ TEST_CASE("a rule's accepted mass defines the residual (lenient l = 0.5)", "[sam
 TEST_CASE("p == q: the residual has no mass and p itself is sampled, flagged", "[sampling][residual]") {
   const std::size_t V = 6;
   const row p = random_distribution(V, 600, 0.3);
-  const auto d = draw(V, 1'000'000, 0xFA11, [&](double u) { return specdec::sample_residual(std::span<const double>(p), std::span<const double>(p), u); });
+  const auto d = draw(V, 1'000'000, 0xFA11, [&](double u) {
+    return specdec::sample_residual(std::span<const double>(p), std::span<const double>(p), u);
+  });
   REQUIRE(d.bad == 0);
   CHECK(d.fallbacks == 1'000'000);
   const auto g = specdec_test::chi_squared_gof(d.counts, p);
@@ -126,7 +133,9 @@ TEST_CASE("p == q: the residual has no mass and p itself is sampled, flagged", "
 TEST_CASE("the bonus path (q empty) samples p", "[sampling][residual][statistical]") {
   const std::size_t V = 40;
   const row p = random_distribution(V, 700, 0.25);
-  const auto d = draw(V, 1'000'000, 0xB0B, [&](double u) { return specdec::sample_residual(std::span<const double>(p), std::span<const double>{}, u); });
+  const auto d = draw(V, 1'000'000, 0xB0B, [&](double u) {
+    return specdec::sample_residual(std::span<const double>(p), std::span<const double>{}, u);
+  });
   REQUIRE(d.bad == 0);
   CHECK(d.fallbacks == 0);
   const auto g = specdec_test::chi_squared_gof(d.counts, p);

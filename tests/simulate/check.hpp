@@ -23,10 +23,9 @@ using specdec::simulate::estimate;
 //! |e.mean - expected| <= k se + slack (1 + |expected|). The default slack 1e-12 covers rounding;
 //! a rare-event case (an outcome of probability ~1e-9 that 10^5 draws never show, so se = 0)
 //! passes its own, stated slack.
-inline bool within(const std::string& what, const estimate& e, double expected, double k = 5.0,
-                   double slack = 1e-12) {
-  std::cout << "  " << what << ": simulated " << e.mean << " +- " << e.std_error << " (" << e.count
-            << " draws), closed form " << expected << ", z = " << e.z_score(expected) << "\n";
+inline bool within(const std::string& what, const estimate& e, double expected, double k = 5.0, double slack = 1e-12) {
+  std::cout << "  " << what << ": simulated " << e.mean << " +- " << e.std_error << " (" << e.count << " draws), closed form "
+            << expected << ", z = " << e.z_score(expected) << "\n";
   return std::abs(e.mean - expected) <= k * e.std_error + slack * (1.0 + std::abs(expected));
 }
 
@@ -89,12 +88,11 @@ bool law_matches(const std::string& what, const count_tally& t, std::size_t cell
     ok = false;
   }
   if (!bound(pooled_count, std::min(1.0, pooled_law), k)) {
-    std::cout << "    " << what << ": pooled small cells " << pooled_count << " draws vs " << n * pooled_law
-              << " expected\n";
+    std::cout << "    " << what << ": pooled small cells " << pooled_count << " draws vs " << n * pooled_law << " expected\n";
     ok = false;
   }
-  std::cout << "  " << what << ": " << cells << " cells, " << static_cast<std::uint64_t>(n)
-            << " draws, worst |z| = " << worst << "\n";
+  std::cout << "  " << what << ": " << cells << " cells, " << static_cast<std::uint64_t>(n) << " draws, worst |z| = " << worst
+            << "\n";
   return ok;
 }
 
@@ -133,14 +131,12 @@ inline row_pair random_row_pair(std::size_t v, std::uint64_t seed, std::uint32_t
 //! True when two tallies hold the same draws: histogram sizes and counts, overflow count and summary
 //! (what "identical counts" means for two simulators on the same streams); prints a difference.
 inline bool same_tally(const count_tally& a, const count_tally& b) {
-  bool ok = a.histogram().size() == b.histogram().size() && a.count() == b.count() &&
-            a.overflow_count() == b.overflow_count();
+  bool ok = a.histogram().size() == b.histogram().size() && a.count() == b.count() && a.overflow_count() == b.overflow_count();
   for (std::size_t v = 0; ok && v < a.histogram().size(); ++v) ok = a.histogram()[v] == b.histogram()[v];
   ok = ok && a.summary().mean == b.summary().mean && a.summary().variance == b.summary().variance;
   if (!ok)
-    std::cout << "  tallies differ: histogram sizes " << a.histogram().size() << " / " << b.histogram().size()
-              << ", draws " << a.count() << " / " << b.count() << ", means " << a.summary().mean << " / "
-              << b.summary().mean << "\n";
+    std::cout << "  tallies differ: histogram sizes " << a.histogram().size() << " / " << b.histogram().size() << ", draws "
+              << a.count() << " / " << b.count() << ", means " << a.summary().mean << " / " << b.summary().mean << "\n";
   return ok;
 }
 

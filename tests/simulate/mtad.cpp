@@ -26,8 +26,7 @@ namespace {
 
 // The exact law of gamma_i = j + 1 by enumerating every draft x_1..x_gamma (probability prod q(x_t))
 // and applying Algorithm 1's test to each prefix.
-std::vector<double> enumerate_tokens_law(const std::vector<double>& p, const std::vector<double>& q, double tau,
-                                         int gamma) {
+std::vector<double> enumerate_tokens_law(const std::vector<double>& p, const std::vector<double>& q, double tau, int gamma) {
   std::vector<double> law(static_cast<std::size_t>(gamma) + 2, 0.0);
   const std::size_t v = p.size();
   std::size_t sequences = 1;
@@ -70,8 +69,7 @@ TEST_CASE("MTAD: tokens per iteration equal enumeration; Theorem 3.6 and Lemma A
     for (const double tau : {0.05, 0.3, 0.7, 0.95}) {
       for (const int gamma : {1, 3, 5}) {
         CAPTURE(p, q, tau, gamma);
-        const auto r = sim::mtad::run(cspan(p), cspan(q), tau, gamma, sim::mtad::drafting::sampled,
-                                      {seed, stream++, 0, draws});
+        const auto r = sim::mtad::run(cspan(p), cspan(q), tau, gamma, sim::mtad::drafting::sampled, {seed, stream++, 0, draws});
         const std::vector<double> law = enumerate_tokens_law(p, q, tau, gamma);
         double mean = 0;
         for (std::size_t k = 0; k < law.size(); ++k) mean += static_cast<double>(k) * law[k];

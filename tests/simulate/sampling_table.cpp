@@ -45,8 +45,10 @@ std::uint64_t boundary(const std::vector<double>& w, token_id v) {
   std::uint64_t lo = 0, hi = std::uint64_t{1} << 53;
   while (lo < hi) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (oracle(w, grid(mid)) >= v) hi = mid;
-    else lo = mid + 1;
+    if (oracle(w, grid(mid)) >= v)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
@@ -55,8 +57,7 @@ std::uint64_t boundary(const std::vector<double>& w, token_id v) {
 int mismatch(const std::vector<double>& w, const sd_detail::sampling_table_view& t, double u) {
   const token_id expected = oracle(w, u), got = t.sample(u);
   if (expected == got) return 0;
-  std::cout << "  mismatch: V = " << w.size() << ", u = " << u << ": sample_by_weights " << expected << ", table "
-            << got << "\n";
+  std::cout << "  mismatch: V = " << w.size() << ", u = " << u << ": sample_by_weights " << expected << ", table " << got << "\n";
   return 1;
 }
 
@@ -80,9 +81,9 @@ std::vector<double> make_row(std::size_t v, std::uint32_t id) {
     if (s.uniform() < 0.2) w[i] = 0.0;
     if (s.uniform() < 0.01) w[i] = 1e-310;
   }
-  for (std::size_t i = 64; i < 192 && i < v; ++i) w[i] = 0.0;      // two zero strips
-  for (std::size_t i = 4096; i < 6144 && i < v; ++i) w[i] = 0.0;   // a zero tile
-  if (v > 1) w[v - 1] = 0.0;                                        // the row ends with a zero
+  for (std::size_t i = 64; i < 192 && i < v; ++i) w[i] = 0.0;     // two zero strips
+  for (std::size_t i = 4096; i < 6144 && i < v; ++i) w[i] = 0.0;  // a zero tile
+  if (v > 1) w[v - 1] = 0.0;                                      // the row ends with a zero
   return w;
 }
 
@@ -180,8 +181,8 @@ TEST_CASE("token simulators: the per-draw steps over sampling tables give the CP
   const sim::run_options o{seed, 5, 11, 20000};
   const auto cpu = sim::sprinter::token_process(p, q, 0.8, 0.3, o);
   const sd_detail::pair_tables tables = sd_detail::make_pair_tables(specdec::strict, p, q);
-  const auto tab = sd_detail::run_sprinter_token_process(sd_detail::host_table_rows(specdec::strict, p, q, tables),
-                                                         p.size(), 0.8, 0.3, o);
+  const auto tab =
+      sd_detail::run_sprinter_token_process(sd_detail::host_table_rows(specdec::strict, p, q, tables), p.size(), 0.8, 0.3, o);
   CHECK(same_tally(cpu.token, tab.token));
   CHECK(cpu.kept == tab.kept);
   CHECK(cpu.verifier_accepted == tab.verifier_accepted);

@@ -42,8 +42,10 @@ std::vector<double> enumerate_law(const std::vector<double>& alphas) {
     for (std::size_t i = 0; i < g; ++i) {
       const bool accept = (mask >> i) & 1u;
       prob *= accept ? alphas[i] : 1.0 - alphas[i];
-      if (leading && accept) ++lead;
-      else leading = false;
+      if (leading && accept)
+        ++lead;
+      else
+        leading = false;
     }
     law[lead] += prob;
   }
@@ -52,8 +54,7 @@ std::vector<double> enumerate_law(const std::vector<double>& alphas) {
 
 }  // namespace
 
-TEST_CASE("SD chain with i.i.d. alpha: E[T] (eq. (1)), Var(T), law, speedup (Thm 3.8), operations (Thm 3.11)",
-          "[simulate][sd]") {
+TEST_CASE("SD chain with i.i.d. alpha: E[T] (eq. (1)), Var(T), law, speedup (Thm 3.8), operations (Thm 3.11)", "[simulate][sd]") {
   constexpr std::uint64_t seed = 20230101;
   constexpr std::uint64_t draws = 400000;
   std::cout << "SD chain Monte-Carlo: seed " << seed << ", " << draws << " iterations per case\n";
@@ -78,8 +79,8 @@ TEST_CASE("SD chain with i.i.d. alpha: E[T] (eq. (1)), Var(T), law, speedup (Thm
       }
       // The latency-profile form: t_target(k) = 1 + 0.05 k, t_draft = 0.1.
       const auto profile = [](int k) { return 1.0 + 0.05 * k; };
-      CHECK(within("speedup, latency profile", r.speedup(0.1, profile), theory::sd::speedup(alpha, gamma, 0.1, profile),
-                   5.0, slack));
+      CHECK(within("speedup, latency profile", r.speedup(0.1, profile), theory::sd::speedup(alpha, gamma, 0.1, profile), 5.0,
+                   slack));
       // Bookkeeping: a draft is examined at positions 1..min(A + 1, gamma).
       std::uint64_t examined = 0;
       for (std::size_t a = 0; a < r.accepted.histogram().size(); ++a)
@@ -130,13 +131,11 @@ TEST_CASE("simulators are reproducible, chunkable and stream-separated", "[simul
   auto first = sim::sd::chain(0.8, 6, {5, 3, 0, 30000});
   const auto second = sim::sd::chain(0.8, 6, {5, 3, 30000, 70000});
   first.accepted.merge(second.accepted);
-  CHECK(std::equal(first.accepted.histogram().begin(), first.accepted.histogram().end(),
-                   r1.accepted.histogram().begin()));
+  CHECK(std::equal(first.accepted.histogram().begin(), first.accepted.histogram().end(), r1.accepted.histogram().begin()));
   CHECK(first.draft_tokens + second.draft_tokens == r1.draft_tokens);
   // Another stream (or seed) draws other numbers.
   const auto other = sim::sd::chain(0.8, 6, {5, 4, 0, 100000});
-  CHECK_FALSE(std::equal(other.accepted.histogram().begin(), other.accepted.histogram().end(),
-                         r1.accepted.histogram().begin()));
+  CHECK_FALSE(std::equal(other.accepted.histogram().begin(), other.accepted.histogram().end(), r1.accepted.histogram().begin()));
   const auto other_seed = sim::sd::chain(0.8, 6, {6, 3, 0, 100000});
   CHECK_FALSE(std::equal(other_seed.accepted.histogram().begin(), other_seed.accepted.histogram().end(),
                          r1.accepted.histogram().begin()));
@@ -153,13 +152,11 @@ TEST_CASE("negative control: the 5-standard-error check rejects a slightly wrong
   // alpha 0.8 vs 0.805: E[T] differs by ~0.07, about 30 standard errors at 10^6 iterations.
   CHECK(within("E[T] vs the right alpha", r.tokens(), theory::sd::expected_tokens(0.8, 8)));
   CHECK_FALSE(within("E[T] vs alpha + 0.005 (must fail)", r.tokens(), theory::sd::expected_tokens(0.805, 8)));
-  CHECK_FALSE(law_matches("law vs alpha + 0.005 (must fail)", r.accepted, 9, [](std::size_t k) {
-    return theory::sd::prob_tokens(static_cast<int>(k) + 1, 0.805, 8);
-  }));
+  CHECK_FALSE(law_matches("law vs alpha + 0.005 (must fail)", r.accepted, 9,
+                          [](std::size_t k) { return theory::sd::prob_tokens(static_cast<int>(k) + 1, 0.805, 8); }));
 }
 
-TEST_CASE("SD token process: strict rule emits p, accepts with 1 - TV; lenient rule matches its exact law",
-          "[simulate][sd]") {
+TEST_CASE("SD token process: strict rule emits p, accepts with 1 - TV; lenient rule matches its exact law", "[simulate][sd]") {
   constexpr std::uint64_t seed = 1717;
   constexpr std::uint64_t draws = 200000;
   std::cout << "SD token process Monte-Carlo: seed " << seed << ", " << draws << " iterations per case\n";
@@ -192,8 +189,7 @@ TEST_CASE("SD token process: strict rule emits p, accepts with 1 - TV; lenient r
   }
   // Negative control: the strict rule's output is p, not q; the cell check must see it.
   const auto r = sim::sd::token_process(specdec::strict, cspan(pairs[1].p), cspan(pairs[1].q), 1, {seed, 999, 0, draws});
-  CHECK_FALSE(law_matches("first token vs q (must fail)", r.first_token, 4,
-                          [&](std::size_t v) { return pairs[1].q[v]; }));
+  CHECK_FALSE(law_matches("first token vs q (must fail)", r.first_token, 4, [&](std::size_t v) { return pairs[1].q[v]; }));
 }
 
 TEST_CASE("SD simulators reject invalid arguments", "[simulate][sd]") {

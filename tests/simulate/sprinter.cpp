@@ -24,8 +24,7 @@ using specdec_sim_test::law_matches;
 using specdec_sim_test::variance_of;
 using specdec_sim_test::within;
 
-TEST_CASE("SPRINTER verifier chain: law (Thm 3.3), E[N] (eq. (3)), Var(N), E[T_stop] (eq. (4))",
-          "[simulate][sprinter]") {
+TEST_CASE("SPRINTER verifier chain: law (Thm 3.3), E[N] (eq. (3)), Var(N), E[T_stop] (eq. (4))", "[simulate][sprinter]") {
   constexpr std::uint64_t seed = 3003;
   constexpr std::uint64_t draws = 300000;
   std::cout << "SPRINTER verifier Monte-Carlo: seed " << seed << ", " << draws << " runs per case\n";
@@ -43,8 +42,8 @@ TEST_CASE("SPRINTER verifier chain: law (Thm 3.3), E[N] (eq. (3)), Var(N), E[T_s
         const std::size_t cells = res.accepted.histogram().size();
         CHECK(law_matches("P(N = i)", res.accepted, cells,
                           [&](std::size_t i) { return sprinter::prob_tokens(static_cast<int>(i), tp, fp, r); }));
-        CHECK(res.draft_tokens == static_cast<std::uint64_t>(
-                                      static_cast<double>(draws) * (res.tokens().mean + 1.0) + 0.5));  // N + 1 each
+        CHECK(res.draft_tokens ==
+              static_cast<std::uint64_t>(static_cast<double>(draws) * (res.tokens().mean + 1.0) + 0.5));  // N + 1 each
       }
     }
   }
@@ -74,8 +73,7 @@ TEST_CASE("SPRINTER verifier chain: negative control and invalid arguments", "[s
   CHECK_FALSE(within("E[N] with r = 6 (must fail)", res.tokens(), sprinter::expected_tokens(0.9, 0.5, 6)));
   CHECK_FALSE(within("E[N] with eta_fp = 0.52 (must fail)", res.tokens(), sprinter::expected_tokens(0.9, 0.52, 5)));
   // Paper's eq. (4) neglects the verifier; charging t_v shifts the mean by t_v E[N + 1].
-  CHECK(within("E[T_stop] with t_v", res.stopping_time(0.1, 0.02),
-               sprinter::expected_stopping_time(0.9, 0.5, 5, 0.1) * 1.2));
+  CHECK(within("E[T_stop] with t_v", res.stopping_time(0.1, 0.02), sprinter::expected_stopping_time(0.9, 0.5, 5, 0.1) * 1.2));
   const sim::run_options o{1, 0, 0, 10};
   CHECK_THROWS_AS(sim::sprinter::verifier_chain(0.5, 1.0, 1, o), specdec::error);  // never ends
   CHECK_NOTHROW(sim::sprinter::verifier_chain(0.0, 1.0, 1, o));                    // ends at once

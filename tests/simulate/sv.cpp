@@ -43,8 +43,7 @@ TEST_CASE("SV: N of gamma verified drafts with acceptance a[] (eqs. (3), (4)) an
                         [&](std::size_t n) { return sv::prob_accepted(static_cast<int>(n), cspan(a), gamma); }));
       CHECK(within("E(N | gamma)", r.accepted.summary(), sv::expected_accepted(cspan(a), gamma)));
       CHECK(within("Var(N | gamma)", variance_of(r.accepted), sv::variance_accepted(cspan(a), gamma)));
-      CHECK(within("goodput (callable profile)", sim::sv::goodput(r, latency),
-                   sv::estimated_goodput(cspan(a), gamma, latency)));
+      CHECK(within("goodput (callable profile)", sim::sv::goodput(r, latency), sv::estimated_goodput(cspan(a), gamma, latency)));
       CHECK(within("goodput (span profile)", sim::sv::goodput(r, latency_span),
                    sv::estimated_goodput(cspan(a), gamma, latency_span)));
       CHECK(within("goodput counting the target's token", sim::sv::goodput(r, latency, true),

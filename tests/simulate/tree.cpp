@@ -47,8 +47,7 @@ std::vector<tree_case> cases() {
 
 }  // namespace
 
-TEST_CASE("Tree walk: E[A], the accepted-length law and the end-node law match theory/tree.hpp",
-          "[simulate][tree]") {
+TEST_CASE("Tree walk: E[A], the accepted-length law and the end-node law match theory/tree.hpp", "[simulate][tree]") {
   constexpr std::uint64_t seed = 20240215, draws = 200000;
   std::cout << "tree walk Monte-Carlo: seed " << seed << ", " << draws << " draws per tree\n";
   std::uint32_t stream = 0;

@@ -51,13 +51,13 @@ static_assert(sd::prob_tokens(2, 0.5, 2) == 0.25);
 static_assert(sd::prob_tokens(3, 0.5, 2) == 0.25);
 static_assert(sd::prob_tokens(4, 0.5, 2) == 0.0);
 static_assert(sd::prob_tokens(0, 0.5, 2) == 0.0);
-static_assert(sd::prob_tokens(1, 0.0, 0) == 1.0);  // gamma = 0: the target's token only
+static_assert(sd::prob_tokens(1, 0.0, 0) == 1.0);    // gamma = 0: the target's token only
 static_assert(sd::tokens_variance(0.5, 1) == 0.25);  // Bernoulli(1/2)
 static_assert(sd::tokens_variance(0.0, 5) == 0.0);
 static_assert(sd::tokens_variance(1.0, 5) == 0.0);
 static_assert(sd::optimal_gamma(0.0, 0.5) == 0);
 static_assert(sd::optimal_gamma(1.0, 0.0, 16) == 16);
-static_assert(sd::optimal_gamma(0.5, 0.5) == 0);    // alpha <= c: do not speculate
+static_assert(sd::optimal_gamma(0.5, 0.5) == 0);  // alpha <= c: do not speculate
 static_assert(sd::optimal_gamma(0.5, 0.0, 0) == 0);
 static_assert(sd::optimal_gamma(0.8, 0.05) >= 1);
 
@@ -97,14 +97,14 @@ static_assert(sprinter::prob_tokens(0, 0.5, 0.5, 2) == 0.5);
 static_assert(sprinter::prob_tokens(1, 0.5, 0.5, 2) == 0.25);
 static_assert(sprinter::prob_tokens(2, 0.5, 0.5, 2) == 0.125);
 static_assert(sprinter::prob_tokens(3, 0.5, 0.5, 2) == 0.0625);
-static_assert(sprinter::prob_tokens(5, 1.0, 0.0, 5) == 1.0);   // perfect verifier stops exactly at r
+static_assert(sprinter::prob_tokens(5, 1.0, 0.0, 5) == 1.0);  // perfect verifier stops exactly at r
 static_assert(sprinter::prob_tokens(4, 1.0, 0.0, 5) == 0.0);
 // eq. (3): (a - a^r)/(1 - a) + a^r/(1 - f) with a = f = 1/2, r = 2: 1/2 + 1/2 = 1.
 static_assert(sprinter::expected_tokens(0.5, 0.5, 2) == 1.0);
 static_assert(sprinter::expected_tokens(1.0, 0.0, 5) == 5.0);
 static_assert(sprinter::expected_tokens(1.0, 0.5, 5) == 6.0);
-static_assert(sprinter::expected_tokens(0.5, 0.5, 0) == 1.0);  // r = 0: geometric mean f/(1 - f)
-static_assert(sprinter::expected_tokens(0.0, 1.0, 3) == 0.0);  // eta_fp = 1 but the verifier stops at once
+static_assert(sprinter::expected_tokens(0.5, 0.5, 0) == 1.0);                      // r = 0: geometric mean f/(1 - f)
+static_assert(sprinter::expected_tokens(0.0, 1.0, 3) == 0.0);                      // eta_fp = 1 but the verifier stops at once
 static_assert(sprinter::expected_stopping_time(0.5, 0.5, 2, 0.25) == 0.25 * 2.0);  // t_d (E[N] + 1)
 static_assert(sprinter::expected_stopping_time(1.0, 0.0, 5, 0.5) == 3.0);
 static_assert(sprinter::tokens_variance(0.5, 0.0, 1) == 0.25);
@@ -131,8 +131,7 @@ static_assert(sv::prob_accepted(4, std::span<const double>(a3), 3) == 0.0);
 static_assert(sv::prob_accepted(0, std::span<const double>(a3), 0) == 1.0);
 static_assert(sv::expected_accepted(std::span<const double>(a3), 3) == 0.25 + 2 * 0.1875 + 3 * 0.0625);
 static_assert(sv::expected_accepted(std::span<const double>(a3), 0) == 0.0);
-static_assert(sv::expected_accepted(std::span<const double>(a3), 3) ==
-              sd::expected_tokens(std::span<const double>(a3)) - 1.0);
+static_assert(sv::expected_accepted(std::span<const double>(a3), 3) == sd::expected_tokens(std::span<const double>(a3)) - 1.0);
 static_assert(sv::variance_accepted(std::span<const double>(a3), 1) == 0.25);
 static_assert(sv::goodput(3.0, 2.0) == 1.5);
 static_assert(sv::estimated_goodput(std::span<const double>(a3), 2, flat) == 0.75 / 2.0);

@@ -22,7 +22,8 @@ TEST_CASE("chi-squared upper tail: known quantiles", "[stats][support]") {
   CHECK(specdec_test::chi_squared_upper_tail(124.34211340400407, 100) == Approx(0.05).epsilon(1e-9));
   CHECK(specdec_test::chi_squared_upper_tail(23.928127159026, 1) == Approx(1e-6).epsilon(1e-5));
   // dof = 2: exp(-x / 2) exactly.
-  for (const double x : {0.1, 1.0, 10.0, 50.0}) CHECK(specdec_test::chi_squared_upper_tail(x, 2) == Approx(std::exp(-x / 2)).epsilon(1e-12));
+  for (const double x : {0.1, 1.0, 10.0, 50.0})
+    CHECK(specdec_test::chi_squared_upper_tail(x, 2) == Approx(std::exp(-x / 2)).epsilon(1e-12));
   CHECK(specdec_test::chi_squared_upper_tail(0.0, 5) == 1.0);
 }
 
@@ -79,13 +80,15 @@ TEST_CASE("calibration under the null: p-values are uniform enough", "[stats][su
   int below_05 = 0, below_01 = 0;
   for (int e = 0; e < experiments; ++e) {
     std::vector<std::uint64_t> counts(prob.size(), 0);
-    for (int d = 0; d < draws; ++d) ++counts[static_cast<std::size_t>(specdec::sample_categorical(std::span<const double>(prob), s.uniform()).token)];
+    for (int d = 0; d < draws; ++d)
+      ++counts[static_cast<std::size_t>(specdec::sample_categorical(std::span<const double>(prob), s.uniform()).token)];
     const double p = specdec_test::chi_squared_gof(counts, prob).p_value;
     below_05 += p < 0.05;
     below_01 += p < 0.01;
   }
   const double r05 = static_cast<double>(below_05) / experiments, r01 = static_cast<double>(below_01) / experiments;
-  std::cout << "[chi_squared] calibration: P(p < 0.05) = " << r05 << ", P(p < 0.01) = " << r01 << " over " << experiments << " experiments\n";
+  std::cout << "[chi_squared] calibration: P(p < 0.05) = " << r05 << ", P(p < 0.01) = " << r01 << " over " << experiments
+            << " experiments\n";
   CHECK(r05 > 0.028);
   CHECK(r05 < 0.075);
   CHECK(r01 > 0.002);

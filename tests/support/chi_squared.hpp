@@ -77,13 +77,13 @@ inline double chi_squared_upper_tail(double statistic, double dof) {
 
 //! The outcome of a goodness-of-fit test.
 struct gof_result {
-  double statistic = 0.0;     //!< Pearson's X^2 over the pooled cells
-  std::size_t dof = 0;        //!< pooled cells - 1
-  double p_value = 1.0;       //!< P(chi2(dof) >= statistic); 0 when an impossible cell was observed
-  std::size_t cells = 0;      //!< cells after pooling
-  std::size_t pooled = 0;     //!< original cells merged into the pooled cell
+  double statistic = 0.0;        //!< Pearson's X^2 over the pooled cells
+  std::size_t dof = 0;           //!< pooled cells - 1
+  double p_value = 1.0;          //!< P(chi2(dof) >= statistic); 0 when an impossible cell was observed
+  std::size_t cells = 0;         //!< cells after pooling
+  std::size_t pooled = 0;        //!< original cells merged into the pooled cell
   std::uint64_t impossible = 0;  //!< observations in cells of expected probability 0
-  std::uint64_t n = 0;        //!< total observations
+  std::uint64_t n = 0;           //!< total observations
 };
 
 inline std::ostream& operator<<(std::ostream& os, const gof_result& r) {

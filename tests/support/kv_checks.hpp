@@ -13,7 +13,8 @@
 namespace specdec_test {
 
 template <class Target, class Draft>
-void require_kv_consistent(const Target& t, const Draft& q, specdec::sequence_id s, const std::vector<specdec::token_id>& committed) {
+void require_kv_consistent(const Target& t, const Draft& q, specdec::sequence_id s,
+                           const std::vector<specdec::token_id>& committed) {
   const auto tt = t.tokens(s), qt = q.tokens(s);
   REQUIRE(tt.size() + 1 == committed.size());
   REQUIRE(std::equal(tt.begin(), tt.end(), committed.begin()));

@@ -19,7 +19,8 @@ namespace specdec_test {
 
 //! Kinds of rows the cases draw.
 enum class row_kind { dense, sparse, ties, tiny, huge, one_hot };
-inline const row_kind all_kinds[] = {row_kind::dense, row_kind::sparse, row_kind::ties, row_kind::tiny, row_kind::huge, row_kind::one_hot};
+inline const row_kind all_kinds[] = {row_kind::dense, row_kind::sparse, row_kind::ties,
+                                     row_kind::tiny,  row_kind::huge,   row_kind::one_hot};
 
 //! A non-negative row of length V of the given kind (not normalised unless it says so).
 template <class T>
@@ -36,14 +37,16 @@ std::vector<T> make_row(specdec::random::philox_stream& s, std::size_t V, row_ki
       case row_kind::one_hot: x = T(0); break;
     }
   }
-  if (kind == row_kind::one_hot || kind == row_kind::sparse) row[static_cast<std::size_t>(s.uniform() * static_cast<double>(V))] = T(1);
+  if (kind == row_kind::one_hot || kind == row_kind::sparse)
+    row[static_cast<std::size_t>(s.uniform() * static_cast<double>(V))] = T(1);
   return row;
 }
 
 //! Puts a bad value (NaN, +inf, a negative, -inf by `what` % 4) at position `at` % V of the row.
 template <class T>
 void spoil(std::vector<T>& row, std::size_t at, int what) {
-  const T bad[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(), T(-1e-30), -std::numeric_limits<T>::infinity()};
+  const T bad[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(), T(-1e-30),
+                   -std::numeric_limits<T>::infinity()};
   row[at % row.size()] = bad[what % 4];
 }
 

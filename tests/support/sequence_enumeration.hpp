@@ -136,8 +136,8 @@ inline std::vector<double> block_emission_distribution(std::span<const double> a
 //! rejection-family `rule`, drafting gamma tokens per block from `m.draft` and verifying them against
 //! `m.target` (the verifier is told the true q). Dynamic programme over (prefix, j), see the file comment.
 template <class Rule>
-std::vector<double> speculative_sequence_distribution(const Rule& rule, const markov_pair& m, std::size_t prompt,
-                                                      int horizon, int gamma) {
+std::vector<double> speculative_sequence_distribution(const Rule& rule, const markov_pair& m, std::size_t prompt, int horizon,
+                                                      int gamma) {
   if (gamma < 0) throw std::invalid_argument("gamma must be >= 0");
   const std::size_t V = m.vocab;
   // Emission parts per previous token, computed once.

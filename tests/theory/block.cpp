@@ -72,8 +72,7 @@ TEST_CASE("Block >= token-wise on random pairs, equal at gamma = 1; token-wise =
   CHECK(strictly_better > 300);
 }
 
-TEST_CASE("Context-dependent pairs (Markov, order 1 and 2): block >= token-wise, laws sum to 1",
-          "[theory][block]") {
+TEST_CASE("Context-dependent pairs (Markov, order 1 and 2): block >= token-wise, laws sum to 1", "[theory][block]") {
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     const std::size_t v = 3, order = 1 + seed % 2;
     const auto target = specdec::random_markov_model(v, order, seed, 0.5, seed % 3 == 0 ? 0.2 : 0.0);

@@ -60,8 +60,8 @@ class moments {
 //! that never varied, e.g. acceptance 1 - 1e-12) and rounding. Prints the comparison.
 inline bool within_se(const std::string& what, double estimate, double expected, double se, double k = 5.0) {
   const double z = se > 0 ? (estimate - expected) / se : 0.0;
-  std::cout << "  " << what << ": simulated " << estimate << " +- " << se << ", closed form " << expected
-            << " (z = " << z << ")\n";
+  std::cout << "  " << what << ": simulated " << estimate << " +- " << se << ", closed form " << expected << " (z = " << z
+            << ")\n";
   return std::abs(estimate - expected) <= k * se + 1e-9 * (1.0 + std::abs(expected));
 }
 

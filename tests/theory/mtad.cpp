@@ -52,8 +52,8 @@ struct run_result {
   double gamma_bar() const { return static_cast<double>(tokens) / static_cast<double>(iterations); }
 };
 template <class Stream, class Draft>
-run_result run_mtad(Stream& s, const std::vector<double>& p, const std::vector<double>& q, double tau, int gamma,
-                    int iterations, Draft draft_token) {
+run_result run_mtad(Stream& s, const std::vector<double>& p, const std::vector<double>& q, double tau, int gamma, int iterations,
+                    Draft draft_token) {
   run_result r;
   std::vector<std::size_t> drafts(static_cast<std::size_t>(gamma));
   for (int it = 0; it < iterations; ++it) {
@@ -113,8 +113,7 @@ TEST_CASE("perplexity (eq. (1))", "[theory][mtad]") {
     x = p[draw(s, p)];
     m.add(-std::log(x));
   }
-  CHECK(within_se("log PPL vs H(p)", std::log(mtad::perplexity(cspan(sampled))), specdec::entropy(cspan(p)),
-                  m.se_mean()));
+  CHECK(within_se("log PPL vs H(p)", std::log(mtad::perplexity(cspan(sampled))), specdec::entropy(cspan(p)), m.se_mean()));
 
   // Errors.
   CHECK_THROWS_AS(mtad::perplexity(cspan()), specdec::error);
@@ -176,9 +175,9 @@ TEST_CASE("bound functions: values, monotonicity and edges", "[theory][mtad]") {
   CHECK(mtad::guaranteed_tokens_per_iteration(0.5, 0.0, 6) == 7);
   CHECK(mtad::guaranteed_tokens_per_iteration(0.0, 0.2, 6) == 7);
   CHECK(mtad::guaranteed_tokens_per_iteration(1.0, 0.2, 6) == 1);
-  CHECK(mtad::guaranteed_tokens_per_iteration(std::exp(-1.0), 0.3, 6) == 1 + 3);   // 3 * 0.3 < 1 < 4 * 0.3
-  CHECK(mtad::guaranteed_tokens_per_iteration(std::exp(-1.0), 0.3, 2) == 1 + 2);   // capped by gamma
-  CHECK(mtad::guaranteed_tokens_per_iteration(std::exp(-1.0), 2.0, 6) == 1);       // |log tau| < U
+  CHECK(mtad::guaranteed_tokens_per_iteration(std::exp(-1.0), 0.3, 6) == 1 + 3);  // 3 * 0.3 < 1 < 4 * 0.3
+  CHECK(mtad::guaranteed_tokens_per_iteration(std::exp(-1.0), 0.3, 2) == 1 + 2);  // capped by gamma
+  CHECK(mtad::guaranteed_tokens_per_iteration(std::exp(-1.0), 2.0, 6) == 1);      // |log tau| < U
   for (const double tau : {0.01, 0.3, 0.77}) {
     for (const double u : {0.01, 0.2, 1.0}) {
       for (const int gamma : {0, 1, 4, 100}) {
@@ -202,8 +201,8 @@ TEST_CASE("bound functions: values, monotonicity and edges", "[theory][mtad]") {
     CHECK_THROWS_AS(mtad::theorem_3_2_perplexity(-1.0, bad_gb), specdec::error);
     CHECK_THROWS_AS(mtad::lemma_3_4_bound(bad_gb, 0.0, -1.0, 1.0), specdec::error);
   }
-  CHECK_THROWS_AS(mtad::theorem_3_5_bound(0.5, 2.0, 0.1, 1.0, 0.1), specdec::error);    // epsilon > 0
-  CHECK_THROWS_AS(mtad::theorem_3_5_bound(0.5, 2.0, 0.0, -1.0, 0.1), specdec::error);   // H < 0
+  CHECK_THROWS_AS(mtad::theorem_3_5_bound(0.5, 2.0, 0.1, 1.0, 0.1), specdec::error);   // epsilon > 0
+  CHECK_THROWS_AS(mtad::theorem_3_5_bound(0.5, 2.0, 0.0, -1.0, 0.1), specdec::error);  // H < 0
   CHECK_THROWS_AS(mtad::theorem_3_5_bound_from_proof(0.5, 2.0, 0.0, 1.0, -0.1), specdec::error);
   CHECK_THROWS_AS(mtad::theorem_3_6_bound(0.5, -0.1), specdec::error);
   CHECK_THROWS_AS(mtad::theorem_3_6_bound(0.5, nan_v), specdec::error);
@@ -228,8 +227,8 @@ TEST_CASE("Monte-Carlo: Lemma A.1 and Theorem 3.6 on MTAD runs with sampled draf
       const double gb = r.gamma_bar();
       const double ratio = std::exp(-(r.sum_log_p - r.sum_log_q) / static_cast<double>(r.tokens));  // PPL_p / PPL_q
       const double bound = std::pow(tau, -static_cast<double>(r.iterations) / static_cast<double>(r.tokens));
-      std::cout << "  tau " << tau << ", gamma " << gamma << ": gamma_bar " << gb << ", PPL_p/PPL_q " << ratio
-                << " <= Lemma A.1 " << mtad::lemma_a1_bound(tau, gb) << "\n";
+      std::cout << "  tau " << tau << ", gamma " << gamma << ": gamma_bar " << gb << ", PPL_p/PPL_q " << ratio << " <= Lemma A.1 "
+                << mtad::lemma_a1_bound(tau, gb) << "\n";
       CHECK(ratio <= bound);
       CHECK(std::abs(bound - mtad::lemma_a1_bound(tau, gb)) < 1e-12 * bound);
       // Theorem 3.6 (capped): every iteration emits at least guaranteed_tokens_per_iteration tokens.
@@ -264,8 +263,8 @@ TEST_CASE("Theorem 3.5 on a context-free pair with exact argmax drafting (epsilo
         const double ppl = std::exp(-r.sum_log_p / static_cast<double>(r.tokens));
         const double gb = r.gamma_bar();
         const double bound = mtad::theorem_3_5_bound(tau, gb, 0.0, h, u);
-        std::cout << "  tau " << tau << ", gamma " << gamma << ": PPL_p / PPL_p(x*) " << ppl / ppl_star
-                  << " <= Thm 3.5 " << bound << "\n";
+        std::cout << "  tau " << tau << ", gamma " << gamma << ": PPL_p / PPL_p(x*) " << ppl / ppl_star << " <= Thm 3.5 " << bound
+                  << "\n";
         CHECK(ppl / ppl_star <= bound);
         CHECK(mtad::theorem_3_5_bound_from_proof(tau, gb, 0.0, h, u) == bound);
       }

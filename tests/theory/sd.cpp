@@ -165,7 +165,8 @@ TEST_CASE("tokens_variance: accurate for every alpha and gamma, limits", "[theor
   double worst = 0;
   for (int i = 0; i < 60; ++i) {
     const double a = 1.0 - std::pow(10.0, -0.05 * i - 0.3);  // 0.5 .. 1 - 1e-3.25
-    for (int gamma = 1; gamma <= 300; gamma += (gamma < 40 ? 1 : 7)) worst = std::max(worst, rel_err(sd::tokens_variance(a, gamma), variance_by_sum(a, gamma)));
+    for (int gamma = 1; gamma <= 300; gamma += (gamma < 40 ? 1 : 7))
+      worst = std::max(worst, rel_err(sd::tokens_variance(a, gamma), variance_by_sum(a, gamma)));
   }
   CHECK(worst < 1e-12);
   // gamma = 1: Bernoulli variance; gamma -> infinity: geometric a / (1 - a)^2.
@@ -194,9 +195,13 @@ TEST_CASE("tokens_variance: accurate for every alpha and gamma, limits", "[theor
 }
 
 TEST_CASE("position-dependent acceptance: enumeration, reduction to eq. (1)", "[theory][sd]") {
-  const std::vector<std::vector<double>> cases{
-      {}, {0.3}, {0.9, 0.8, 0.7, 0.6, 0.5}, {1.0, 1.0, 0.0, 0.9}, {0.99, 1.0 - 1e-12, 0.5, 0.25, 1.0, 0.75, 0.6, 0.1},
-      {0.0, 0.5}, {1.0, 1.0, 1.0}};
+  const std::vector<std::vector<double>> cases{{},
+                                               {0.3},
+                                               {0.9, 0.8, 0.7, 0.6, 0.5},
+                                               {1.0, 1.0, 0.0, 0.9},
+                                               {0.99, 1.0 - 1e-12, 0.5, 0.25, 1.0, 0.75, 0.6, 0.1},
+                                               {0.0, 0.5},
+                                               {1.0, 1.0, 1.0}};
   for (const auto& alphas : cases) {
     CAPTURE(alphas);
     const enumerated e = enumerate_patterns(alphas);
@@ -219,9 +224,12 @@ TEST_CASE("Monte-Carlo: tokens per iteration, i.i.d. and position-dependent", "[
   constexpr std::uint64_t seed = 20240917;
   constexpr int n = 400000;
   std::cout << "sd Monte-Carlo: seed " << seed << ", " << n << " iterations per case\n";
-  const std::vector<std::vector<double>> cases{
-      std::vector<double>(4, 0.8), std::vector<double>(8, 0.5), {0.95, 0.9, 0.8, 0.6, 0.4, 0.3},
-      std::vector<double>(3, 1.0 - 1e-12), {0.0, 0.9}, std::vector<double>(1, 0.3)};
+  const std::vector<std::vector<double>> cases{std::vector<double>(4, 0.8),
+                                               std::vector<double>(8, 0.5),
+                                               {0.95, 0.9, 0.8, 0.6, 0.4, 0.3},
+                                               std::vector<double>(3, 1.0 - 1e-12),
+                                               {0.0, 0.9},
+                                               std::vector<double>(1, 0.3)};
   std::uint32_t request = 0;
   for (const auto& alphas : cases) {
     CAPTURE(alphas);
@@ -249,8 +257,7 @@ TEST_CASE("speedup (Thm 3.8), operations factor (Thm 3.11) and latency profiles"
         CAPTURE(a, gamma, c);
         const long double e = sd::expected_tokens(a, gamma);
         CHECK(rel_err(sd::speedup(a, gamma, c), e / (gamma * static_cast<long double>(c) + 1)) < 1e-15);
-        CHECK(rel_err(sd::operations_factor(a, gamma, c), (gamma * static_cast<long double>(c) + gamma + 1) / e) <
-              1e-15);
+        CHECK(rel_err(sd::operations_factor(a, gamma, c), (gamma * static_cast<long double>(c) + gamma + 1) / e) < 1e-15);
         if (a < 1.0) {
           const long double lit = (1.0L - std::pow(static_cast<long double>(a), gamma + 1)) /
                                   ((1.0L - a) * (gamma * static_cast<long double>(c) + 1));
@@ -355,8 +362,7 @@ TEST_CASE("acceptance_rate(p, q) = 1 - TV(p, q), float rows, Monte-Carlo", "[the
   CHECK_THROWS_AS(sd::acceptance_rate(cspan(neg), cspan(half)), specdec::error);
   CHECK_THROWS_AS(sd::acceptance_rate(cspan(half), cspan(unnorm)), specdec::error);
   const std::vector<float> unnorm_f{0.5f, 0.49f}, half_f{0.5f, 0.5f};
-  CHECK_THROWS_AS(sd::acceptance_rate(std::span<const float>(unnorm_f), std::span<const float>(half_f)),
-                  specdec::error);
+  CHECK_THROWS_AS(sd::acceptance_rate(std::span<const float>(unnorm_f), std::span<const float>(half_f)), specdec::error);
 }
 
 TEST_CASE("invalid arguments throw specdec::error", "[theory][sd]") {

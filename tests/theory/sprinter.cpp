@@ -41,8 +41,7 @@ struct one_position {
   std::vector<long double> out;
   long double kept = 0;
 };
-one_position enumerate_position(const std::vector<double>& p, const std::vector<double>& q, double eta_tp,
-                                double eta_fp) {
+one_position enumerate_position(const std::vector<double>& p, const std::vector<double>& q, double eta_tp, double eta_fp) {
   const std::size_t n = p.size();
   one_position r;
   r.out.assign(n, 0.0L);
@@ -90,15 +89,14 @@ std::vector<rows> row_pairs() {
   return {
       {{0.5, 0.2, 0.15, 0.1, 0.05, 0.0}, {0.1, 0.3, 0.3, 0.1, 0.0, 0.2}},
       {{0.25, 0.25, 0.25, 0.25}, {0.7, 0.1, 0.1, 0.1}},
-      {{1.0, 0.0, 0.0}, {0.0, 0.5, 0.5}},   // disjoint supports, TV = 1
-      {{0.3, 0.3, 0.4}, {0.3, 0.3, 0.4}},   // p = q
+      {{1.0, 0.0, 0.0}, {0.0, 0.5, 0.5}},  // disjoint supports, TV = 1
+      {{0.3, 0.3, 0.4}, {0.3, 0.3, 0.4}},  // p = q
   };
 }
 
 }  // namespace
 
-TEST_CASE("Theorem 3.1: token distribution equals the enumerated SPRINTER step; TV = eta_fp TV(p, q)",
-          "[theory][sprinter]") {
+TEST_CASE("Theorem 3.1: token distribution equals the enumerated SPRINTER step; TV = eta_fp TV(p, q)", "[theory][sprinter]") {
   for (const auto& [p, q] : row_pairs()) {
     const double tv = specdec::total_variation(cspan(p), cspan(q));
     for (const double fp : {0.0, 1e-12, 0.1, 0.5, 0.9, 1.0}) {
@@ -232,10 +230,10 @@ TEST_CASE("Theorem 3.3: P(N = i) sums to 1, matches the decision walk, mean is e
 }
 
 TEST_CASE("Theorem 3.3 / 3.4 edges: perfect verifier, eta_tp -> 1, eta_fp -> 0, large r", "[theory][sprinter]") {
-  CHECK(sprinter::expected_tokens(1.0, 0.0, 5) == 5.0);       // stops exactly at r
+  CHECK(sprinter::expected_tokens(1.0, 0.0, 5) == 5.0);  // stops exactly at r
   CHECK(sprinter::tokens_variance(1.0, 0.0, 5) == 0.0);
-  CHECK(sprinter::expected_tokens(0.0, 0.3, 5) == 0.0);       // rejects the first token
-  CHECK(sprinter::expected_tokens(0.0, 1.0, 5) == 0.0);       // eta_fp = 1 is harmless here
+  CHECK(sprinter::expected_tokens(0.0, 0.3, 5) == 0.0);  // rejects the first token
+  CHECK(sprinter::expected_tokens(0.0, 1.0, 5) == 0.0);  // eta_fp = 1 is harmless here
   CHECK(sprinter::tokens_variance(0.0, 1.0, 5) == 0.0);
   CHECK(sprinter::expected_stopping_time(0.0, 1.0, 5, 0.1) == 0.1);
   CHECK(rel_err(sprinter::expected_tokens(1.0, 0.5, 5), 6.0L) < 1e-15);
@@ -279,8 +277,7 @@ TEST_CASE("Theorem 3.3 / 3.4 edges: perfect verifier, eta_tp -> 1, eta_fp -> 0, 
   CHECK(rel_err(ce, sprinter::expected_tokens(0.8, 0.3, 7)) < 1e-15);
 }
 
-TEST_CASE("Monte-Carlo: N and T_stop of the i.i.d. verifier on r acceptable tokens",
-          "[theory][sprinter][montecarlo]") {
+TEST_CASE("Monte-Carlo: N and T_stop of the i.i.d. verifier on r acceptable tokens", "[theory][sprinter][montecarlo]") {
   constexpr std::uint64_t seed = 2025;
   constexpr int n = 300000;
   constexpr double td = 0.1;
@@ -316,17 +313,15 @@ TEST_CASE("FLOPs: eqs. (5), (6) and the catch-up variant", "[theory][sprinter]")
     CHECK(sprinter::flops_sprinter(gamma, fd, fv, ft) == gamma * fd + gamma * fv + ft);
     CHECK(sprinter::flops_sprinter_catch_up(gamma, fd, fv, ft) == gamma * fd + gamma * fv + gamma * ft);
     // Section 3.1: with F_v = 0 the saving of eq. (6) over eq. (5) is (gamma - 1) F_t.
-    CHECK(std::abs(sprinter::flops_sd(gamma, fd, ft) - sprinter::flops_sprinter(gamma, fd, 0.0, ft) - (gamma - 1) * ft) <
-          1e-12);
+    CHECK(std::abs(sprinter::flops_sd(gamma, fd, ft) - sprinter::flops_sprinter(gamma, fd, 0.0, ft) - (gamma - 1) * ft) < 1e-12);
     // With the catch-up counted, SPRINTER costs SD's FLOPs plus the verifier's.
-    CHECK(std::abs(sprinter::flops_sprinter_catch_up(gamma, fd, fv, ft) - sprinter::flops_sd(gamma, fd, ft) -
-                   gamma * fv) < 1e-12);
+    CHECK(std::abs(sprinter::flops_sprinter_catch_up(gamma, fd, fv, ft) - sprinter::flops_sd(gamma, fd, ft) - gamma * fv) <
+          1e-12);
   }
   CHECK_THROWS_AS(sprinter::flops_sd(-1, fd, ft), specdec::error);
   CHECK_THROWS_AS(sprinter::flops_sd(2, -fd, ft), specdec::error);
   CHECK_THROWS_AS(sprinter::flops_sprinter(2, fd, nan_v, ft), specdec::error);
-  CHECK_THROWS_AS(sprinter::flops_sprinter_catch_up(2, fd, fv, std::numeric_limits<double>::infinity()),
-                  specdec::error);
+  CHECK_THROWS_AS(sprinter::flops_sprinter_catch_up(2, fd, fv, std::numeric_limits<double>::infinity()), specdec::error);
 }
 
 TEST_CASE("SPRINTER invalid arguments throw specdec::error", "[theory][sprinter]") {

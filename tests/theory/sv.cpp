@@ -47,12 +47,11 @@ std::vector<long double> enumerate_law(const std::vector<double>& a, int gamma) 
 
 // Acceptance profiles: decreasing (typical of SV's P(T_i | S, A)), random, with zeros and ones.
 std::vector<std::vector<double>> profiles() {
-  std::vector<std::vector<double>> out{
-      {0.95, 0.9, 0.85, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1},
-      {1.0, 1.0, 0.0, 0.9, 0.9},
-      {1.0 - 1e-12, 1.0 - 1e-12, 0.5, 1e-12},
-      {0.0},
-      {1.0, 1.0, 1.0, 1.0}};
+  std::vector<std::vector<double>> out{{0.95, 0.9, 0.85, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1},
+                                       {1.0, 1.0, 0.0, 0.9, 0.9},
+                                       {1.0 - 1e-12, 1.0 - 1e-12, 0.5, 1e-12},
+                                       {0.0},
+                                       {1.0, 1.0, 1.0, 1.0}};
   auto s = specdec_test::mc_stream(99, 0);
   for (int k = 0; k < 6; ++k) {
     std::vector<double> a(12);
@@ -92,8 +91,8 @@ TEST_CASE("P_gamma(N = n) (eq. (3)) sums to 1 and equals enumeration; E(N | gamm
   for (const double c : {0.0, 0.3, 0.9, 1.0}) {
     const std::vector<double> a(20, c);
     for (const int gamma : {0, 1, 5, 20}) {
-      const long double lit = c < 1.0 ? (c - std::pow(static_cast<long double>(c), gamma + 1)) / (1.0L - c)
-                                      : static_cast<long double>(gamma);
+      const long double lit =
+          c < 1.0 ? (c - std::pow(static_cast<long double>(c), gamma + 1)) / (1.0L - c) : static_cast<long double>(gamma);
       CHECK(std::abs(sv::expected_accepted(cspan(a), gamma) - static_cast<double>(lit)) < 1e-14 * (1.0 + lit));
     }
   }
@@ -131,8 +130,7 @@ TEST_CASE("goodput (eqs. (5), (6)) over callable and span latency profiles", "[t
     const double direct = sv::estimated_goodput(cspan(a), gamma, latency);
     CHECK(std::abs(curve[static_cast<std::size_t>(gamma)] - direct) < 1e-15);
     CHECK(curve_span[static_cast<std::size_t>(gamma)] == curve[static_cast<std::size_t>(gamma)]);
-    if (gamma > 0)
-      CHECK(direct == sv::goodput(sv::expected_accepted(cspan(a), gamma), latency(gamma)));
+    if (gamma > 0) CHECK(direct == sv::goodput(sv::expected_accepted(cspan(a), gamma), latency(gamma)));
   }
   // Lemma D.12 claims concavity; the tail E/L with L linear is convex (here for gamma >= 7), but
   // the curve is unimodal (quasi-concave), which is what SV's incremental search needs.

@@ -48,8 +48,7 @@ std::vector<double> normalised_excess(const std::vector<double>& r, const std::v
 // written out as in the reference (section 1.1), independently of theory/tree.hpp: candidate j passes
 // with min(1, r_j(c_j) / q_j(c_j)); on rejection r_{j+1} = norm(max(0, r_j - q_j)); if every candidate
 // fails, the emitted token is drawn from r_{k+1}.
-brute_force enumerate_rule(const std::vector<double>& p, const std::vector<double>& q, std::size_t k,
-                           bool without_replacement) {
+brute_force enumerate_rule(const std::vector<double>& p, const std::vector<double>& q, std::size_t k, bool without_replacement) {
   const std::size_t v = p.size();
   brute_force out{std::vector<double>(k, 0.0), std::vector<double>(v, 0.0)};
   std::vector<std::size_t> tuple(k, 0);
@@ -146,8 +145,8 @@ TEST_CASE("Multi-candidate acceptance reproduces the table of the reference (sec
 
 TEST_CASE("MSS and RRS slot acceptances equal the enumeration of every candidate tuple", "[theory][tree]") {
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    const std::size_t v = 2 + seed % 4;                       // 2..5
-    const std::size_t k = 1 + seed % 3;                       // 1..3
+    const std::size_t v = 2 + seed % 4;  // 2..5
+    const std::size_t k = 1 + seed % 3;  // 1..3
     const auto p = random_row(v, seed, 0.5, seed % 2 ? 0.25 : 0.0);
     const auto q_sparse = random_row(v, 1000 + seed, 1.0, seed % 3 ? 0.25 : 0.0);
     const auto q_full = random_row(v, 2000 + seed, 1.0, 0.0);
@@ -212,8 +211,7 @@ TEST_CASE("K-SEQ: rho* is the smallest rho in [1, k] whose residual is non-negat
   }
 }
 
-TEST_CASE("Target-only slots: alpha_j = p(c_j) / (1 - sum_{i<j} p(c_i)), total = sum of p over siblings",
-          "[theory][tree]") {
+TEST_CASE("Target-only slots: alpha_j = p(c_j) / (1 - sum_{i<j} p(c_i)), total = sum of p over siblings", "[theory][tree]") {
   const std::vector<double> p{0.1, 0.4, 0.3, 0.2, 0.0};
   const std::vector<specdec::token_id> siblings{1, 2, 4, 0};
   const auto a = tree::target_only_slot_acceptance(p, siblings);
@@ -230,7 +228,7 @@ TEST_CASE("Target-only slots: alpha_j = p(c_j) / (1 - sum_{i<j} p(c_i)), total =
 TEST_CASE("Slots beyond the draft's support, and degenerate pairs", "[theory][tree]") {
   const std::vector<double> p{0.2, 0.2, 0.6}, q{0.5, 0.5, 0.0};
   const auto rrs = tree::rrs_slot_acceptance(p, q, 3);
-  CHECK(rrs[2] == 0.0);  // only two distinct candidates exist
+  CHECK(rrs[2] == 0.0);                                 // only two distinct candidates exist
   CHECK(tree::rrs_acceptance(p, q, 3) == Approx(0.4));  // both tried: p(0) + p(1)
   // p = q: the first candidate always passes, later slots are never reached.
   const auto same = tree::mss_slot_acceptance(q, q, 3);
@@ -272,8 +270,7 @@ TEST_CASE("Tree expectation: a hand-computed tree, laws that sum to 1", "[theory
   CHECK_THROWS_AS(tree::expected_accepted(t, 1, alphas), specdec::error);
 }
 
-TEST_CASE("Chains and complete k-ary trees agree with their closed forms (theory/sd.hpp, theory/sv.hpp)",
-          "[theory][tree]") {
+TEST_CASE("Chains and complete k-ary trees agree with their closed forms (theory/sd.hpp, theory/sv.hpp)", "[theory][tree]") {
   auto s = specdec_test::mc_stream(4242, 0);
   for (int trial = 0; trial < 20; ++trial) {
     const std::int32_t gamma = trial % 9;
@@ -322,10 +319,9 @@ TEST_CASE("Chains and complete k-ary trees agree with their closed forms (theory
   CHECK_THROWS_AS(tree::slot_model_alphas(t, 0, std::vector<double>{0.5, 0.4}), specdec::error);  // 3 children
 }
 
-TEST_CASE("best_tree is the best tree of its budget (brute force over all trees of up to 7 nodes)",
-          "[theory][tree]") {
-  const std::vector<std::vector<double>> slot_settings{
-      {0.3, 0.3, 0.3, 0.3, 0.3, 0.3}, {0.6, 0.6, 0.6}, {0.9, 0.9}, {0.5, 0.4, 0.35, 0.3}, {0.8}, {0.2, 0.2}};
+TEST_CASE("best_tree is the best tree of its budget (brute force over all trees of up to 7 nodes)", "[theory][tree]") {
+  const std::vector<std::vector<double>> slot_settings{{0.3, 0.3, 0.3, 0.3, 0.3, 0.3}, {0.6, 0.6, 0.6}, {0.9, 0.9},
+                                                       {0.5, 0.4, 0.35, 0.3},          {0.8},           {0.2, 0.2}};
   for (const auto& slots : slot_settings) {
     for (std::size_t budget = 0; budget <= 6; ++budget) {
       double best = -1.0;

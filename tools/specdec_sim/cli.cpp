@@ -23,8 +23,7 @@ void option_parser::value(const std::string& name, const std::string& metavar, c
 }
 
 void option_parser::common(std::uint64_t default_draws) {
-  value("draws", "N", std::to_string(default_draws),
-        "Monte-Carlo draws per point (0: theory only); one Philox stream per point");
+  value("draws", "N", std::to_string(default_draws), "Monte-Carlo draws per point (0: theory only); one Philox stream per point");
   value("seed", "S", "1", "Monte-Carlo seed (same seed, same numbers)");
   value("policy", "P", "seq",
         "where the Monte-Carlo draws run: seq (this CPU) or cuda (the GPU: the same draws, the same numbers)");
@@ -116,9 +115,7 @@ std::uint64_t option_parser::count(const std::string& name) const {
   return static_cast<std::uint64_t>(v);
 }
 
-std::vector<double> option_parser::numbers(const std::string& name) const {
-  return parse_numbers(text(name), "--" + name);
-}
+std::vector<double> option_parser::numbers(const std::string& name) const { return parse_numbers(text(name), "--" + name); }
 
 std::vector<int> option_parser::integers(const std::string& name) const {
   std::vector<int> out;

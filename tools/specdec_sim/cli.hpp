@@ -30,8 +30,7 @@ class option_parser {
   //! A boolean option --name.
   void flag(const std::string& name, const std::string& help);
   //! An option --name VALUE with a default (empty: no default) and its metavariable for --help.
-  void value(const std::string& name, const std::string& metavar, const std::string& default_value,
-             const std::string& help);
+  void value(const std::string& name, const std::string& metavar, const std::string& default_value, const std::string& help);
   //! The options every subcommand has: --csv, --plot, --seed, --draws, --policy, --quiet, --help.
   void common(std::uint64_t default_draws);
 
@@ -43,11 +42,11 @@ class option_parser {
 
   bool given(const std::string& name) const;  //!< the option was on the command line
   bool flag_set(const std::string& name) const;
-  std::string text(const std::string& name) const;            //!< the value (or its default)
-  double number(const std::string& name) const;               //!< a finite number
-  std::uint64_t count(const std::string& name) const;         //!< a non-negative integer, in decimal digits
-  std::vector<double> numbers(const std::string& name) const; //!< a list/range of numbers
-  std::vector<int> integers(const std::string& name) const;   //!< a list/range of integers
+  std::string text(const std::string& name) const;             //!< the value (or its default)
+  double number(const std::string& name) const;                //!< a finite number
+  std::uint64_t count(const std::string& name) const;          //!< a non-negative integer, in decimal digits
+  std::vector<double> numbers(const std::string& name) const;  //!< a list/range of numbers
+  std::vector<int> integers(const std::string& name) const;    //!< a list/range of integers
 
   // The common options, read.
   std::optional<std::string> csv_path() const;   //!< --csv FILE (nullopt: stdout)

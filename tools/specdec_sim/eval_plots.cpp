@@ -75,8 +75,8 @@ std::string panel(const series_map& s, int column, const std::string& title, con
   for (const auto& [name, t] : s) {
     (void)t;
     // The palette has 8 colours; series 8 and on are dashed, with other points, so no two look alike.
-    g << (i ? ", \\\n     " : "") << "$s" << i << " using 1:" << column << " with linespoints lw 2 ps 0.7 pt "
-      << (7 + i / 8) << " dt " << (i / 8 + 1) << " lc " << color(i) << " title " << quoted(name);
+    g << (i ? ", \\\n     " : "") << "$s" << i << " using 1:" << column << " with linespoints lw 2 ps 0.7 pt " << (7 + i / 8)
+      << " dt " << (i / 8 + 1) << " lc " << color(i) << " title " << quoted(name);
     ++i;
   }
   return g.str() + "\n";
@@ -119,7 +119,8 @@ int run_mtad(std::span<const std::string> args) {
       continue;
     }
     const std::string name = row[c_mode] + " W=" + row[c_width];
-    auto& t = series.try_emplace(name, table{{"tau", "tokens_per_iteration", "perplexity", "simulated_speedup"}, {}}).first->second;
+    auto& t =
+        series.try_emplace(name, table{{"tau", "tokens_per_iteration", "perplexity", "simulated_speedup"}, {}}).first->second;
     t.add({f.number(row, c_tau), f.number(row, c_tpi), f.number(row, c_ppl), f.number(row, c_speed)});
   }
   if (series.empty()) throw usage_error(o.text("from") + " holds no MTAD rows");
@@ -206,7 +207,8 @@ int run_length_sweep(std::span<const std::string> args) {
     double sid = 0;
     for (const auto& [name, t] : series) {
       for (const auto& r : t.rows) out.add({fid, sid, r[0], r[1]});
-      if (!o.quiet()) std::cerr << "specdec-sim length-sweep: family " << fid << " = " << family << ", series " << sid << " = " << name << "\n";
+      if (!o.quiet())
+        std::cerr << "specdec-sim length-sweep: family " << fid << " = " << family << ", series " << sid << " = " << name << "\n";
       ++sid;
     }
     ++fid;
@@ -237,7 +239,8 @@ int run_length_sweep(std::span<const std::string> args) {
 }
 
 [[maybe_unused]] const bool registered_mtad = add_subcommand(
-    {"mtad", "MTAD ablation (Figure 3 / Table 7) from specdec_mtad_eval's CSV: tokens/iteration and perplexity vs tau", &run_mtad});
+    {"mtad", "MTAD ablation (Figure 3 / Table 7) from specdec_mtad_eval's CSV: tokens/iteration and perplexity vs tau",
+     &run_mtad});
 [[maybe_unused]] const bool registered_length_sweep = add_subcommand(
     {"length-sweep", "draft-length rules against their parameter from specdec_length_eval's CSV: goodput / best fixed gamma",
      &run_length_sweep});

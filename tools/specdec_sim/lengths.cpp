@@ -79,7 +79,8 @@ int run(std::span<const std::string> args) {
   const specdec::oracle_length best(s.alpha, s.t_d, latency);
   const auto none = [](const specdec::round_record&) {};
   const auto rate = [&](auto&& choose, auto&& record, double point) {
-    return specdec::simulate::length_policy_rate(s.alpha, s.t_d, latency, rounds, o.seed() + point_stream({point}), choose, record);
+    return specdec::simulate::length_policy_rate(s.alpha, s.t_d, latency, rounds, o.seed() + point_stream({point}), choose,
+                                                 record);
   };
 
   table csv{{"policy", "parameter", "rate", "oracle_rate", "oracle_gamma", "rounds"}, {}};
@@ -92,8 +93,8 @@ int run(std::span<const std::string> args) {
   for (std::size_t m = 1; m <= n; ++m, bar.advance()) {
     specdec::heuristic_length h(std::min<std::size_t>(5, m), 1, m);
     add(heuristic, double(m),
-        rate([&](const specdec::decode_stats& st) { return h.next_length(st); }, [&](const specdec::round_record& r) { h.record(r); },
-             100.0 + double(m)));
+        rate([&](const specdec::decode_stats& st) { return h.next_length(st); },
+             [&](const specdec::round_record& r) { h.record(r); }, 100.0 + double(m)));
   }
   std::vector<double> itl;
   for (std::size_t k = 0; k <= n; ++k) itl.push_back(latency(int(k)) + s.t_d * double(k));

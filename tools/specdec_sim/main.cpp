@@ -25,7 +25,8 @@ void print_usage(std::ostream& out) {
          "Closed forms of speculative decoding (specdec/theory) with Monte-Carlo checks (specdec/simulate).\n"
          "Every subcommand writes CSV to stdout (or --csv FILE) and draws a PNG with --plot FILE.png.\n\n"
          "subcommands:\n";
-  for (const auto& s : all) out << "  " << s.name << std::string(s.name.size() < 10 ? 10 - s.name.size() : 1, ' ') << s.summary << "\n";
+  for (const auto& s : all)
+    out << "  " << s.name << std::string(s.name.size() < 10 ? 10 - s.name.size() : 1, ' ') << s.summary << "\n";
   out << "\n'specdec-sim <subcommand> --help' lists a subcommand's options.\n";
 }
 

@@ -18,9 +18,8 @@ mc_policy policy_of(const option_parser& o) {
   gpu::require_device();
   return mc_policy::cuda;
 #else
-  throw std::runtime_error(
-      "--policy cuda: this specdec-sim was built without CUDA (configure with a CUDA compiler, "
-      "-DSPECDEC_ENABLE_CUDA=ON, to build it with); use --policy seq");
+  throw std::runtime_error("--policy cuda: this specdec-sim was built without CUDA (configure with a CUDA compiler, "
+                           "-DSPECDEC_ENABLE_CUDA=ON, to build it with); use --policy seq");
 #endif
 }
 

@@ -112,8 +112,7 @@ std::string quoted(const std::string& text) {
 }
 
 std::string color(std::size_t i) {
-  static const char* const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-                                        "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
+  static const char* const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
   return std::string("rgb '") + palette[i % (sizeof palette / sizeof palette[0])] + "'";
 }
 

@@ -47,8 +47,9 @@ class mc_cache {
     const auto key = std::make_pair(alpha, gamma);
     auto it = cache_.find(key);
     if (it == cache_.end())
-      it = cache_.emplace(key, sd_chain(s_.policy, alpha, gamma,
-                                        {s_.seed, point_stream({1.0, alpha, static_cast<double>(gamma)}), 0, s_.draws}))
+      it = cache_
+               .emplace(key, sd_chain(s_.policy, alpha, gamma,
+                                      {s_.seed, point_stream({1.0, alpha, static_cast<double>(gamma)}), 0, s_.draws}))
                .first;
     return it->second;
   }
@@ -87,8 +88,8 @@ std::string plot_body(const settings& s, const table& csv) {
   if (have_mc) {
     // Points (alpha, mean, 1.96 se) of the estimate in column `mean` of the rows where column `key`
     // equals `value` and column `other` equals `other_value` (one row per alpha).
-    const auto points = [&](const std::string& name, std::size_t mean, std::size_t key, double value,
-                            std::size_t other, double other_value) {
+    const auto points = [&](const std::string& name, std::size_t mean, std::size_t key, double value, std::size_t other,
+                            double other_value) {
       table b;
       for (const auto& row : csv.rows)
         if (row[key] == value && row[other] == other_value) b.add({row[c_alpha], row[mean], 1.96 * row[mean + 1]});
@@ -111,8 +112,8 @@ std::string plot_body(const settings& s, const table& csv) {
   // Panel 2: the optimal gamma per c.
   g << "\nset title 'Optimal γ (Thm 3.8), γ ≤ " << s.max_gamma << "'\nset ylabel 'optimal γ'\nset yrange [0:*]\nplot ";
   for (std::size_t k = 0; k < s.cs.size(); ++k)
-    g << (k ? ", \\\n  " : "") << "$gammas using 1:" << 2 + k << " with steps lw 2 lc " << color(k)
-      << " title " << quoted("c = " + short_number(s.cs[k]));
+    g << (k ? ", \\\n  " : "") << "$gammas using 1:" << 2 + k << " with steps lw 2 lc " << color(k) << " title "
+      << quoted("c = " + short_number(s.cs[k]));
   // Panel 3: the speedup at the optimal gamma per c.
   g << "\nset title 'Speedup at the optimal γ (Thm 3.8)'\nset ylabel 'walltime improvement'\nset yrange [1:*]\nplot ";
   for (std::size_t k = 0; k < s.cs.size(); ++k) {
@@ -165,10 +166,22 @@ int run(std::span<const std::string> args) {
       sim::estimate at_best{};
       if (s.draws > 0) at_best = mc.at(alpha, best.x).speedup(c);
       for (const int gamma : s.gammas) {
-        std::vector<double> row{alpha, static_cast<double>(gamma), c, sd::expected_tokens(alpha, gamma),
-                                std::sqrt(sd::tokens_variance(alpha, gamma)), sd::speedup(alpha, gamma, c),
-                                sd::operations_factor(alpha, gamma, s.c_hat.value_or(c)), static_cast<double>(best.x),
-                                best.value, real_best, nan_v, nan_v, nan_v, nan_v, nan_v, nan_v,
+        std::vector<double> row{alpha,
+                                static_cast<double>(gamma),
+                                c,
+                                sd::expected_tokens(alpha, gamma),
+                                std::sqrt(sd::tokens_variance(alpha, gamma)),
+                                sd::speedup(alpha, gamma, c),
+                                sd::operations_factor(alpha, gamma, s.c_hat.value_or(c)),
+                                static_cast<double>(best.x),
+                                best.value,
+                                real_best,
+                                nan_v,
+                                nan_v,
+                                nan_v,
+                                nan_v,
+                                nan_v,
+                                nan_v,
                                 static_cast<double>(s.draws)};
         if (s.draws > 0) {
           put_estimate(row, c_mc_tokens, mc.at(alpha, gamma).tokens());

@@ -60,9 +60,9 @@ std::string plot_body(const settings& s, const table& csv, std::uint64_t draws) 
     << "set xlabel 'true-positive rate η_{TP}'\nset xrange [0:1]\nset yrange [0:*]\n";
   for (int panel = 0; panel < 2; ++panel) {
     const bool tokens = panel == 0;
-    g << "set title " << quoted(tokens ? "Fig. 5: tokens accepted by the verifier, r = " + std::to_string(s.r)
-                                       : "Fig. 6: expected stopping time, r = " + std::to_string(s.r) +
-                                             ", t_d = " + short_number(s.t_d))
+    g << "set title "
+      << quoted(tokens ? "Fig. 5: tokens accepted by the verifier, r = " + std::to_string(s.r)
+                       : "Fig. 6: expected stopping time, r = " + std::to_string(s.r) + ", t_d = " + short_number(s.t_d))
       << "\nset ylabel " << quoted(tokens ? "E[N_{SPRINTER}]" : "E[T_{stop}]") << "\n";
     // The perfect verifier (eta_tp = 1, eta_fp = 0): N = r, T_stop = (r + 1) t_d.
     const double ideal = tokens ? s.r : (s.r + 1) * per_token;
@@ -107,20 +107,28 @@ int run(std::span<const std::string> args) {
   const std::uint64_t draws = o.draws();
   const mc_policy policy = policy_of(o);
 
-  table csv{{"eta_tp", "eta_fp", "r", "t_d", "t_v", "expected_tokens", "tokens_sd", "expected_stopping_time",
-             "mc_tokens", "mc_tokens_se", "mc_stopping_time", "mc_stopping_time_se", "mc_draws"},
+  table csv{{"eta_tp", "eta_fp", "r", "t_d", "t_v", "expected_tokens", "tokens_sd", "expected_stopping_time", "mc_tokens",
+             "mc_tokens_se", "mc_stopping_time", "mc_stopping_time_se", "mc_draws"},
             {}};
   progress bar("specdec-sim sprinter", s.tps.size() * s.fps.size(), o.quiet());
   for (const double fp : s.fps) {
     for (const double tp : s.tps) {
-      std::vector<double> row{tp, fp, static_cast<double>(s.r), s.t_d, s.t_v,
+      std::vector<double> row{tp,
+                              fp,
+                              static_cast<double>(s.r),
+                              s.t_d,
+                              s.t_v,
                               sprinter::expected_tokens(tp, fp, s.r),
                               std::sqrt(sprinter::tokens_variance(tp, fp, s.r)),
                               sprinter::expected_stopping_time(tp, fp, s.r, s.t_d + s.t_v),
-                              nan_v, nan_v, nan_v, nan_v, static_cast<double>(draws)};
+                              nan_v,
+                              nan_v,
+                              nan_v,
+                              nan_v,
+                              static_cast<double>(draws)};
       if (draws > 0) {
-        const auto mc = sprinter_chain(policy, tp, fp, s.r,
-                                       {o.seed(), point_stream({3.0, tp, fp, static_cast<double>(s.r)}), 0, draws});
+        const auto mc =
+            sprinter_chain(policy, tp, fp, s.r, {o.seed(), point_stream({3.0, tp, fp, static_cast<double>(s.r)}), 0, draws});
         put_estimate(row, c_mc_tokens, mc.tokens());
         put_estimate(row, c_mc_stopping_time, mc.stopping_time(s.t_d, s.t_v));
       }

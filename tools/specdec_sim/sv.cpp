@@ -28,8 +28,19 @@ using namespace specdec_sim;
 constexpr double nan_v = NAN;
 
 // Columns of the CSV table.
-enum column : std::size_t { c_gamma, c_expected, c_sd, c_latency, c_goodput, c_optimal, c_mc_accepted, c_mc_accepted_se,
-                            c_mc_goodput, c_mc_goodput_se, c_mc_draws };
+enum column : std::size_t {
+  c_gamma,
+  c_expected,
+  c_sd,
+  c_latency,
+  c_goodput,
+  c_optimal,
+  c_mc_accepted,
+  c_mc_accepted_se,
+  c_mc_goodput,
+  c_mc_goodput_se,
+  c_mc_draws
+};
 
 // Two panels: E(N | gamma), and the goodput with its optimum marked.
 std::string plot_body(const table& csv, int best, bool count_target, std::uint64_t draws) {
@@ -49,7 +60,8 @@ std::string plot_body(const table& csv, int best, bool count_target, std::uint64
   g << "set title 'Accepted drafts E(N | γ) (App. D eq. 4)'\nset ylabel 'E(N | γ)'\nplot "
     << "$theory using 1:2 with linespoints lw 2 pt 6 lc " << color(0) << " title 'theory, eq. (4)'";
   if (draws > 0) g << ", \\\n  " << mc_series("mcN", 1) << ", \\\n  " << mc_key(draws);
-  g << "\nset title " << quoted(count_target ? "Goodput (N + 1) / L(γ), target token counted" : "Goodput E(N | γ) / L(γ) (App. D eq. 6)")
+  g << "\nset title "
+    << quoted(count_target ? "Goodput (N + 1) / L(γ), target token counted" : "Goodput E(N | γ) / L(γ) (App. D eq. 6)")
     << "\nset ylabel 'tokens per unit time'\n"
     << "set arrow 1 from " << best << ", graph 0 to " << best << ", graph 1 nohead dt 2 lw 1.5 lc rgb '#555555'\n"
     << "set label 1 " << quoted("optimum γ = " + std::to_string(best)) << " at " << best << ", graph 0.75 offset 0.6,0\n"
@@ -113,20 +125,25 @@ int run(std::span<const std::string> args) {
   const auto counting = count_target ? opt::token_counting::with_target_token : opt::token_counting::accepted_drafts;
   const auto goodput_at = [&](int gamma) {
     const double n = sv::expected_accepted(as, gamma);
-    return count_target ? sv::goodput(n + 1.0, latency[static_cast<std::size_t>(gamma)])
-                        : sv::estimated_goodput(as, gamma, ls);
+    return count_target ? sv::goodput(n + 1.0, latency[static_cast<std::size_t>(gamma)]) : sv::estimated_goodput(as, gamma, ls);
   };
-  const int best = static_cast<int>(
-      opt::brute_force_length(as.first(static_cast<std::size_t>(max_gamma)), ls, counting).length);
+  const int best = static_cast<int>(opt::brute_force_length(as.first(static_cast<std::size_t>(max_gamma)), ls, counting).length);
 
-  table csv{{"gamma", "expected_accepted", "accepted_sd", "latency", "goodput", "optimal", "mc_accepted",
-             "mc_accepted_se", "mc_goodput", "mc_goodput_se", "mc_draws"},
+  table csv{{"gamma", "expected_accepted", "accepted_sd", "latency", "goodput", "optimal", "mc_accepted", "mc_accepted_se",
+             "mc_goodput", "mc_goodput_se", "mc_draws"},
             {}};
   progress bar("specdec-sim sv", static_cast<std::uint64_t>(max_gamma) + 1, o.quiet());
   for (int gamma = 0; gamma <= max_gamma; ++gamma) {
-    std::vector<double> row{static_cast<double>(gamma), sv::expected_accepted(as, gamma),
-                            std::sqrt(sv::variance_accepted(as, gamma)), latency[static_cast<std::size_t>(gamma)],
-                            goodput_at(gamma), gamma == best ? 1.0 : 0.0, nan_v, nan_v, nan_v, nan_v,
+    std::vector<double> row{static_cast<double>(gamma),
+                            sv::expected_accepted(as, gamma),
+                            std::sqrt(sv::variance_accepted(as, gamma)),
+                            latency[static_cast<std::size_t>(gamma)],
+                            goodput_at(gamma),
+                            gamma == best ? 1.0 : 0.0,
+                            nan_v,
+                            nan_v,
+                            nan_v,
+                            nan_v,
                             static_cast<double>(draws)};
     if (draws > 0) {
       const auto r = sv_accepted(policy, as, gamma, {o.seed(), point_stream({4.0, static_cast<double>(gamma)}), 0, draws});

@@ -66,10 +66,13 @@ std::string tree_plot_body(const table& csv, std::uint64_t draws, std::size_t bu
   table best_shape_rows;
   for (const auto& row : csv.rows) {
     std::string title;
-    if (row[t_shape] == double(chain_shape)) title = "chain of " + short_number(row[t_nodes]);
+    if (row[t_shape] == double(chain_shape))
+      title = "chain of " + short_number(row[t_nodes]);
     else if (row[t_shape] == double(complete_shape))
-      title = short_number(row[t_arity]) + "-ary, depth " + short_number(row[t_depth]) + " (" + short_number(row[t_nodes]) + " nodes)";
-    else title = "best tree of " + short_number(row[t_nodes]) + " nodes";
+      title = short_number(row[t_arity]) + "-ary, depth " + short_number(row[t_depth]) + " (" + short_number(row[t_nodes]) +
+              " nodes)";
+    else
+      title = "best tree of " + short_number(row[t_nodes]) + " nodes";
     auto it = std::find_if(series.begin(), series.end(), [&](const auto& s) { return s.first == title; });
     if (it == series.end()) it = series.insert(series.end(), {title, table{}});
     it->second.add({row[t_alpha], row[t_expected], row[t_mc], 1.96 * row[t_mc_se]});
@@ -82,8 +85,8 @@ std::string tree_plot_body(const table& csv, std::uint64_t draws, std::size_t bu
   g << "set title " << quoted("Expected accepted drafts, budget " + std::to_string(budget) + " nodes") << "\n"
     << "set ylabel 'E[accepted drafts]'\nset yrange [0:*]\nplot ";
   for (std::size_t i = 0; i < series.size(); ++i) {
-    g << (i ? ", \\\n  " : "") << "$s" << i << " using 1:2 with linespoints lw 2 pt 6 ps 0.6 lc " << color(i)
-      << " title " << quoted(series[i].first);
+    g << (i ? ", \\\n  " : "") << "$s" << i << " using 1:2 with linespoints lw 2 pt 6 ps 0.6 lc " << color(i) << " title "
+      << quoted(series[i].first);
     if (draws > 0) g << ", \\\n  $s" << i << " using 1:3:4 with yerrorbars pt 7 ps 0.5 lc " << color(i) << " notitle";
   }
   if (draws > 0) g << ", \\\n  " << mc_key(draws);
@@ -111,7 +114,8 @@ int run_tree(std::span<const std::string> args) {
   for (const double a : alphas)
     if (!(a >= 0 && a <= 1)) throw usage_error("--alpha values must be in [0, 1]");
   const std::vector<int> budget_arg = o.integers("budget"), arities = o.integers("arity");
-  if (budget_arg.size() != 1 || budget_arg[0] < 1 || budget_arg[0] > 4096) throw usage_error("--budget takes one integer in 1..4096");
+  if (budget_arg.size() != 1 || budget_arg[0] < 1 || budget_arg[0] > 4096)
+    throw usage_error("--budget takes one integer in 1..4096");
   for (const int k : arities)
     if (k < 2) throw usage_error("--arity values must be >= 2");
   if (policy_of(o) != mc_policy::seq) throw usage_error("specdec-sim tree runs on the seq policy only");
@@ -128,8 +132,8 @@ int run_tree(std::span<const std::string> args) {
     if (depth > 0) fixed_trees.push_back({complete_shape, k, tree::complete_tree(k, depth)});
   }
 
-  table csv{{"alpha", "shape", "arity", "depth", "nodes", "expected_accepted", "closed_form", "mc_accepted",
-             "mc_accepted_se", "mc_draws"},
+  table csv{{"alpha", "shape", "arity", "depth", "nodes", "expected_accepted", "closed_form", "mc_accepted", "mc_accepted_se",
+             "mc_draws"},
             {}};
   progress bar("specdec-sim tree", alphas.size(), o.quiet());
   for (const double alpha : alphas) {
@@ -143,8 +147,16 @@ int run_tree(std::span<const std::string> args) {
       double closed = nan_v;
       if (t.shape == chain_shape) closed = tree::chain_expected_accepted(slots);
       if (t.shape == complete_shape) closed = tree::complete_tree_expected_accepted(alpha, t.arity, depth);
-      std::vector<double> row{alpha, double(t.shape), double(t.arity), double(depth), double(t.layout.num_nodes(0) - 1),
-                              tree::expected_accepted(t.layout, 0, node_alphas), closed, nan_v, nan_v, double(draws)};
+      std::vector<double> row{alpha,
+                              double(t.shape),
+                              double(t.arity),
+                              double(depth),
+                              double(t.layout.num_nodes(0) - 1),
+                              tree::expected_accepted(t.layout, 0, node_alphas),
+                              closed,
+                              nan_v,
+                              nan_v,
+                              double(draws)};
       if (draws > 0) {
         const auto r = sim::tree::walk(t.layout, 0, node_alphas,
                                        {o.seed(), point_stream({8.0, alpha, double(t.shape), double(t.arity)}), 0, draws});
@@ -162,8 +174,22 @@ int run_tree(std::span<const std::string> args) {
 // ---- specdec-sim block -----------------------------------------------------------------------------
 
 // Columns of the block CSV.
-enum block_column : std::size_t { b_pair, b_vocab, b_gamma, b_alpha, b_token, b_block, b_gain, b_mc_token, b_mc_token_se,
-                                  b_mc_block, b_mc_block_se, b_mc_gain, b_mc_gain_se, b_mc_draws };
+enum block_column : std::size_t {
+  b_pair,
+  b_vocab,
+  b_gamma,
+  b_alpha,
+  b_token,
+  b_block,
+  b_gain,
+  b_mc_token,
+  b_mc_token_se,
+  b_mc_block,
+  b_mc_block_se,
+  b_mc_gain,
+  b_mc_gain_se,
+  b_mc_draws
+};
 
 struct row_pair {
   std::string name;
@@ -178,8 +204,8 @@ std::string block_plot_body(const table& csv, const std::vector<row_pair>& pairs
     table t;
     for (const auto& row : csv.rows)
       if (row[b_pair] == static_cast<double>(i))
-        t.add({row[b_gamma], row[b_token], row[b_block], row[b_gain], row[b_mc_token], 1.96 * row[b_mc_token_se],
-               row[b_mc_block], 1.96 * row[b_mc_block_se], row[b_mc_gain], 1.96 * row[b_mc_gain_se]});
+        t.add({row[b_gamma], row[b_token], row[b_block], row[b_gain], row[b_mc_token], 1.96 * row[b_mc_token_se], row[b_mc_block],
+               1.96 * row[b_mc_block_se], row[b_mc_gain], 1.96 * row[b_mc_gain_se]});
     g << datablock(block_name('p', i), t);
   }
   g << "set encoding utf8\nset multiplot layout 1,2\nset grid\nset key top left Left reverse\n"
@@ -189,8 +215,7 @@ std::string block_plot_body(const table& csv, const std::vector<row_pair>& pairs
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const std::string b = block_name('p', i).insert(0, 1, '$');
     g << (i ? ", \\\n  " : "") << b << " using 1:3 with linespoints lw 2 pt 6 lc " << color(i) << " title "
-      << quoted(pairs[i].name) << ", \\\n  " << b << " using 1:2 with linespoints lw 2 dt 2 pt 4 lc " << color(i)
-      << " notitle";
+      << quoted(pairs[i].name) << ", \\\n  " << b << " using 1:2 with linespoints lw 2 dt 2 pt 4 lc " << color(i) << " notitle";
     if (draws > 0)
       g << ", \\\n  " << b << " using 1:7:8 with yerrorbars pt 7 ps 0.5 lc " << color(i) << " notitle, \\\n  " << b
         << " using 1:5:6 with yerrorbars pt 7 ps 0.5 lc " << color(i) << " notitle";
@@ -236,11 +261,12 @@ int run_block(std::span<const std::string> args) {
     const auto p = specdec::random_markov_model(v, 0, pair_seed * 1000 + 2 * static_cast<std::uint64_t>(i), 0.5);
     const auto q = specdec::random_markov_model(v, 0, pair_seed * 1000 + 2 * static_cast<std::uint64_t>(i) + 1, 1.0);
     pairs.push_back({"random pair " + std::to_string(i) + " (V = " + std::to_string(v) + ")",
-                     {p.table().begin(), p.table().end()}, {q.table().begin(), q.table().end()}});
+                     {p.table().begin(), p.table().end()},
+                     {q.table().begin(), q.table().end()}});
   }
 
-  table csv{{"pair", "vocab", "gamma", "alpha", "token_wise", "block", "gain", "mc_token_wise", "mc_token_wise_se",
-             "mc_block", "mc_block_se", "mc_gain", "mc_gain_se", "mc_draws"},
+  table csv{{"pair", "vocab", "gamma", "alpha", "token_wise", "block", "gain", "mc_token_wise", "mc_token_wise_se", "mc_block",
+             "mc_block_se", "mc_gain", "mc_gain_se", "mc_draws"},
             {}};
   progress bar("specdec-sim block", pairs.size() * static_cast<std::size_t>(mg[0]), o.quiet());
   for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -248,10 +274,12 @@ int run_block(std::span<const std::string> args) {
     const double alpha = specdec::theory::sd::acceptance_rate(p, q);
     for (int gamma = 1; gamma <= mg[0]; ++gamma) {
       const double token = block::token_wise_expected_accepted(p, q, gamma), exact = block::block_expected_accepted(p, q, gamma);
-      std::vector<double> row{double(i), double(p.size()), double(gamma), alpha, token, exact, exact - token,
-                              nan_v, nan_v, nan_v, nan_v, nan_v, nan_v, double(draws)};
+      std::vector<double> row{
+          double(i), double(p.size()), double(gamma), alpha, token, exact, exact - token, nan_v, nan_v, nan_v, nan_v, nan_v,
+          nan_v,     double(draws)};
       if (draws > 0) {
-        const auto r = sim::block::verification(p, q, gamma, {o.seed(), point_stream({9.0, double(pair_seed), double(i), double(gamma)}), 0, draws});
+        const auto r = sim::block::verification(
+            p, q, gamma, {o.seed(), point_stream({9.0, double(pair_seed), double(i), double(gamma)}), 0, draws});
         put_estimate(row, b_mc_token, r.token_wise_accepted());
         put_estimate(row, b_mc_block, r.block_accepted());
         put_estimate(row, b_mc_gain, r.block_gain());

@@ -64,7 +64,8 @@ template <class T>
 chain_result bild_verify(const bild_rule& rule, std::span<const token_id> drafts, std::span<const T> target_probs,
                          std::size_t vocab_size) {
   const std::size_t n = drafts.size(), V = vocab_size;
-  SPECDEC_EXPECTS(V >= 1 && target_probs.size() == (n + 1) * V, "specdec::bild_verify: target_probs must hold (drafts + 1) rows of V");
+  SPECDEC_EXPECTS(V >= 1 && target_probs.size() == (n + 1) * V,
+                  "specdec::bild_verify: target_probs must hold (drafts + 1) rows of V");
   chain_result r;
   for (const token_id x : drafts)
     if (!in_vocabulary(x, V)) {

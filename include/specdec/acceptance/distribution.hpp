@@ -21,10 +21,9 @@ namespace specdec {
 //! Writes accepted[v] = a(v) and corrected[v] = R r(v).
 //! \pre all four rows have the same length
 template <RejectionRule Rule>
-void emission_distribution(const Rule& rule, std::span<const double> p, std::span<const double> q,
-                           std::span<double> accepted, std::span<double> corrected) {
-  SPECDEC_EXPECTS(p.size() == q.size() && accepted.size() == p.size() && corrected.size() == p.size(),
-                  "rows differ in length");
+void emission_distribution(const Rule& rule, std::span<const double> p, std::span<const double> q, std::span<double> accepted,
+                           std::span<double> corrected) {
+  SPECDEC_EXPECTS(p.size() == q.size() && accepted.size() == p.size() && corrected.size() == p.size(), "rows differ in length");
   double accepted_total = 0.0, residual_total = 0.0;
   for (std::size_t v = 0; v < p.size(); ++v) {
     accepted[v] = rule.accepted_mass(p[v], q[v]);

@@ -87,8 +87,8 @@ last_token_result check_last_token(token_id x, std::span<const T> q, std::span<c
 //! is p (standard SD). A deterministic verifier has a(v) in {0, 1}.
 //! \pre p, q, accept_prob, out of one length > 0; p, q probability rows (sums 1 within 1e-6); each
 //!      accept_prob in [0, 1]. \throws specdec::error otherwise.
-inline void sprinter_token_distribution(std::span<const double> p, std::span<const double> q,
-                                        std::span<const double> accept_prob, std::span<double> out) {
+inline void sprinter_token_distribution(std::span<const double> p, std::span<const double> q, std::span<const double> accept_prob,
+                                        std::span<double> out) {
   SPECDEC_EXPECTS(!p.empty() && p.size() == q.size() && p.size() == accept_prob.size() && p.size() == out.size(),
                   "p, q, accept_prob and out must have one non-zero length");
   double sp = 0.0, sq = 0.0, excess = 0.0, rejected = 0.0;

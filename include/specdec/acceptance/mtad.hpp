@@ -70,8 +70,7 @@ class mtad_rule {
   //! Whether a prefix with joint log p and joint log q passes: min(0, log_p - log_q) > log tau.
   //! A prefix with log_p = -inf or log_q = -inf never passes.
   bool passes(double log_p, double log_q) const noexcept {
-    if (!(log_p > -std::numeric_limits<double>::infinity()) || !(log_q > -std::numeric_limits<double>::infinity()))
-      return false;
+    if (!(log_p > -std::numeric_limits<double>::infinity()) || !(log_q > -std::numeric_limits<double>::infinity())) return false;
     return std::min(0.0, log_p - log_q) > log_tau_;
   }
 
@@ -82,8 +81,7 @@ class mtad_rule {
 
 //! The MTAD accepted length: the largest j in 1..n with rule.passes(log_p[j-1], log_q[j-1]), or 0.
 //! \pre log_p.size() == log_q.size(). \throws specdec::error otherwise.
-inline std::size_t mtad_accepted_length(const mtad_rule& rule, std::span<const double> log_p,
-                                        std::span<const double> log_q) {
+inline std::size_t mtad_accepted_length(const mtad_rule& rule, std::span<const double> log_p, std::span<const double> log_q) {
   SPECDEC_EXPECTS(log_p.size() == log_q.size(), "log_p and log_q must have one entry per prefix");
   for (std::size_t j = log_p.size(); j > 0; --j)
     if (rule.passes(log_p[j - 1], log_q[j - 1])) return j;
@@ -99,8 +97,8 @@ inline std::size_t mtad_accepted_length(const mtad_rule& rule, std::span<const d
 //! \throws specdec::error when a precondition fails.
 template <exec::ExecutionPolicy Policy, class T>
 chain_result mtad_verify(const Policy&, const mtad_rule& rule, std::span<const token_id> drafts,
-                         std::span<const double> log_q_prefix, std::span<const T> target_probs,
-                         std::size_t vocab_size, const random::request_stream& stream) {
+                         std::span<const double> log_q_prefix, std::span<const T> target_probs, std::size_t vocab_size,
+                         const random::request_stream& stream) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::mtad_verify");
   const std::size_t n = drafts.size(), V = vocab_size;
   SPECDEC_EXPECTS(V >= 1, "the vocabulary must not be empty");
@@ -149,8 +147,8 @@ chain_result mtad_verify(const Policy&, const mtad_rule& rule, std::span<const t
 //! the target rows [n + 1][V].
 template <exec::ExecutionPolicy Policy, class T>
 chain_result mtad_verify(const Policy& policy, const mtad_rule& rule, const std::vector<token_id>& drafts,
-                         const std::vector<double>& log_q_prefix, const std::vector<T>& target_probs,
-                         std::size_t vocab_size, const random::request_stream& stream) {
+                         const std::vector<double>& log_q_prefix, const std::vector<T>& target_probs, std::size_t vocab_size,
+                         const random::request_stream& stream) {
   return mtad_verify(policy, rule, std::span<const token_id>(drafts), std::span<const double>(log_q_prefix),
                      std::span<const T>(target_probs), vocab_size, stream);
 }

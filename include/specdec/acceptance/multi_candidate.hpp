@@ -95,13 +95,15 @@ struct tree_method_of<typical_rule> {
 
 //! Any rule `specdec::verify_tree` accepts.
 template <class Rule>
-concept TreeRule = requires { { tree_method_of<Rule>::value } -> std::convertible_to<tree_method>; };
+concept TreeRule = requires {
+  { tree_method_of<Rule>::value } -> std::convertible_to<tree_method>;
+};
 
 //! Whether a tree rule reads the draft rows q.
 template <TreeRule Rule>
-inline constexpr bool tree_reads_draft = tree_method_of<Rule>::value == tree_method::multi_step ||
-                                         tree_method_of<Rule>::value == tree_method::recursive_rejection ||
-                                         tree_method_of<Rule>::value == tree_method::k_seq;
+inline constexpr bool tree_reads_draft =
+    tree_method_of<Rule>::value == tree_method::multi_step || tree_method_of<Rule>::value == tree_method::recursive_rejection ||
+    tree_method_of<Rule>::value == tree_method::k_seq;
 
 //! K-SEQ's rho* in [1, k]: the root of 1 - (1 - beta(rho))^k = rho beta(rho), beta(rho) =
 //! sum_v min(q(v), p(v) / rho) (SpecTr, the acceptance-optimal rho of its section 4). The left side
@@ -119,9 +121,12 @@ double k_seq_rho(std::span<const T> p, std::span<const T> q, std::size_t k) {
   for (std::size_t v = 0; v < p.size(); ++v) {
     const double pv = static_cast<double>(p[v]), qv = static_cast<double>(q[v]);
     if (!(pv > 0.0) || !(qv > 0.0)) continue;
-    if (pv >= kd * qv) q_fixed += qv;
-    else if (pv <= qv) p_fixed += pv;
-    else middle.emplace_back(pv, qv);
+    if (pv >= kd * qv)
+      q_fixed += qv;
+    else if (pv <= qv)
+      p_fixed += pv;
+    else
+      middle.emplace_back(pv, qv);
   }
   const auto beta = [&](double rho) {
     double b = q_fixed + p_fixed / rho;

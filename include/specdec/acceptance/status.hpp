@@ -38,9 +38,9 @@ constexpr bool is_valid(verify_status s) noexcept {
 //! Where a batch verification writes. Request b's tokens are tokens[b * (max_drafts + 1) + j]:
 //! the accepted drafts, then one correction or bonus token, then `no_token` (-1) padding.
 struct chain_outputs {
-  std::span<token_id> tokens;             //!< [B][max_drafts + 1]
-  std::span<std::int32_t> num_accepted;   //!< [B] drafted tokens accepted
-  std::span<verify_status> status;        //!< [B]
+  std::span<token_id> tokens;            //!< [B][max_drafts + 1]
+  std::span<std::int32_t> num_accepted;  //!< [B] drafted tokens accepted
+  std::span<verify_status> status;       //!< [B]
 };
 
 //! Options of a verification.

@@ -60,8 +60,9 @@ void verify_tree(const Policy& policy, const Rule& rule, const tree_batch<T>& ba
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_tree");
   static_assert(exec::backend_of<Policy> != exec::backend::cuda || tree_method_of<Rule>::value != tree_method::k_seq,
                 "specdec::verify_tree: k_seq (SpecTr K-SEQ) has no cuda kernel; verify with exec::seq or exec::simd");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda || tree_method_of<Rule>::value != tree_method::typical,
-                "specdec::verify_tree: typical_rule (typical acceptance) has no cuda kernel; verify with exec::seq or exec::simd");
+  static_assert(
+      exec::backend_of<Policy> != exec::backend::cuda || tree_method_of<Rule>::value != tree_method::typical,
+      "specdec::verify_tree: typical_rule (typical acceptance) has no cuda kernel; verify with exec::seq or exec::simd");
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
     return backend::simd::verify_tree<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
@@ -118,8 +119,8 @@ void verify_tree_from_logits(const Policy& policy, const Rule& rule, const tree_
 
 //! The result of verifying one tree.
 struct tree_result {
-  std::vector<token_id> tokens;     //!< accepted tokens, then the correction or bonus token
-  std::vector<std::int32_t> path;   //!< accepted node ids, root (0) first
+  std::vector<token_id> tokens;    //!< accepted tokens, then the correction or bonus token
+  std::vector<std::int32_t> path;  //!< accepted node ids, root (0) first
   std::int32_t num_accepted = 0;
   verify_status status = verify_status::ok;
 };
@@ -139,9 +140,10 @@ tree_result verify_one_tree(const Policy& policy, const Rule& rule, std::span<co
   std::vector<token_id> out_tokens(width);
   std::vector<std::int32_t> out_path(width);
   tree_result r;
-  verify_tree(policy, rule, batch, std::span<const random::request_stream>(&stream, 1),
-              tree_outputs{out_tokens, out_path, std::span<std::int32_t>(&r.num_accepted, 1), std::span<verify_status>(&r.status, 1)},
-              options);
+  verify_tree(
+      policy, rule, batch, std::span<const random::request_stream>(&stream, 1),
+      tree_outputs{out_tokens, out_path, std::span<std::int32_t>(&r.num_accepted, 1), std::span<verify_status>(&r.status, 1)},
+      options);
   for (const token_id t : out_tokens)
     if (t != no_token) r.tokens.push_back(t);
   for (const std::int32_t v : out_path)

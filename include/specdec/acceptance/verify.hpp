@@ -57,9 +57,8 @@ inline constexpr bool cuda_verifies_from_logits = cuda_verifies<Rule> && Rule::f
 //! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream;
 //! specdec::cuda_error on a CUDA error.
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
-void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
-            std::span<const random::request_stream> streams, const chain_outputs& out,
-            const verify_options& options = {}) {
+void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+            const chain_outputs& out, const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
   static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies<Rule>,
                 "specdec::verify: typical acceptance (typical_rule) has no cuda kernel; use exec::seq or exec::simd");
@@ -119,8 +118,9 @@ void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batc
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies_from_logits<Rule>,
-                "specdec::verify_from_logits: block verification and typical acceptance have no cuda kernel from logits; use exec::seq or exec::simd");
+  static_assert(
+      exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies_from_logits<Rule>,
+      "specdec::verify_from_logits: block verification and typical acceptance have no cuda kernel from logits; use exec::seq or exec::simd");
 #if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
   if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
     return backend::cuda::verify_from_logits(policy.stream, rule, logits_batch, target_params, draft_params, streams, out,
@@ -128,8 +128,8 @@ void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batc
 #endif
 #if SPECDEC_ENABLE_SIMD
   if constexpr (exec::backend_of<Policy> == exec::backend::simd)
-    return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, logits_batch, target_params, draft_params,
-                                                                        streams, out, options);
+    return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, logits_batch, target_params, draft_params, streams,
+                                                                        out, options);
 #endif
   (void)policy;
   backend::seq::verify_from_logits(rule, logits_batch, target_params, draft_params, streams, out, options);
@@ -150,7 +150,8 @@ chain_result verify_chain(const Policy& policy, const Rule& rule, std::span<cons
   static_assert(exec::backend_of<Policy> != exec::backend::cuda,
                 "specdec::verify_chain takes host memory; with exec::cuda call specdec::verify on device buffers");
   const std::int32_t n = static_cast<std::int32_t>(drafts.size());
-  chain_batch<T> batch{ragged_layout::packed(std::span<const std::int32_t>(&n, 1)), vocab_size, drafts, draft_probs, target_probs};
+  chain_batch<T> batch{ragged_layout::packed(std::span<const std::int32_t>(&n, 1)), vocab_size, drafts, draft_probs,
+                       target_probs};
   std::vector<token_id> tokens(drafts.size() + 1);
   chain_result r;
   verify(policy, rule, batch, std::span<const random::request_stream>(&stream, 1),
@@ -163,7 +164,7 @@ chain_result verify_chain(const Policy& policy, const Rule& rule, std::span<cons
 //! `verify_chain` on any contiguous containers (std::vector, std::array, spans): drafts of token ids,
 //! draft rows [n][V] and target rows [n + 1][V] of the same element type.
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, std::ranges::contiguous_range Drafts,
-// clang-format off
+          // clang-format off
           std::ranges::contiguous_range DraftRows, std::ranges::contiguous_range TargetRows>
   requires std::same_as<std::ranges::range_value_t<Drafts>, token_id> &&
            std::same_as<std::ranges::range_value_t<DraftRows>, std::ranges::range_value_t<TargetRows>>

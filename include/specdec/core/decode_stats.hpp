@@ -11,17 +11,17 @@ namespace specdec {
 
 //! Counters of one generation. Per-position vectors grow to the longest draft seen.
 struct decode_stats {
-  std::size_t iterations = 0;               //!< verification rounds (one target call each)
+  std::size_t iterations = 0;  //!< verification rounds (one target call each)
   std::size_t target_calls = 0;
-  std::size_t target_positions = 0;         //!< positions the target scored, summed over calls
+  std::size_t target_positions = 0;  //!< positions the target scored, summed over calls
   std::size_t draft_calls = 0;
-  std::size_t drafted = 0;                  //!< draft tokens proposed
-  std::size_t accepted = 0;                 //!< draft tokens accepted
-  std::size_t emitted = 0;                  //!< tokens appended to the output (accepted + corrections + bonus)
-  std::vector<std::size_t> drafted_at;      //!< drafted_at[i]: rounds that drafted a token at position i
-  std::vector<std::size_t> accepted_at;     //!< accepted_at[i]: rounds that accepted the token at position i
-  double simulated_time = 0.0;              //!< from the cost model
-  double wall_seconds = 0.0;                //!< measured
+  std::size_t drafted = 0;               //!< draft tokens proposed
+  std::size_t accepted = 0;              //!< draft tokens accepted
+  std::size_t emitted = 0;               //!< tokens appended to the output (accepted + corrections + bonus)
+  std::vector<std::size_t> drafted_at;   //!< drafted_at[i]: rounds that drafted a token at position i
+  std::vector<std::size_t> accepted_at;  //!< accepted_at[i]: rounds that accepted the token at position i
+  double simulated_time = 0.0;           //!< from the cost model
+  double wall_seconds = 0.0;             //!< measured
 
   //! Accepted draft tokens per round (the "mean accepted length" of vLLM's metrics).
   double mean_accepted_length() const noexcept { return iterations ? double(accepted) / double(iterations) : 0.0; }

@@ -140,8 +140,7 @@ class tree_layout {
           slot = parent;
         }
       }
-      for (std::size_t i = 1; i < n; ++i)
-        SPECDEC_EXPECTS(parents[base + i] != no_node - 1, "tree_layout: a node is on no path");
+      for (std::size_t i = 1; i < n; ++i) SPECDEC_EXPECTS(parents[base + i] != no_node - 1, "tree_layout: a node is on no path");
     }
     return from_parents(num_nodes, parents);
   }

@@ -81,12 +81,13 @@ struct chain_acceptance {};
 //! (`stage_draft::parents`), with one of the tree rules; the candidates must have been drawn as the
 //! rule assumes (acceptance/multi_candidate.hpp).
 struct tree_acceptance {
-  std::variant<target_only_rule, strict_rule, recursive_rejection_rule, k_seq_rule, greedy_rule, sample_and_match_rule, typical_rule>
+  std::variant<target_only_rule, strict_rule, recursive_rejection_rule, k_seq_rule, greedy_rule, sample_and_match_rule,
+               typical_rule>
       rule{};
 };
 
-using request_acceptance = std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule, block_rule,
-                                        typical_rule, tree_acceptance, mtad_rule, bild_rule, last_token_rule>;
+using request_acceptance = std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule,
+                                        block_rule, typical_rule, tree_acceptance, mtad_rule, bild_rule, last_token_rule>;
 
 namespace detail {
 inline bool same_typical(const typical_rule& a, const typical_rule& b) noexcept {
@@ -106,28 +107,29 @@ inline bool same_rule(const request_acceptance& a, const request_acceptance& b) 
   }
   if (const auto* l = std::get_if<lenient_rule>(&a)) return l->lenience() == std::get_if<lenient_rule>(&b)->lenience();
   if (const auto* m = std::get_if<mtad_rule>(&a)) return m->tau() == std::get_if<mtad_rule>(&b)->tau();
-  if (const auto* d = std::get_if<bild_rule>(&a)) return d->rollback_threshold() == std::get_if<bild_rule>(&b)->rollback_threshold();
+  if (const auto* d = std::get_if<bild_rule>(&a))
+    return d->rollback_threshold() == std::get_if<bild_rule>(&b)->rollback_threshold();
   return true;
 }
 
 //! A request of the step decoder.
 struct request_options {
-  std::vector<token_id> prompt;            //!< not empty (a BOS token starts an unconditional generation)
+  std::vector<token_id> prompt;  //!< not empty (a BOS token starts an unconditional generation)
   std::uint64_t seed = 0;
-  std::uint32_t request_id = 0;            //!< with `seed`, names the request's random streams
-  warp_params target_params{};             //!< how the target's rows are warped before verification
-  warp_params draft_params{};              //!< how the draft's rows are warped before drafting from them
-  std::size_t gamma = 4;                   //!< drafts per round (fewer near max_new_tokens)
+  std::uint32_t request_id = 0;  //!< with `seed`, names the request's random streams
+  warp_params target_params{};   //!< how the target's rows are warped before verification
+  warp_params draft_params{};    //!< how the draft's rows are warped before drafting from them
+  std::size_t gamma = 4;         //!< drafts per round (fewer near max_new_tokens)
   //! The draft-length stage: when set, the round's draft length is `length(stats)` (the request's
   //! counters so far) instead of `gamma`; `length_stage(policy)` wraps any `LengthPolicy`.
   std::function<std::size_t(const decode_stats&)> length{};
   //! The draft stop stage: when set, consulted after each drafted token (`stop_stage(rule)` wraps any
   //! `DraftStopRule`); a drafter stage's drafts are cut where it says, a batched chain draft stops there.
   std::function<draft_decision(const draft_view&)> stop{};
-  std::size_t max_new_tokens = 64;         //!< 0: the request finishes at the next step with no token
-  std::vector<token_id> stop_tokens;       //!< generation ends after emitting one of them
-  draft_stage drafter{};                   //!< empty: chain drafting on the decoder's draft model
-  request_acceptance acceptance{};         //!< how the target judges the drafts
+  std::size_t max_new_tokens = 64;    //!< 0: the request finishes at the next step with no token
+  std::vector<token_id> stop_tokens;  //!< generation ends after emitting one of them
+  draft_stage drafter{};              //!< empty: chain drafting on the decoder's draft model
+  request_acceptance acceptance{};    //!< how the target judges the drafts
 };
 
 //! A `LengthPolicy` or a `LengthController` as a request's length stage (`request_options::length`);
@@ -161,11 +163,11 @@ using request_handle = sequence_id;
 //! What a verified-length stage sees of a drafted request (chain and per-request host rules only).
 struct drafted_request {
   request_handle request = 0;
-  const decode_stats* stats = nullptr;     //!< its counters before this round
-  std::span<const token_id> context;       //!< prompt and emitted tokens
-  std::span<const token_id> drafts;        //!< this round's drafts
-  std::span<const float> q_rows;           //!< their q rows [drafts][V] (probabilities); empty for beam drafts
-  random::request_stream stream;           //!< this round's stream
+  const decode_stats* stats = nullptr;  //!< its counters before this round
+  std::span<const token_id> context;    //!< prompt and emitted tokens
+  std::span<const token_id> drafts;     //!< this round's drafts
+  std::span<const float> q_rows;        //!< their q rows [drafts][V] (probabilities); empty for beam drafts
+  random::request_stream stream;        //!< this round's stream
 };
 
 //! A stage that chooses, after drafting, how many of each request's drafts the target verifies
@@ -200,13 +202,13 @@ struct step_timing {
 //! What a step did for one request. The spans stay valid until the next step.
 struct step_event {
   request_handle request = 0;
-  std::span<const token_id> tokens;        //!< emitted this step
+  std::span<const token_id> tokens;  //!< emitted this step
   finish_reason finished = finish_reason::none;
   verify_status status = verify_status::ok;
-  std::size_t drafted = 0;                 //!< tokens drafted this round
-  std::size_t verified = 0;                //!< drafts judged: by the target (chain, joint), or the whole run (last_token)
-  std::span<const token_id> drafts;        //!< the drafts sent to the target (chain, joint: the verified ones)
-  std::span<const float> target_logits;    //!< the target's rows for this request ([rows][V]; empty: no target call)
+  std::size_t drafted = 0;               //!< tokens drafted this round
+  std::size_t verified = 0;              //!< drafts judged: by the target (chain, joint), or the whole run (last_token)
+  std::span<const token_id> drafts;      //!< the drafts sent to the target (chain, joint: the verified ones)
+  std::span<const float> target_logits;  //!< the target's rows for this request ([rows][V]; empty: no target call)
 };
 
 //! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary. `Rule` is the
@@ -238,18 +240,19 @@ class batch_decoder {
     validate(options.target_params);
     validate(options.draft_params);
     request r;
-    r.group = std::holds_alternative<last_token_rule>(options.acceptance) ? verify_group::last_token
-             : std::holds_alternative<tree_acceptance>(options.acceptance) ? verify_group::tree
-             : std::holds_alternative<mtad_rule>(options.acceptance) ||
-                     std::holds_alternative<bild_rule>(options.acceptance) ? verify_group::host
-             : options.drafter                                           ? verify_group::stage_chain
-                                                                         : verify_group::chain;
+    r.group = std::holds_alternative<last_token_rule>(options.acceptance)   ? verify_group::last_token
+              : std::holds_alternative<tree_acceptance>(options.acceptance) ? verify_group::tree
+              : std::holds_alternative<mtad_rule>(options.acceptance) || std::holds_alternative<bild_rule>(options.acceptance)
+                  ? verify_group::host
+              : options.drafter ? verify_group::stage_chain
+                                : verify_group::chain;
     SPECDEC_EXPECTS(r.group != verify_group::last_token || options.drafter,
                     "specdec::batch_decoder::add: the last-token rule needs a drafter stage that marks the verifier's tokens");
     SPECDEC_EXPECTS(r.group != verify_group::tree || options.drafter,
                     "specdec::batch_decoder::add: tree verification needs a tree drafter stage (draft/tree.hpp)");
-    SPECDEC_EXPECTS(r.group != verify_group::tree || TreeSequenceModel<Target>,
-                    "specdec::batch_decoder::add: tree verification needs a target that takes tree-shaped appends (TreeSequenceModel)");
+    SPECDEC_EXPECTS(
+        r.group != verify_group::tree || TreeSequenceModel<Target>,
+        "specdec::batch_decoder::add: tree verification needs a target that takes tree-shaped appends (TreeSequenceModel)");
     r.handle = next_handle_++;
     r.prompt_size = options.prompt.size();
     r.context = options.prompt;
@@ -301,7 +304,7 @@ class batch_decoder {
     request_handle handle = 0;
     request_options options;
     verify_group group = verify_group::chain;
-    std::size_t rule_class = 0;            // this step: requests of one class share their rule
+    std::size_t rule_class = 0;  // this step: requests of one class share their rule
     std::size_t prompt_size = 0;
     std::vector<token_id> context;         // prompt, then every emitted token
     std::vector<token_id> pending_target;  // committed, not yet in the target's state
@@ -310,24 +313,24 @@ class batch_decoder {
     finish_reason finished = finish_reason::none;
     verify_status status = verify_status::ok;
     // This round.
-    std::size_t gamma = 0;                 // the draft length allowed
-    std::size_t drafted = 0;               // tokens drafted
-    std::size_t draft_forwards = 0;        // rows the draft model computed for it (chain drafting)
-    std::size_t verified = 0;              // drafts sent to the target (chain, joint)
-    bool pending_in_draft = false;         // this round appended pending_draft to the draft model
-    bool draft_failed = false;             // the draft model or the drafter stage failed
-    std::size_t drafts_in_draft = 0;       // drafts this round appended to the draft model
-    std::size_t first_emitted = 0;         // output index of this step's first token
-    std::size_t slot = 0;                  // offset of its drafts in drafts_ (rows of V in q_probs_, q_logits_)
-    std::size_t drafts_at = 0;             // offset of its verified drafts in drafts_ (slot, or packed)
+    std::size_t gamma = 0;            // the draft length allowed
+    std::size_t drafted = 0;          // tokens drafted
+    std::size_t draft_forwards = 0;   // rows the draft model computed for it (chain drafting)
+    std::size_t verified = 0;         // drafts sent to the target (chain, joint)
+    bool pending_in_draft = false;    // this round appended pending_draft to the draft model
+    bool draft_failed = false;        // the draft model or the drafter stage failed
+    std::size_t drafts_in_draft = 0;  // drafts this round appended to the draft model
+    std::size_t first_emitted = 0;    // output index of this step's first token
+    std::size_t slot = 0;             // offset of its drafts in drafts_ (rows of V in q_probs_, q_logits_)
+    std::size_t drafts_at = 0;        // offset of its verified drafts in drafts_ (slot, or packed)
     std::size_t target_row = 0, target_rows = 0, target_drafts = 0;  // its rows of target_logits_; drafts appended
-    stage_draft block;                     // what its drafter stage wrote
-    std::vector<std::int32_t> tree_kept;   // a tree: offsets of the accepted path's nodes among the appended nodes
+    stage_draft block;                                               // what its drafter stage wrote
+    std::vector<std::int32_t> tree_kept;  // a tree: offsets of the accepted path's nodes among the appended nodes
     // This round's outcome.
-    std::vector<token_id> emitted;         // the tokens verification emitted
-    std::size_t target_kept = 0;           // appended drafts the target keeps
-    std::size_t accepted = 0;              // drafts kept (decode_stats::accepted)
-    std::size_t judged = 0;                // drafts judged (decode_stats::drafted)
+    std::vector<token_id> emitted;  // the tokens verification emitted
+    std::size_t target_kept = 0;    // appended drafts the target keeps
+    std::size_t accepted = 0;       // drafts kept (decode_stats::accepted)
+    std::size_t judged = 0;         // drafts judged (decode_stats::drafted)
     verify_status round_status = verify_status::ok;
 
     std::span<const token_id> output() const { return std::span<const token_id>(context).subspan(prompt_size); }
@@ -438,7 +441,8 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   for (auto& r : requests_) {
     r.first_emitted = r.output_size();
     r.pending_in_draft = r.draft_failed = false;
-    r.drafts_in_draft = r.drafted = r.draft_forwards = r.verified = r.target_rows = r.target_drafts = r.drafts_at = r.judged = r.target_row = 0;
+    r.drafts_in_draft = r.drafted = r.draft_forwards = r.verified = r.target_rows = r.target_drafts = r.drafts_at = r.judged =
+        r.target_row = 0;
     r.emitted.clear();
     if (r.finished == finish_reason::none && r.options.max_new_tokens == 0) release(r, finish_reason::length);
     if (r.finished == finish_reason::none) running_.push_back(&r);
@@ -447,7 +451,8 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   rule_classes_.clear();
   for (request* r : running_) {
     const auto same = [&](const request_acceptance& c) { return same_rule(c, r->options.acceptance); };
-    r->rule_class = static_cast<std::size_t>(std::find_if(rule_classes_.begin(), rule_classes_.end(), same) - rule_classes_.begin());
+    r->rule_class =
+        static_cast<std::size_t>(std::find_if(rule_classes_.begin(), rule_classes_.end(), same) - rule_classes_.begin());
     if (r->rule_class == rule_classes_.size()) rule_classes_.push_back(r->options.acceptance);
   }
   // std::sort with the request's position as the last key: the order of a stable sort, without the
@@ -542,8 +547,9 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
     SPECDEC_EXPECTS(n <= r->gamma, "specdec::batch_decoder: a drafter stage drafted more tokens than allowed");
     SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n),
                     "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q)");
-    SPECDEC_EXPECTS(r->group != verify_group::last_token || r->draft_failed || (n > 0 && b.kept + (b.check_last ? 1 : 0) == n),
-                    "specdec::batch_decoder: a last-token drafter stage must draft a run whose tokens but the checked last are kept");
+    SPECDEC_EXPECTS(
+        r->group != verify_group::last_token || r->draft_failed || (n > 0 && b.kept + (b.check_last ? 1 : 0) == n),
+        "specdec::batch_decoder: a last-token drafter stage must draft a run whose tokens but the checked last are kept");
     r->drafted = n;
     if (r->options.stop && !b.q_rows.empty() && r->group != verify_group::last_token) {
       r->gamma = n;
@@ -609,7 +615,8 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
       continue;
     }
     std::copy(logits.begin(), logits.end(), q_logits_.begin() + static_cast<std::ptrdiff_t>((r->slot + j) * vocab_));
-    const auto x = sample_categorical(std::span<const float>(q), stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
+    const auto x = sample_categorical(std::span<const float>(q),
+                                      stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
     drafts_[r->slot + j] = x.token;
     r->drafted = j + 1;
     if (r->options.stop) apply_stop(*r, j);
@@ -758,7 +765,8 @@ void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*
   for (auto it = first; it != last; ++it) {
     request& r = **it;
     if (at != r.slot) {  // only after a request drafted or verified fewer than its slot holds
-      std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot), r.verified, drafts_.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot), r.verified,
+                  drafts_.begin() + static_cast<std::ptrdiff_t>(at));
       std::copy_n(q_rows.begin() + static_cast<std::ptrdiff_t>(r.slot * vocab_), r.verified * vocab_,
                   q_rows.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
     }
@@ -828,7 +836,8 @@ void batch_decoder<P, T, D, R>::verify_on_host(request& r) {
       for (std::size_t j = 0; j < n; ++j)
         log_q_[j] = sum += std::log(static_cast<double>(q_probs(r)[j * vocab_ + static_cast<std::size_t>(drafts[j])]));
     }
-    c = mtad_verify(policy_, std::get<mtad_rule>(r.options.acceptance), drafts, std::span<const double>(log_q_), p, vocab_, stream_of(r));
+    c = mtad_verify(policy_, std::get<mtad_rule>(r.options.acceptance), drafts, std::span<const double>(log_q_), p, vocab_,
+                    stream_of(r));
   }
   r.emitted.assign(c.tokens.begin(), c.tokens.end());
   r.target_kept = r.accepted = static_cast<std::size_t>(c.num_accepted);
@@ -900,7 +909,8 @@ void batch_decoder<P, T, D, R>::verify_tree_request(request& r, const Tree& rule
   out_accepted_.resize(1);
   out_status_.resize(1);
   verify_tree_from_logits(policy_, rule, tree_batch_, std::span<const warp_params>(&r.options.target_params, 1),
-                          std::span<const random::request_stream>(&stream, 1), tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
+                          std::span<const random::request_stream>(&stream, 1),
+                          tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
   take_chain_row(r, 0, width);
   r.judged = r.drafted;
   r.tree_kept.clear();  // node ids 1.. are appended offsets 0..
@@ -936,7 +946,8 @@ void batch_decoder<P, T, D, R>::commit(request& r) {
   const bool called = r.target_rows > 0;
   // The target keeps the appended drafts that were accepted; the rest of the emitted tokens are pending.
   if (called && r.group == verify_group::tree) {
-    if constexpr (TreeSequenceModel<T>) target_->commit_tree(r.handle, r.target_drafts, std::span<const std::int32_t>(r.tree_kept));
+    if constexpr (TreeSequenceModel<T>)
+      target_->commit_tree(r.handle, r.target_drafts, std::span<const std::int32_t>(r.tree_kept));
     r.pending_target.assign(emitted.begin() + static_cast<std::ptrdiff_t>(r.target_kept), emitted.end());
   } else if (called) {
     target_->rollback(r.handle, r.target_drafts - r.target_kept);

@@ -29,7 +29,8 @@ struct cost_model {
 inline void validate(const cost_model& c) {
   SPECDEC_EXPECTS(std::isfinite(c.t_draft) && c.t_draft >= 0.0, "t_draft must be finite and >= 0");
   SPECDEC_EXPECTS(std::isfinite(c.t_target_base) && c.t_target_base >= 0.0, "t_target_base must be finite and >= 0");
-  SPECDEC_EXPECTS(std::isfinite(c.t_target_per_token) && c.t_target_per_token >= 0.0, "t_target_per_token must be finite and >= 0");
+  SPECDEC_EXPECTS(std::isfinite(c.t_target_per_token) && c.t_target_per_token >= 0.0,
+                  "t_target_per_token must be finite and >= 0");
   SPECDEC_EXPECTS(c.target_time(1) > 0.0, "a target call must cost > 0");
 }
 

@@ -37,10 +37,10 @@ namespace specdec {
 //! Options of a generation.
 struct decode_options {
   std::size_t max_new_tokens = 64;
-  warp_params target_params{};            //!< how the target's rows are warped before verification
+  warp_params target_params{};  //!< how the target's rows are warped before verification
   std::uint64_t seed = 0;
   std::uint32_t request_id = 0;
-  std::optional<token_id> stop_token{};   //!< generation ends after emitting it
+  std::optional<token_id> stop_token{};  //!< generation ends after emitting it
   cost_model cost{};
 };
 

@@ -41,8 +41,7 @@ double log_softmax_at(std::span<const T> logits, token_id t) {
 //! \throws specdec::error when a token is outside the vocabulary; specdec::numerical_error on an
 //!         unusable row; whatever the model throws.
 template <Model M>
-std::vector<double> token_log_likelihoods(const M& model, std::span<const token_id> context,
-                                          std::span<const token_id> tokens) {
+std::vector<double> token_log_likelihoods(const M& model, std::span<const token_id> context, std::span<const token_id> tokens) {
   const std::size_t V = model.vocab_size();
   std::vector<float> rows((tokens.size() + 1) * V);
   score(model, context, tokens, std::span<float>(rows));

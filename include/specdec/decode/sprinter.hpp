@@ -80,7 +80,8 @@ sprinter_result decode_sprinter(const Target& target, verifier_gated_drafter<Dra
   o.drafter = gated_stage(drafter, &r.sprinter);
   o.gamma = std::numeric_limits<std::size_t>::max();  // a run is capped by max_run and the budget
   o.acceptance = last_token;
-  detail::run_request(decoder, std::move(o), r, [&](const step_event& e) { r.sprinter.target_checks += !e.target_logits.empty(); });
+  detail::run_request(decoder, std::move(o), r,
+                      [&](const step_event& e) { r.sprinter.target_checks += !e.target_logits.empty(); });
   // Every run's drafts are kept by the verifier or judged by the target's check (decode_stats::accepted).
   r.sprinter.target_kept = r.stats.accepted - r.sprinter.verifier_accepted;
   r.stats.simulated_time += static_cast<double>(r.sprinter.verifier_calls) * sprinter.t_verifier;
@@ -91,10 +92,9 @@ sprinter_result decode_sprinter(const Target& target, verifier_gated_drafter<Dra
 //! `features`, the verifier `verifier` and the gating parameters `gating` (tau, max_run).
 //! \throws as the constructor of `verifier_gated_drafter` and the overload above.
 template <Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
-sprinter_result decode_sprinter(const Target& target, const DraftModel& draft, const warp_params& draft_params,
-                                Features features, V verifier, const gating_params& gating,
-                                std::span<const token_id> prompt, const decode_options& options,
-                                const sprinter_options& sprinter = {}) {
+sprinter_result decode_sprinter(const Target& target, const DraftModel& draft, const warp_params& draft_params, Features features,
+                                V verifier, const gating_params& gating, std::span<const token_id> prompt,
+                                const decode_options& options, const sprinter_options& sprinter = {}) {
   verifier_gated_drafter<DraftModel, Features, V> drafter(draft, draft_params, std::move(features), std::move(verifier), gating);
   return decode_sprinter(target, drafter, prompt, options, sprinter);
 }

@@ -107,9 +107,9 @@ std::size_t choose_sv_length(std::span<const double> gains, const L& latency, sv
 
 //! SV's own counters, next to `decode_stats`.
 struct sv_stats {
-  std::size_t drafted = 0;          //!< tokens drafted (verified + dropped)
-  std::size_t dropped = 0;          //!< drafted tokens never sent to the target
-  std::size_t companion_calls = 0;  //!< one per round with at least one draft
+  std::size_t drafted = 0;                          //!< tokens drafted (verified + dropped)
+  std::size_t dropped = 0;                          //!< drafted tokens never sent to the target
+  std::size_t companion_calls = 0;                  //!< one per round with at least one draft
   std::vector<std::size_t> verified_length_counts;  //!< [n]: rounds that verified n drafts (SV Table 9)
 
   //! Mean number of drafts verified per round.
@@ -138,12 +138,12 @@ struct sv_result : decode_result {
 
 //! Options of single-request SV.
 struct sv_options {
-  std::size_t gamma_max = 5;                 //!< tokens drafted per round (the paper's draft length)
-  sv_mode mode = sv_mode::exact;             //!< what the length decision may look at
+  std::size_t gamma_max = 5;      //!< tokens drafted per round (the paper's draft length)
+  sv_mode mode = sv_mode::exact;  //!< what the length decision may look at
   length_search search = length_search::incremental;
   optimize::token_counting counting = optimize::token_counting::accepted_drafts;  //!< goodput numerator
-  warp_params companion_params{};            //!< how the companion's logits become P_c
-  double t_companion = 0.05;                 //!< simulated time of one companion call (all positions)
+  warp_params companion_params{};                                                 //!< how the companion's logits become P_c
+  double t_companion = 0.05;  //!< simulated time of one companion call (all positions)
 };
 
 //! The latency of one single-request SV step that verifies k drafts, under a cost model:
@@ -170,8 +170,9 @@ struct sv_workspace {
 //! context + drafts[0..j), j < n), its rows are warped into P_c and compared with the q rows.
 //! \throws specdec::numerical_error when the companion returns a row without usable mass.
 template <exec::ExecutionPolicy Policy, Model C>
-void sv_indicators(const Policy& policy, const C& companion, const warp_params& companion_params, std::span<const token_id> context,
-                   std::span<const token_id> drafts, std::span<const float> q_rows, sv_workspace& w) {
+void sv_indicators(const Policy& policy, const C& companion, const warp_params& companion_params,
+                   std::span<const token_id> context, std::span<const token_id> drafts, std::span<const float> q_rows,
+                   sv_workspace& w) {
   const std::size_t V = companion.vocab_size(), n = drafts.size();
   w.s.resize(n);
   w.a.resize(n);
@@ -207,7 +208,7 @@ verify_length_stage sv_request_lengths(Policy policy, const Companion& companion
   SPECDEC_EXPECTS(!(sv.mode == sv_mode::exact && sv.search == length_search::brute_force),
                   "exact SV needs the incremental search: brute force looks at later drafts and loses exactness");
   return [=, c = &companion, e = &estimator, w = detail::sv_workspace{}](std::span<const drafted_request> requests,
-                                                                       std::span<std::size_t> lengths) mutable {
+                                                                         std::span<std::size_t> lengths) mutable {
     for (std::size_t k = 0; k < requests.size(); ++k) {
       if (requests[k].drafts.empty()) continue;
       detail::sv_request_gains(policy, *c, sv.companion_params, *e, sv.mode, requests[k], w);
@@ -289,9 +290,9 @@ struct sv_batch_options {
   sv_mode mode = sv_mode::exact;                   //!< what SV's decision may look at
   optimize::batch_scheduler_options scheduler{};   //!< counting and stop rule of the greedy
   warp_params companion_params{};                  //!< how the companion's logits become P_c
-  double t_draft_step = 0.05;      //!< one batched draft forward (one position of every request)
-  double t_companion_step = 0.05;  //!< one batched companion call scoring every drafted position
-  bool drafting_in_goodput = true; //!< the scheduler's L(K) includes the round's drafting time
+  double t_draft_step = 0.05;                      //!< one batched draft forward (one position of every request)
+  double t_companion_step = 0.05;                  //!< one batched companion call scoring every drafted position
+  bool drafting_in_goodput = true;                 //!< the scheduler's L(K) includes the round's drafting time
 };
 
 //! A batched generation: per-request results and the batch's simulated time.
@@ -321,24 +322,27 @@ verify_length_stage sv_batch_lengths(Policy policy, const Companion& companion, 
   validate(batch.companion_params);
   SPECDEC_EXPECTS(!(batch.mode == sv_mode::exact && batch.scheduler.stop == optimize::stop_rule::best_prefix),
                   "exact SV needs the first-drop rule: best_prefix looks at later drafts and loses exactness");
-  return [=, c = &companion, e = &estimator, w = detail::sv_workspace{}, gains = std::vector<double>{},
-          drafted = std::vector<std::size_t>{}](std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
-    gains.clear();
-    drafted.clear();
-    std::size_t gamma_round = 0;
-    for (const drafted_request& d : requests) {
-      drafted.push_back(d.drafts.size());
-      gamma_round = std::max(gamma_round, d.drafts.size());
-      if (d.drafts.empty()) continue;
-      detail::sv_request_gains(policy, *c, batch.companion_params, *e, batch.mode, d, w);
-      gains.insert(gains.end(), w.gains.begin(), w.gains.end());
-    }
-    const double drafting = static_cast<double>(gamma_round) * batch.t_draft_step + (gamma_round > 0 ? batch.t_companion_step : 0.0);
-    const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(requests.size()), batch.drafting_in_goodput ? drafting : 0.0};
-    const auto schedule = optimize::schedule_batch_from_gains(std::span<const double>(gains), std::span<const std::size_t>(drafted), step,
-                                                              batch.scheduler);
-    std::copy(schedule.lengths.begin(), schedule.lengths.end(), lengths.begin());
-  };
+  return
+      [=, c = &companion, e = &estimator, w = detail::sv_workspace{}, gains = std::vector<double>{},
+       drafted = std::vector<std::size_t>{}](std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
+        gains.clear();
+        drafted.clear();
+        std::size_t gamma_round = 0;
+        for (const drafted_request& d : requests) {
+          drafted.push_back(d.drafts.size());
+          gamma_round = std::max(gamma_round, d.drafts.size());
+          if (d.drafts.empty()) continue;
+          detail::sv_request_gains(policy, *c, batch.companion_params, *e, batch.mode, d, w);
+          gains.insert(gains.end(), w.gains.begin(), w.gains.end());
+        }
+        const double drafting =
+            static_cast<double>(gamma_round) * batch.t_draft_step + (gamma_round > 0 ? batch.t_companion_step : 0.0);
+        const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(requests.size()),
+                                                batch.drafting_in_goodput ? drafting : 0.0};
+        const auto schedule = optimize::schedule_batch_from_gains(std::span<const double>(gains),
+                                                                  std::span<const std::size_t>(drafted), step, batch.scheduler);
+        std::copy(schedule.lengths.begin(), schedule.lengths.end(), lengths.begin());
+      };
 }
 
 //! Decodes B requests together on the step decoder (chain drafting on `draft`, the strict rule): every
@@ -355,9 +359,9 @@ verify_length_stage sv_batch_lengths(Policy policy, const Companion& companion, 
 //!      `stop_rule::best_prefix` in exact mode, a bad latency profile, or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile TL>
 sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
-                                const Companion& companion, const estimate::acceptance_estimator& estimator, const TL& target_latency,
-                                std::span<const std::vector<token_id>> prompts, const decode_options& options,
-                                const sv_batch_options& batch) {
+                                const Companion& companion, const estimate::acceptance_estimator& estimator,
+                                const TL& target_latency, std::span<const std::vector<token_id>> prompts,
+                                const decode_options& options, const sv_batch_options& batch) {
   SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(batch.t_draft_step) && batch.t_draft_step >= 0.0 && std::isfinite(batch.t_companion_step) &&
                       batch.t_companion_step >= 0.0,
@@ -389,7 +393,8 @@ sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, cons
         verified += e.verified;
       }
     if (active == 0) continue;
-    const double drafting = static_cast<double>(gamma_round) * batch.t_draft_step + (use_sv && gamma_round > 0 ? batch.t_companion_step : 0.0);
+    const double drafting =
+        static_cast<double>(gamma_round) * batch.t_draft_step + (use_sv && gamma_round > 0 ? batch.t_companion_step : 0.0);
     const double round_time = drafting + theory::latency_at(target_latency, static_cast<int>(active + verified));
     out.simulated_time += round_time;
     ++out.rounds;
@@ -417,10 +422,10 @@ sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, cons
 
 //! Options of `profile_sv_indicators`.
 struct sv_profile_options {
-  std::size_t gamma = 5;              //!< SD's draft length during profiling
-  std::size_t tokens_per_prompt = 64; //!< tokens generated from each prompt
-  bool accept_bits = false;           //!< record sampled accept bits instead of probabilities
-  warp_params companion_params{};     //!< how the companion's logits become P_c
+  std::size_t gamma = 5;               //!< SD's draft length during profiling
+  std::size_t tokens_per_prompt = 64;  //!< tokens generated from each prompt
+  bool accept_bits = false;            //!< record sampled accept bits instead of probabilities
+  warp_params companion_params{};      //!< how the companion's logits become P_c
 };
 
 //! Profiling samples for the acceptance estimator (SV section 7.4's procedure): runs standard SD
@@ -433,9 +438,9 @@ struct sv_profile_options {
 //! \pre the models share the vocabulary. \throws as `decode`.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion>
 std::vector<estimate::indicator_sample> profile_sv_indicators(const Policy& policy, const Target& target, const Draft& draft,
-                                                               const warp_params& draft_params, const Companion& companion,
-                                                               std::span<const std::vector<token_id>> prompts,
-                                                               const decode_options& options, const sv_profile_options& profile) {
+                                                              const warp_params& draft_params, const Companion& companion,
+                                                              std::span<const std::vector<token_id>> prompts,
+                                                              const decode_options& options, const sv_profile_options& profile) {
   validate(options.target_params);
   validate(profile.companion_params);
   SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");

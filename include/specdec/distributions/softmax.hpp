@@ -98,8 +98,7 @@ row_status log_softmax(std::span<const T> logits, std::span<U> out, double tempe
   const double log_sum = std::log(detail::sum_exp_below(logits, m, temperature));
   const double lse = m / temperature + log_sum;  // log_sum_exp's value
   if (std::isfinite(lse)) {
-    for (std::size_t v = 0; v < logits.size(); ++v)
-      out[v] = static_cast<U>(static_cast<double>(logits[v]) / temperature - lse);
+    for (std::size_t v = 0; v < logits.size(); ++v) out[v] = static_cast<U>(static_cast<double>(logits[v]) / temperature - lse);
   } else {
     for (std::size_t v = 0; v < logits.size(); ++v)
       out[v] = static_cast<U>((static_cast<double>(logits[v]) - m) / temperature - log_sum);

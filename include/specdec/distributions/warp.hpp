@@ -36,9 +36,7 @@ struct warp_params {
   double min_p = 0.0;        //!< in [0, 1]; 0 = off
 
   //! True when the parameters leave a distribution unchanged (T = 1 and every filter off).
-  constexpr bool is_identity() const noexcept {
-    return temperature == 1.0 && top_k == 0 && top_p == 1.0 && min_p == 0.0;
-  }
+  constexpr bool is_identity() const noexcept { return temperature == 1.0 && top_k == 0 && top_p == 1.0 && min_p == 0.0; }
 };
 
 //! Checks `w`'s domain.

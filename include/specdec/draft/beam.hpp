@@ -72,17 +72,16 @@ inline constexpr warp_params mtad_default_warp{.temperature = 1.0, .top_k = 20, 
 //! Parameters of a beam draft. Defaults: W = 8 (Table 15), sampling without replacement, the
 //! warping of appendix F.
 struct beam_params {
-  std::size_t width = 8;                                 //!< W >= 1
+  std::size_t width = 8;  //!< W >= 1
   beam_mode mode = beam_mode::sample_without_replacement;
-  warp_params warp = mtad_default_warp;                  //!< applied to every q row (use the target's too)
+  warp_params warp = mtad_default_warp;  //!< applied to every q row (use the target's too)
 };
 
 //! Checks a beam_params.
 //! \throws specdec::error when width < 1, the mode is not a beam_mode, or the warp is invalid.
 inline void validate(const beam_params& b) {
   SPECDEC_EXPECTS(b.width >= 1, "the beam width W must be >= 1");
-  SPECDEC_EXPECTS(b.mode == beam_mode::search || b.mode == beam_mode::sample ||
-                      b.mode == beam_mode::sample_without_replacement,
+  SPECDEC_EXPECTS(b.mode == beam_mode::search || b.mode == beam_mode::sample || b.mode == beam_mode::sample_without_replacement,
                   "unknown beam_mode");
   validate(b.warp);
 }
@@ -142,8 +141,7 @@ class beam_drafter {
   //! \pre gamma >= 1; the context ids are in the vocabulary (checked by the model).
   //! \throws specdec::error when gamma < 1; specdec::numerical_error when the draft model returns a
   //!         row without usable mass (after warping).
-  std::size_t draft(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
-                    beam_block& out) {
+  std::size_t draft(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream, beam_block& out) {
     SPECDEC_EXPECTS(gamma >= 1, "the draft length gamma must be >= 1");
     const std::size_t V = model_->vocab_size();
     const std::size_t L = context.size();
@@ -162,8 +160,7 @@ class beam_drafter {
 
       candidates_.clear();
       for (std::size_t b = 0; b < B; ++b) {
-        if (warp_logits(std::span<const float>(logits_).subspan(b * V, V), std::span<double>(q_), params_.warp) !=
-            row_status::ok)
+        if (warp_logits(std::span<const float>(logits_).subspan(b * V, V), std::span<double>(q_), params_.warp) != row_status::ok)
           throw numerical_error("specdec::beam_drafter::draft: the draft model returned a row without usable mass");
         const double prefix = t == 0 ? 0.0 : log_q_[b].back();
         for (std::size_t v = 0; v < V; ++v)
@@ -188,7 +185,8 @@ class beam_drafter {
     // Best beam first: joint log q~ descending, ties keep the earlier beam.
     order_.resize(contexts_.size());
     for (std::size_t b = 0; b < order_.size(); ++b) order_[b] = b;
-    std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return log_q_[a].back() > log_q_[b].back(); });
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](std::size_t a, std::size_t b) { return log_q_[a].back() > log_q_[b].back(); });
     out.beam_count = order_.size();
     for (const std::size_t b : order_) {
       out.beam_tokens.insert(out.beam_tokens.end(), contexts_[b].begin() + static_cast<std::ptrdiff_t>(L), contexts_[b].end());
@@ -217,9 +215,7 @@ class beam_drafter {
         top_w_indices(std::span<const double>(keys_), W, chosen_);
         break;
       }
-      case beam_mode::sample:
-        detail::draw_with_replacement(candidates_, W, draws, keys_, chosen_);
-        break;
+      case beam_mode::sample: detail::draw_with_replacement(candidates_, W, draws, keys_, chosen_); break;
     }
   }
 
@@ -260,8 +256,8 @@ draft_stage beam_stage(beam_drafter<DraftModel>& drafter, mtad_draft_cost charge
 //! \pre gamma >= 1. \throws specdec::error on invalid parameters or gamma < 1;
 //!      specdec::numerical_error when the draft model returns a row without usable mass.
 template <Model DraftModel>
-beam_block draft_beams(const DraftModel& model, std::span<const token_id> context, std::size_t gamma,
-                       const beam_params& params, const random::request_stream& stream) {
+beam_block draft_beams(const DraftModel& model, std::span<const token_id> context, std::size_t gamma, const beam_params& params,
+                       const random::request_stream& stream) {
   beam_drafter<DraftModel> drafter(model, params);
   beam_block out;
   drafter.draft(context, gamma, stream, out);

@@ -28,8 +28,8 @@ struct draft_block {
 
 //! Proposes up to gamma tokens after a context; returns the number of draft-model calls made.
 template <class D>
-concept Drafter = requires(D& d, std::span<const token_id> context, std::size_t gamma,
-                           const random::request_stream& stream, draft_block& out) {
+concept Drafter = requires(D& d, std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
+                           draft_block& out) {
   { d.draft(context, gamma, stream, out) } -> std::convertible_to<std::size_t>;
 };
 
@@ -57,7 +57,8 @@ class chain_drafter {
       const std::span<float> q(out.q_rows.data() + j * V, V);
       if (warp_logits(std::span<const float>(logits_), q, params_) != row_status::ok)
         throw numerical_error("specdec::chain_drafter::draft: the draft model returned a row without usable mass");
-      const auto x = sample_categorical(std::span<const float>(q), stream.open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
+      const auto x = sample_categorical(std::span<const float>(q),
+                                        stream.open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
       out.tokens.push_back(x.token);
       context_.push_back(x.token);
     }

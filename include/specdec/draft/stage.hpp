@@ -21,8 +21,8 @@ namespace specdec {
 //! joint rule of MTAD), and says what drafting cost.
 struct stage_draft {
   std::vector<token_id> tokens;
-  std::vector<float> q_rows;   //!< [tokens.size()][V], or empty when `log_q` is given
-  std::vector<double> log_q;   //!< log_q[j - 1] = log q(x_{1:j}), or empty
+  std::vector<float> q_rows;  //!< [tokens.size()][V], or empty when `log_q` is given
+  std::vector<double> log_q;  //!< log_q[j - 1] = log q(x_{1:j}), or empty
   //! Leading tokens that are final before the target sees them (SPRINTER: those its verifier
   //! accepted); only the `last_token` rule reads it, and then `kept + 1 == tokens.size()` when
   //! `check_last`, `kept == tokens.size()` otherwise.
@@ -32,9 +32,9 @@ struct stage_draft {
   //! node, the root's first ([tokens.size() + 1][V]), or is empty for rules that do not read q. Empty
   //! for a chain.
   std::vector<std::int32_t> parents;
-  bool check_last = true;        //!< last_token rule: whether the last token goes to the target
-  std::size_t model_calls = 0;   //!< draft-model evaluations (decode_stats::draft_calls)
-  std::size_t charged_steps = 0; //!< draft steps the simulated clock charges (cost_model::t_draft each)
+  bool check_last = true;         //!< last_token rule: whether the last token goes to the target
+  std::size_t model_calls = 0;    //!< draft-model evaluations (decode_stats::draft_calls)
+  std::size_t charged_steps = 0;  //!< draft steps the simulated clock charges (cost_model::t_draft each)
 
   //! Empties the block, keeping its buffers.
   void clear() noexcept {
@@ -52,15 +52,15 @@ struct stage_draft {
 //! A drafter stage: `stage(context, gamma, stream, out)` drafts at most gamma tokens after `context`
 //! (the request's prompt and every token it emitted), drawing from `stream` (the request's round).
 //! A `specdec::numerical_error` it throws ends its request with `invalid_row` and leaves the others.
-using draft_stage =
-    std::function<void(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream, stage_draft& out)>;
+using draft_stage = std::function<void(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
+                                       stage_draft& out)>;
 
 //! Any `Drafter` (e.g. `chain_drafter`) as a drafter stage, charged one draft step per token. The
 //! stage refers to `drafter`, which must outlive it.
 template <Drafter D>
 draft_stage drafter_stage(D& drafter) {
-  return [d = &drafter, block = draft_block{}](std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
-                                                stage_draft& out) mutable {
+  return [d = &drafter, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
+                                               const random::request_stream& stream, stage_draft& out) mutable {
     out.model_calls = static_cast<std::size_t>(d->draft(context, gamma, stream, block));
     out.tokens.swap(block.tokens);  // swaps keep both buffers: no copy, no allocation once warm
     out.q_rows.swap(block.q_rows);

@@ -211,9 +211,8 @@ inline void warp_draft_row(std::span<const float> logits, std::span<float> q, co
 
 //! The first `count` candidates drawn at a node from its warped row q under `how` (file comment),
 //! in draw order, into `out`; `rng` is the node's stream. `keys` and `picked` are scratch.
-inline void draw_tree_candidates(std::span<const float> q, std::size_t count, tree_sampling how,
-                                 random::philox_stream rng, std::vector<double>& keys,
-                                 std::vector<std::size_t>& picked, std::vector<token_id>& out) {
+inline void draw_tree_candidates(std::span<const float> q, std::size_t count, tree_sampling how, random::philox_stream rng,
+                                 std::vector<double>& keys, std::vector<std::size_t>& picked, std::vector<token_id>& out) {
   out.clear();
   if (how == tree_sampling::iid) {
     for (std::size_t j = 0; j < count; ++j) out.push_back(sample_categorical(q, rng.uniform()).token);
@@ -510,8 +509,8 @@ class dynamic_tree_drafter {
 //! A drafter that writes a `drafted_tree` down to a depth limit: `static_tree_drafter`,
 //! `dynamic_tree_drafter`.
 template <class D>
-concept TreeDrafter = requires(D& d, std::span<const token_id> context, const random::request_stream& stream,
-                               drafted_tree& out, std::size_t max_depth) {
+concept TreeDrafter = requires(D& d, std::span<const token_id> context, const random::request_stream& stream, drafted_tree& out,
+                               std::size_t max_depth) {
   { d.draft(context, stream, out, max_depth) } -> std::convertible_to<std::size_t>;
 };
 
@@ -549,8 +548,8 @@ drafted_tree draft_static_tree(const DraftModel& model, std::span<const token_id
 //! One EAGLE-2 dynamic tree after `context` (a `dynamic_tree_drafter` used once).
 //! \throws as dynamic_tree_drafter's constructor and draft
 template <Model DraftModel>
-drafted_tree draft_dynamic_tree(const DraftModel& model, std::span<const token_id> context,
-                                const dynamic_tree_params& params, const random::request_stream& stream) {
+drafted_tree draft_dynamic_tree(const DraftModel& model, std::span<const token_id> context, const dynamic_tree_params& params,
+                                const random::request_stream& stream) {
   dynamic_tree_drafter<DraftModel> drafter(model, params);
   drafted_tree out;
   drafter.draft(context, stream, out);

@@ -141,9 +141,12 @@ class tree_shape {
       std::int32_t& c = candidates_[static_cast<std::size_t>(parent)];
       c = std::max(c, rank + 1);
     }
-    if (level_begin_.empty()) level_begin_ = {0, 1};
-    else if (static_cast<std::size_t>(depth) + 2 > level_begin_.size()) level_begin_.push_back(num_nodes());
-    else level_begin_.back() = num_nodes();
+    if (level_begin_.empty())
+      level_begin_ = {0, 1};
+    else if (static_cast<std::size_t>(depth) + 2 > level_begin_.size())
+      level_begin_.push_back(num_nodes());
+    else
+      level_begin_.back() = num_nodes();
   }
 
   std::vector<std::int32_t> parent_, rank_, depth_, candidates_;
@@ -157,9 +160,9 @@ class tree_shape {
 //! and {1, 0}. Every node's child ranks are 0..m-1 (`has_rank_prefixes()`), so the shape suits
 //! every sampling mode and verification rule.
 inline std::vector<std::vector<std::int32_t>> default_tree_choices() {
-  return {{0},       {1},       {2},       {3},                           // depth 1
-          {0, 0},    {0, 1},    {0, 2},    {1, 0}, {1, 1}, {2, 0},        // depth 2
-          {0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {1, 0, 0}};                    // depth 3
+  return {{0},       {1},       {2},       {3},                       // depth 1
+          {0, 0},    {0, 1},    {0, 2},    {1, 0},   {1, 1}, {2, 0},  // depth 2
+          {0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {1, 0, 0}};                // depth 3
 }
 
 //! A ready-made small static shape (15 nodes, depth 3): `tree_shape::from_choices(default_tree_choices())`.

@@ -51,11 +51,11 @@ namespace specdec {
 
 //! What a verifier may look at for one drafted token: s(x, prefix) is computed from this.
 struct verifier_query {
-  std::span<const token_id> prefix;      //!< the context before x (prompt + generated + earlier drafts)
-  token_id token = no_token;             //!< the drafted token x
-  std::span<const float> q_row;          //!< the (warped) draft row x was sampled from; q_row[x] = q(x)
-  random::request_stream stream{};       //!< the run's stream; purpose::verifier is reserved for verifiers
-  std::uint32_t position = 0;            //!< x's position in the run (0 = first drafted token)
+  std::span<const token_id> prefix;  //!< the context before x (prompt + generated + earlier drafts)
+  token_id token = no_token;         //!< the drafted token x
+  std::span<const float> q_row;      //!< the (warped) draft row x was sampled from; q_row[x] = q(x)
+  random::request_stream stream{};   //!< the run's stream; purpose::verifier is reserved for verifiers
+  std::uint32_t position = 0;        //!< x's position in the run (0 = first drafted token)
 };
 
 //! A verifier: `v.feature_size()` inputs, `v.score(features)` a score in [0, 1] (SPRINTER section 3,
@@ -102,9 +102,9 @@ double checked_score(const V& v, std::span<const float> features) {
                   "the feature vector does not have the verifier's feature_size()");
   const double s = static_cast<double>(v.score(features));
   if (!(s >= 0.0 && s <= 1.0))
-    throw numerical_error(std::isnan(s) ? "specdec::checked_score: the verifier returned NaN"
-                                        : "specdec::checked_score: the verifier returned a score outside [0, 1]: " +
-                                              std::to_string(s));
+    throw numerical_error(std::isnan(s)
+                              ? "specdec::checked_score: the verifier returned NaN"
+                              : "specdec::checked_score: the verifier returned a score outside [0, 1]: " + std::to_string(s));
   return s;
 }
 
@@ -279,8 +279,7 @@ template <Model Target>
 class oracle_features {
  public:
   //! \throws specdec::error on invalid warp parameters.
-  explicit oracle_features(const Target& target, warp_params target_params = {})
-      : target_(&target), params_(target_params) {
+  explicit oracle_features(const Target& target, warp_params target_params = {}) : target_(&target), params_(target_params) {
     validate(params_);
   }
   static constexpr std::size_t feature_size() noexcept { return 3; }
@@ -317,9 +316,9 @@ class oracle_features {
 //! (1 - eta_fp) p + eta_fp q per token (Theorem 3.1); for lambda > 1 see
 //! `sprinter_token_distribution` (decode/sprinter.hpp) with `accept_probability`.
 struct oracle_noise_verifier {
-  double eta_tp = 1.0;   //!< P(accept | acceptable), the true-positive rate
-  double eta_fp = 0.0;   //!< P(accept | unacceptable), the false-positive rate
-  double lambda = 1.0;   //!< acceptable iff q(x) <= lambda p(x)
+  double eta_tp = 1.0;  //!< P(accept | acceptable), the true-positive rate
+  double eta_fp = 0.0;  //!< P(accept | unacceptable), the false-positive rate
+  double lambda = 1.0;  //!< acceptable iff q(x) <= lambda p(x)
 
   //! \throws specdec::error unless eta_tp, eta_fp in [0, 1] and lambda finite and >= 1.
   oracle_noise_verifier(double tp, double fp, double lam = 1.0) : eta_tp(tp), eta_fp(fp), lambda(lam) {
@@ -329,14 +328,11 @@ struct oracle_noise_verifier {
   }
   static constexpr std::size_t feature_size() noexcept { return 3; }
   //! The probability that the verifier accepts a token with target probability p and draft probability q.
-  constexpr double accept_probability(double p, double q) const noexcept {
-    return is_acceptable(p, q, lambda) ? eta_tp : eta_fp;
-  }
+  constexpr double accept_probability(double p, double q) const noexcept { return is_acceptable(p, q, lambda) ? eta_tp : eta_fp; }
   //! 1 when u < accept_probability(p(x), q(x)), else 0. \pre features = {q(x), p(x), u}.
   double score(std::span<const float> f) const {
     SPECDEC_EXPECTS(f.size() == 3, "oracle_noise_verifier expects the 3 features of oracle_features");
-    return static_cast<double>(f[2]) < accept_probability(static_cast<double>(f[1]), static_cast<double>(f[0])) ? 1.0
-                                                                                                              : 0.0;
+    return static_cast<double>(f[2]) < accept_probability(static_cast<double>(f[1]), static_cast<double>(f[0])) ? 1.0 : 0.0;
   }
 };
 

@@ -36,8 +36,8 @@ namespace specdec {
 
 //! SPRINTER's gating parameters.
 struct gating_params {
-  double tau = 0.5;              //!< inference threshold: keep drafting while V(s) >= tau (A.5 uses 0.5)
-  std::size_t max_run = 20;      //!< cap on the tokens of one run; the cap-th token is target-checked
+  double tau = 0.5;          //!< inference threshold: keep drafting while V(s) >= tau (A.5 uses 0.5)
+  std::size_t max_run = 20;  //!< cap on the tokens of one run; the cap-th token is target-checked
 };
 
 //! \throws specdec::error unless tau in [0, 1] and max_run >= 1.
@@ -63,12 +63,12 @@ struct gated_run {
 //! target's check), so acceptance_rate() is Theorem A.4's beta_SPRINTER (forced checks included);
 //! draft_calls = drafted; target_positions as in the file comment.
 struct sprinter_stats {
-  std::size_t verifier_calls = 0;     //!< verifier evaluations
-  std::size_t verifier_accepted = 0;  //!< tokens kept on the verifier's word alone
-  std::size_t target_checks = 0;      //!< last tokens checked by the target (= target calls)
-  std::size_t target_kept = 0;        //!< checked tokens the target kept (the rest were resampled)
-  std::size_t forced_checks = 0;      //!< runs that reached max_run
-  std::size_t budget_ends = 0;        //!< runs that ended at the budget with no target call
+  std::size_t verifier_calls = 0;        //!< verifier evaluations
+  std::size_t verifier_accepted = 0;     //!< tokens kept on the verifier's word alone
+  std::size_t target_checks = 0;         //!< last tokens checked by the target (= target calls)
+  std::size_t target_kept = 0;           //!< checked tokens the target kept (the rest were resampled)
+  std::size_t forced_checks = 0;         //!< runs that reached max_run
+  std::size_t budget_ends = 0;           //!< runs that ended at the budget with no target call
   std::vector<std::size_t> run_lengths;  //!< N of each run: its verifier-accepted tokens (Theorem 3.3)
 
   //! Mean verifier-accepted tokens per run, the empirical E[N_SPRINTER] (Theorem 3.3).
@@ -94,8 +94,7 @@ class verifier_gated_drafter {
   //! verifier's feature sizes differ.
   verifier_gated_drafter(const DraftModel& model, warp_params draft_params, Features features, V verifier,
                          gating_params gating = {})
-      : model_(&model), params_(draft_params), features_(std::move(features)), verifier_(std::move(verifier)),
-        gating_(gating) {
+      : model_(&model), params_(draft_params), features_(std::move(features)), verifier_(std::move(verifier)), gating_(gating) {
     validate(params_);
     validate(gating_);
     SPECDEC_EXPECTS(static_cast<std::size_t>(features_.feature_size()) == static_cast<std::size_t>(verifier_.feature_size()),
@@ -112,8 +111,8 @@ class verifier_gated_drafter {
   //! rows to `out` and how the run ended to `run`; returns the number of draft-model calls.
   //! \pre budget >= 1. \throws specdec::error when it is 0; specdec::numerical_error when the draft
   //! model returns a row without usable mass or the verifier returns NaN or a score outside [0, 1].
-  std::size_t draft(std::span<const token_id> context, std::size_t budget, const random::request_stream& stream,
-                    draft_block& out, gated_run& run) {
+  std::size_t draft(std::span<const token_id> context, std::size_t budget, const random::request_stream& stream, draft_block& out,
+                    gated_run& run) {
     SPECDEC_EXPECTS(budget >= 1, "a run needs a budget of at least one token");
     const std::size_t Vn = vocab_size();
     const std::size_t limit = std::min(gating_.max_run, budget);

@@ -55,8 +55,8 @@ namespace specdec::estimate {
 
 //! How the estimator treats empty and thin bins (see the file comment).
 struct estimator_options {
-  double prior_weight = 2.0;    //!< m >= 0: pseudo-samples pulling a bin toward its row, a row toward the mean
-  std::size_t min_count = 5;    //!< >= 1: a bin (or row) with fewer samples takes its parent's estimate
+  double prior_weight = 2.0;  //!< m >= 0: pseudo-samples pulling a bin toward its row, a row toward the mean
+  std::size_t min_count = 5;  //!< >= 1: a bin (or row) with fewer samples takes its parent's estimate
 };
 
 //! P(accept | S, A) from binned profiling samples (SV Def. D.8). Copyable value type.
@@ -111,7 +111,8 @@ class acceptance_estimator {
         rs += sums_[c];
       }
       row_values_[r] = smooth(rs, rn, mean_);
-      for (std::size_t c = bins_.row_begin(r); c < bins_.row_begin(r + 1); ++c) values_[c] = smooth(sums_[c], counts_[c], row_values_[r]);
+      for (std::size_t c = bins_.row_begin(r); c < bins_.row_begin(r + 1); ++c)
+        values_[c] = smooth(sums_[c], counts_[c], row_values_[r]);
     }
   }
 
@@ -134,7 +135,7 @@ class acceptance_estimator {
   double overall() const noexcept { return mean_; }                         //!< mean x over every sample
   std::uint64_t samples() const noexcept { return samples_; }               //!< number of samples
   const binning& bins() const noexcept { return bins_; }                    //!< the binning
-  const estimator_options& options() const noexcept { return options_; }   //!< smoothing options
+  const estimator_options& options() const noexcept { return options_; }    //!< smoothing options
   std::uint64_t count(std::size_t cell) const { return counts_.at(cell); }  //!< samples in a cell
   double sum(std::size_t cell) const { return sums_.at(cell); }             //!< sum of x in a cell
   double value(std::size_t cell) const { return values_.at(cell); }         //!< smoothed estimate of a cell

@@ -109,8 +109,7 @@ class binning {
     std::vector<std::vector<double>> a_edges;
     a_edges.reserve(a_values.size());
     for (auto& v : a_values) a_edges.push_back(detail::quantile_edges(std::move(v), a_bins));
-    return binning(std::move(s_edges), std::move(a_edges),
-                   "adaptive " + std::to_string(s_bins) + "x" + std::to_string(a_bins));
+    return binning(std::move(s_edges), std::move(a_edges), "adaptive " + std::to_string(s_bins) + "x" + std::to_string(a_bins));
   }
 
   //! A binning from explicit edges: `s_edges` (rows + 1 values) and one A edge list per row.
@@ -139,10 +138,10 @@ class binning {
   std::size_t row_of_cell(std::size_t c) const {
     return static_cast<std::size_t>(std::upper_bound(row_begin_.begin(), row_begin_.end(), c) - row_begin_.begin()) - 1;
   }
-  std::size_t rows() const noexcept { return a_edges_.size(); }                //!< number of S rows
-  std::size_t cells() const noexcept { return row_begin_.back(); }             //!< number of (S, A) cells
-  std::size_t row_begin(std::size_t r) const { return row_begin_.at(r); }      //!< first cell of row r (r <= rows())
-  const std::vector<double>& s_edges() const noexcept { return s_edges_; }     //!< rows() + 1 S edges
+  std::size_t rows() const noexcept { return a_edges_.size(); }                       //!< number of S rows
+  std::size_t cells() const noexcept { return row_begin_.back(); }                    //!< number of (S, A) cells
+  std::size_t row_begin(std::size_t r) const { return row_begin_.at(r); }             //!< first cell of row r (r <= rows())
+  const std::vector<double>& s_edges() const noexcept { return s_edges_; }            //!< rows() + 1 S edges
   const std::vector<double>& a_edges(std::size_t r) const { return a_edges_.at(r); }  //!< A edges of row r
   //! "uniform 10x10", "adaptive 20x20" or the name given to the constructor.
   const std::string& name() const noexcept { return name_; }

@@ -40,9 +40,9 @@ enum class conditioning {
 
 //! Options of `information_gain`.
 struct information_gain_options {
-  std::size_t x_bins = 10;                    //!< K >= 2 equal-width bins of X on [0, 1]
-  bool miller_madow = false;                  //!< add the Miller-Madow bias correction to both entropies
-  conditioning given = conditioning::s_and_a; //!< condition on (S, A) cells or on S rows
+  std::size_t x_bins = 10;                     //!< K >= 2 equal-width bins of X on [0, 1]
+  bool miller_madow = false;                   //!< add the Miller-Madow bias correction to both entropies
+  conditioning given = conditioning::s_and_a;  //!< condition on (S, A) cells or on S rows
 };
 
 //! The result of `information_gain`; entropies in bits.

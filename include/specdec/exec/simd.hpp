@@ -51,7 +51,7 @@ bool arch_runnable() noexcept {
 
 //! Fails compilation, naming the algorithm, when a simd policy names an architecture that this
 //! translation unit's compiler flags do not enable.
-#define SPECDEC_REQUIRE_SIMD_ARCH(Arch, algorithm)                                                         \
-  static_assert(::specdec::exec::arch_compiled<Arch>,                                                      \
-                algorithm ": this xsimd architecture is not enabled by the compiler flags of this "        \
+#define SPECDEC_REQUIRE_SIMD_ARCH(Arch, algorithm)                                                  \
+  static_assert(::specdec::exec::arch_compiled<Arch>,                                               \
+                algorithm ": this xsimd architecture is not enabled by the compiler flags of this " \
                           "translation unit (e.g. -mavx2 -mfma for xsimd::avx2)")

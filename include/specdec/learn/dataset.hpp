@@ -29,12 +29,12 @@ enum class prefix_category : std::uint8_t {
 //! Verifier examples, row-major: example i has features [i * feature_size, (i + 1) * feature_size).
 struct verifier_dataset {
   std::size_t feature_size = 0;
-  double lambda = 1.0;                  //!< labels are 1[q(x) <= lambda p(x)]
-  std::vector<float> features;          //!< [n][feature_size]
-  std::vector<std::uint8_t> labels;     //!< 1 = acceptable at lambda
-  std::vector<double> q;                //!< q(x) of the drafted token
-  std::vector<double> p;                //!< p(x) of the drafted token
-  std::vector<double> tv;               //!< d_TV(p, q) of the whole rows at the prefix
+  double lambda = 1.0;               //!< labels are 1[q(x) <= lambda p(x)]
+  std::vector<float> features;       //!< [n][feature_size]
+  std::vector<std::uint8_t> labels;  //!< 1 = acceptable at lambda
+  std::vector<double> q;             //!< q(x) of the drafted token
+  std::vector<double> p;             //!< p(x) of the drafted token
+  std::vector<double> tv;            //!< d_TV(p, q) of the whole rows at the prefix
   std::vector<prefix_category> category;
 
   //! The number of examples.
@@ -95,7 +95,8 @@ struct verifier_dataset {
 inline std::vector<std::size_t> random_permutation(std::size_t n, std::uint64_t seed, std::uint32_t step = 0) {
   std::vector<std::size_t> order(n);
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  auto s = random::request_stream{seed, 0, step}.open(0, static_cast<random::purpose>(static_cast<int>(random::purpose::user) + 1));
+  auto s =
+      random::request_stream{seed, 0, step}.open(0, static_cast<random::purpose>(static_cast<int>(random::purpose::user) + 1));
   for (std::size_t i = n; i > 1; --i) {
     const auto j = static_cast<std::size_t>(s.uniform() * static_cast<double>(i));
     std::swap(order[i - 1], order[j < i ? j : i - 1]);

@@ -34,11 +34,11 @@ namespace specdec::learn {
 
 //! Options of `generate_verifier_data`.
 struct generation_options {
-  std::size_t examples = 10000;      //!< number of examples (a multiple of 4 keeps the categories equal)
-  double lambda = 1.2;               //!< label threshold, 1.2 as in A.5
-  std::size_t max_completion = 8;    //!< completions (categories b-d) have 1..max_completion tokens
-  warp_params draft_params{};        //!< how q is warped (as at inference)
-  warp_params target_params{};       //!< how p is warped (as at inference)
+  std::size_t examples = 10000;    //!< number of examples (a multiple of 4 keeps the categories equal)
+  double lambda = 1.2;             //!< label threshold, 1.2 as in A.5
+  std::size_t max_completion = 8;  //!< completions (categories b-d) have 1..max_completion tokens
+  warp_params draft_params{};      //!< how q is warped (as at inference)
+  warp_params target_params{};     //!< how p is warped (as at inference)
   std::uint64_t seed = 0;
 };
 
@@ -69,15 +69,20 @@ class prefix_sampler {
   //! \throws specdec::error otherwise. Stores references to the models and the documents.
   prefix_sampler(const Target& target, const Draft& draft, std::span<const std::vector<token_id>> documents,
                  std::size_t max_completion, warp_params draft_params = {}, warp_params target_params = {})
-      : target_(&target), draft_(&draft), documents_(documents), max_completion_(max_completion),
-        draft_params_(draft_params), target_params_(target_params) {
+      : target_(&target),
+        draft_(&draft),
+        documents_(documents),
+        max_completion_(max_completion),
+        draft_params_(draft_params),
+        target_params_(target_params) {
     validate(draft_params_);
     validate(target_params_);
     SPECDEC_EXPECTS(max_completion >= 1, "max_completion must be >= 1");
     vocab_ = static_cast<std::size_t>(target.vocab_size());
     SPECDEC_EXPECTS(static_cast<std::size_t>(draft.vocab_size()) == vocab_, "the draft and target vocabularies differ");
     for (const auto& doc : documents) {
-      for ([[maybe_unused]] const token_id t : doc) SPECDEC_EXPECTS(in_vocabulary(t, vocab_), "a document token is outside the vocabulary");
+      for ([[maybe_unused]] const token_id t : doc)
+        SPECDEC_EXPECTS(in_vocabulary(t, vocab_), "a document token is outside the vocabulary");
       total_ += doc.size();
       cumulative_.push_back(total_);
     }
@@ -98,7 +103,8 @@ class prefix_sampler {
     const std::size_t cut = g - (k == 0 ? 0 : cumulative_[k - 1]);
     prefix.assign(documents_[k].begin(), documents_[k].begin() + static_cast<std::ptrdiff_t>(cut));
     if (category == prefix_category::original) return;
-    const std::size_t len = 1 + std::min(max_completion_ - 1, static_cast<std::size_t>(pick.uniform() * static_cast<double>(max_completion_)));
+    const std::size_t len =
+        1 + std::min(max_completion_ - 1, static_cast<std::size_t>(pick.uniform() * static_cast<double>(max_completion_)));
     for (std::size_t j = 0; j < len; ++j) {
       auto r = stream.open(static_cast<std::uint32_t>(j), detail::complete_purpose);
       const bool by_draft =
@@ -111,9 +117,13 @@ class prefix_sampler {
     }
   }
   //! The warped draft row q after `context`. \throws specdec::numerical_error on an unusable row.
-  void draft_row(std::span<const token_id> context, std::span<float> q) { detail::warped_row(*draft_, context, draft_params_, logits_, q); }
+  void draft_row(std::span<const token_id> context, std::span<float> q) {
+    detail::warped_row(*draft_, context, draft_params_, logits_, q);
+  }
   //! The warped target row p after `context`. \throws specdec::numerical_error on an unusable row.
-  void target_row(std::span<const token_id> context, std::span<float> p) { detail::warped_row(*target_, context, target_params_, logits_, p); }
+  void target_row(std::span<const token_id> context, std::span<float> p) {
+    detail::warped_row(*target_, context, target_params_, logits_, p);
+  }
 
  private:
   const Target* target_;
@@ -134,8 +144,7 @@ class prefix_sampler {
 //! \throws specdec::error otherwise; specdec::numerical_error on an unusable model row.
 template <Model Target, Model Draft, FeatureExtractor F>
 verifier_dataset generate_verifier_data(const Target& target, const Draft& draft, F& features,
-                                        std::span<const std::vector<token_id>> documents,
-                                        const generation_options& options) {
+                                        std::span<const std::vector<token_id>> documents, const generation_options& options) {
   validate_lambda(options.lambda);
   SPECDEC_EXPECTS(options.examples >= 1, "examples must be >= 1");
   prefix_sampler<Target, Draft> prefixes(target, draft, documents, options.max_completion, options.draft_params,
@@ -174,8 +183,8 @@ verifier_dataset generate_verifier_data(const Target& target, const Draft& draft
 //!      specdec::numerical_error on an unusable model row.
 template <Model Target, Model Draft>
 std::vector<double> estimate_acceptable_runs(const Target& target, const Draft& draft,
-                                             std::span<const std::vector<token_id>> documents,
-                                             const generation_options& options, std::size_t max_r) {
+                                             std::span<const std::vector<token_id>> documents, const generation_options& options,
+                                             std::size_t max_r) {
   validate_lambda(options.lambda);
   SPECDEC_EXPECTS(options.examples >= 1, "examples must be >= 1");
   SPECDEC_EXPECTS(max_r >= 1, "max_r must be >= 1");
@@ -192,7 +201,9 @@ std::vector<double> estimate_acceptable_runs(const Target& target, const Draft& 
     for (; r < max_r; ++r) {
       prefixes.draft_row(prefix, std::span<float>(q));
       prefixes.target_row(prefix, std::span<float>(p));
-      const token_id x = sample_categorical(std::span<const float>(q), stream.open(static_cast<std::uint32_t>(r), random::purpose::draft).uniform()).token;
+      const token_id x = sample_categorical(std::span<const float>(q),
+                                            stream.open(static_cast<std::uint32_t>(r), random::purpose::draft).uniform())
+                             .token;
       const auto xi = static_cast<std::size_t>(x);
       if (!is_acceptable(static_cast<double>(p[xi]), static_cast<double>(q[xi]), options.lambda)) break;
       prefix.push_back(x);

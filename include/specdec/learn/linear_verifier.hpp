@@ -117,9 +117,7 @@ class linear_verifier {
   static linear_verifier load(std::istream& is) {
     std::istringstream in{std::string(std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>())};
     in.imbue(std::locale::classic());
-    const auto fail = [](const std::string& what) -> void {
-      throw error("specdec::learn::linear_verifier::load: " + what);
-    };
+    const auto fail = [](const std::string& what) -> void { throw error("specdec::learn::linear_verifier::load: " + what); };
     const auto keyword = [&](const char* expected) {
       std::string word;
       if (!(in >> word) || word != expected) fail(std::string("expected '") + expected + "'");

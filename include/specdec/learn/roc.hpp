@@ -36,7 +36,7 @@ using roc_point = optimize::sprinter::roc_point;
 //! (everything accepted, (1, 1)), one per distinct score, and the area under it.
 struct roc_curve {
   std::vector<roc_point> points;
-  double auc = 0.0;          //!< trapezoidal area; equals P(s_pos > s_neg) + P(tie) / 2
+  double auc = 0.0;  //!< trapezoidal area; equals P(s_pos > s_neg) + P(tie) / 2
   std::size_t positives = 0;
   std::size_t negatives = 0;
 };

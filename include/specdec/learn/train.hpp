@@ -28,11 +28,11 @@ namespace specdec::learn {
 
 //! Options of `train_linear_verifier`.
 struct train_options {
-  double learning_rate = 0.01;       //!< Adam's step size
-  double beta1 = 0.9;                //!< Adam's first-moment decay
-  double beta2 = 0.999;              //!< Adam's second-moment decay
-  double epsilon = 1e-8;             //!< Adam's denominator guard
-  double l2 = 0.0;                   //!< weight decay on w (not on b)
+  double learning_rate = 0.01;  //!< Adam's step size
+  double beta1 = 0.9;           //!< Adam's first-moment decay
+  double beta2 = 0.999;         //!< Adam's second-moment decay
+  double epsilon = 1e-8;        //!< Adam's denominator guard
+  double l2 = 0.0;              //!< weight decay on w (not on b)
   std::size_t batch_size = 256;
   std::size_t max_epochs = 200;
   std::size_t patience = 10;         //!< epochs without validation improvement before stopping
@@ -43,11 +43,11 @@ struct train_options {
 
 //! What happened during training.
 struct training_report {
-  std::size_t epochs = 0;                  //!< epochs run
-  std::size_t best_epoch = 0;              //!< 1-based epoch whose parameters were kept
-  double best_validation_loss = 0.0;       //!< mean cross-entropy on the validation part
-  double train_loss = 0.0;                 //!< mean cross-entropy on the training part, best parameters
-  bool stopped_early = false;              //!< patience ran out before max_epochs
+  std::size_t epochs = 0;             //!< epochs run
+  std::size_t best_epoch = 0;         //!< 1-based epoch whose parameters were kept
+  double best_validation_loss = 0.0;  //!< mean cross-entropy on the validation part
+  double train_loss = 0.0;            //!< mean cross-entropy on the training part, best parameters
+  bool stopped_early = false;         //!< patience ran out before max_epochs
   std::size_t train_size = 0;
   std::size_t validation_size = 0;
 };

@@ -38,9 +38,11 @@ class step_latency_table {
     SPECDEC_EXPECTS(!sizes_.empty() && sizes_.size() == latency_.size() && !latency_[0].empty(),
                     "specdec::step_latency_table: one non-empty row per batch size");
     for (std::size_t r = 0; r < sizes_.size(); ++r) {
-      SPECDEC_EXPECTS(sizes_[r] > 0.0 && (r == 0 || sizes_[r] > sizes_[r - 1]), "specdec::step_latency_table: batch sizes must increase");
+      SPECDEC_EXPECTS(sizes_[r] > 0.0 && (r == 0 || sizes_[r] > sizes_[r - 1]),
+                      "specdec::step_latency_table: batch sizes must increase");
       SPECDEC_EXPECTS(latency_[r].size() == latency_[0].size(), "specdec::step_latency_table: rows of different lengths");
-      for (const double t : latency_[r]) SPECDEC_EXPECTS(std::isfinite(t) && t > 0.0, "specdec::step_latency_table: latencies must be finite and > 0");
+      for (const double t : latency_[r])
+        SPECDEC_EXPECTS(std::isfinite(t) && t > 0.0, "specdec::step_latency_table: latencies must be finite and > 0");
     }
   }
   //! The longest draft the table covers.

@@ -28,13 +28,13 @@ namespace detail {
 
 //! How a wrapper stores the model it was given as `Arg&&`: `const T&` for an lvalue, `T` for an rvalue.
 template <class Arg>
-using stored_model_t = std::conditional_t<std::is_lvalue_reference_v<Arg>, const std::remove_cvref_t<Arg>&,
-                                          std::remove_cvref_t<Arg>>;
+using stored_model_t =
+    std::conditional_t<std::is_lvalue_reference_v<Arg>, const std::remove_cvref_t<Arg>&, std::remove_cvref_t<Arg>>;
 
 //! Checks every id of `tokens` against the vocabulary. \throws specdec::error when one is outside it.
-inline void expect_in_vocabulary([[maybe_unused]] std::span<const token_id> tokens,
-                                 [[maybe_unused]] std::size_t vocab_size) {
-  for ([[maybe_unused]] token_id t : tokens) SPECDEC_EXPECTS(in_vocabulary(t, vocab_size), "a token id is outside the vocabulary");
+inline void expect_in_vocabulary([[maybe_unused]] std::span<const token_id> tokens, [[maybe_unused]] std::size_t vocab_size) {
+  for ([[maybe_unused]] token_id t : tokens)
+    SPECDEC_EXPECTS(in_vocabulary(t, vocab_size), "a token id is outside the vocabulary");
 }
 
 }  // namespace detail
@@ -118,8 +118,7 @@ function_parallel_model<FNext, FScore> make_parallel_model(std::size_t vocab_siz
   static_assert(std::is_invocable_v<const FNext&, std::span<const token_id>, std::span<float>>,
                 "specdec::make_parallel_model: f_next must be callable as f_next(std::span<const token_id>, "
                 "std::span<float>) on a const object");
-  static_assert(std::is_invocable_v<const FScore&, std::span<const token_id>, std::span<const token_id>,
-                                    std::span<float>>,
+  static_assert(std::is_invocable_v<const FScore&, std::span<const token_id>, std::span<const token_id>, std::span<float>>,
                 "specdec::make_parallel_model: f_score must be callable as f_score(std::span<const token_id>, "
                 "std::span<const token_id>, std::span<float>) on a const object");
   return function_parallel_model<FNext, FScore>(vocab_size, std::move(f_next), std::move(f_score));
@@ -135,9 +134,7 @@ class stateful_adapter {
  public:
   //! Wraps `model` with the state `prefix`. \pre every id of `prefix` is in the vocabulary.
   //! \throws specdec::error otherwise.
-  explicit stateful_adapter(M model, std::span<const token_id> prefix = {}) : model_(std::forward<M>(model)) {
-    reset(prefix);
-  }
+  explicit stateful_adapter(M model, std::span<const token_id> prefix = {}) : model_(std::forward<M>(model)) { reset(prefix); }
   //! The number of tokens.
   std::size_t vocab_size() const { return static_cast<std::size_t>(model_.vocab_size()); }
   //! Makes `tokens` the whole state. \pre every id is in the vocabulary. \throws specdec::error otherwise.

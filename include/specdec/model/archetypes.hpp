@@ -111,8 +111,7 @@ class batched_model_archetype {
   }
   //! Writes `contexts.size()` rows of zeros.
   //! \pre `logits.size() == contexts.size() * vocab_size()`. \throws specdec::error otherwise.
-  void next_logits_batch([[maybe_unused]] std::span<const std::span<const token_id>> contexts,
-                         std::span<float> logits) const {
+  void next_logits_batch([[maybe_unused]] std::span<const std::span<const token_id>> contexts, std::span<float> logits) const {
     SPECDEC_EXPECTS(logits.size() == contexts.size() * vocab_, "logits must hold contexts.size() * vocab_size() values");
     std::fill(logits.begin(), logits.end(), 0.0f);
   }

@@ -47,9 +47,10 @@ concept Model = requires(const M& m, std::span<const token_id> context, std::spa
 //! row `i` holds the next-token logits after `context + continuation[0..i)`. Row `k = continuation.size()`
 //! is the bonus row. `rows.size() == (continuation.size() + 1) * vocab_size()` is a precondition.
 template <class M>
-concept ParallelScoringModel =
-    Model<M> && requires(const M& m, std::span<const token_id> context, std::span<const token_id> continuation,
-                         std::span<float> rows) { m.score(context, continuation, rows); };
+concept ParallelScoringModel = Model<M> &&
+    requires(const M& m, std::span<const token_id> context, std::span<const token_id> continuation, std::span<float> rows) {
+  m.score(context, continuation, rows);
+};
 
 //! A model with mutable state (a KV cache): a token sequence that can be reset, extended and rolled back.
 //!
@@ -75,8 +76,10 @@ concept StatefulModel = requires(M& m, std::span<const token_id> tokens, std::si
 //! `m.next_logits_batch(contexts, logits)` writes row `b` of `logits` (B x V, row-major) for `contexts[b]`;
 //! `logits.size() == contexts.size() * vocab_size()` is a precondition.
 template <class M>
-concept BatchedModel = Model<M> && requires(const M& m, std::span<const std::span<const token_id>> contexts,
-                                            std::span<float> logits) { m.next_logits_batch(contexts, logits); };
+concept BatchedModel = Model<M> &&
+    requires(const M& m, std::span<const std::span<const token_id>> contexts, std::span<float> logits) {
+  m.next_logits_batch(contexts, logits);
+};
 
 //! A model that exposes a feature vector for a context, e.g. its last hidden state, as input to a
 //! learned verifier (SPRINTER, seed 000).
@@ -109,7 +112,9 @@ concept has_vocab_size = requires(const M& m) {
 };
 //! `m.next_logits(context, logits)` is callable on a const model.
 template <class M>
-concept has_next_logits = requires(const M& m, std::span<const token_id> c, std::span<float> l) { m.next_logits(c, l); };
+concept has_next_logits = requires(const M& m, std::span<const token_id> c, std::span<float> l) {
+  m.next_logits(c, l);
+};
 //! `m.score(context, continuation, rows)` is callable on a const model.
 template <class M>
 concept has_score = requires(const M& m, std::span<const token_id> c, std::span<const token_id> k, std::span<float> r) {
@@ -129,7 +134,9 @@ concept has_length = requires(M& m) {
 };
 //! `m.next_logits(logits)` (logits after the current state) exists.
 template <class M>
-concept has_state_next_logits = requires(M& m, std::span<float> l) { m.next_logits(l); };
+concept has_state_next_logits = requires(M& m, std::span<float> l) {
+  m.next_logits(l);
+};
 //! `m.next_logits_batch(contexts, logits)` is callable on a const model.
 template <class M>
 concept has_next_logits_batch = requires(const M& m, std::span<const std::span<const token_id>> c, std::span<float> l) {
@@ -143,7 +150,9 @@ concept has_features = requires(const M& m, std::span<const token_id> c, std::sp
 };
 //! `m.next_probs(context, probs)` is callable on a const model.
 template <class M>
-concept has_next_probs = requires(const M& m, std::span<const token_id> c, std::span<double> p) { m.next_probs(c, p); };
+concept has_next_probs = requires(const M& m, std::span<const token_id> c, std::span<double> p) {
+  m.next_probs(c, p);
+};
 
 //! Explains, through `static_assert` messages, why `M` is not a `Model`; returns true when it is.
 //! Use as `static_assert(specdec::detail::explain_model<M>());`.

@@ -59,8 +59,7 @@ inline void probs_to_logits(std::span<const double> probs, std::span<float> logi
 //!      vocabulary.
 //! \throws specdec::error when a precondition fails (and whatever the model throws).
 template <Model M>
-void score(const M& m, std::span<const token_id> context, std::span<const token_id> continuation,
-           std::span<float> rows) {
+void score(const M& m, std::span<const token_id> context, std::span<const token_id> continuation, std::span<float> rows) {
   const std::size_t vocab = static_cast<std::size_t>(m.vocab_size());
   SPECDEC_EXPECTS(rows.size() == (continuation.size() + 1) * vocab,
                   "rows must hold (continuation.size() + 1) * vocab_size() logits");
@@ -88,8 +87,7 @@ void score(const M& m, std::span<const token_id> context, std::span<const token_
 template <Model M>
 void batch_next_logits(const M& m, std::span<const std::span<const token_id>> contexts, std::span<float> logits) {
   const std::size_t vocab = static_cast<std::size_t>(m.vocab_size());
-  SPECDEC_EXPECTS(logits.size() == contexts.size() * vocab,
-                  "logits must hold contexts.size() * vocab_size() values");
+  SPECDEC_EXPECTS(logits.size() == contexts.size() * vocab, "logits must hold contexts.size() * vocab_size() values");
   if constexpr (BatchedModel<M>) {
     m.next_logits_batch(contexts, logits);
   } else {

@@ -87,7 +87,8 @@ namespace detail {
 //! Checks one append against a state of `length` tokens and a vocabulary of V.
 inline void check_append(const sequence_append& a, std::size_t length, std::size_t V, bool trees = false) {
   SPECDEC_EXPECTS(trees || a.parents.empty(), "specdec::SequenceModel: this model takes no tree-shaped appends (parents)");
-  SPECDEC_EXPECTS(a.parents.empty() || a.parents.size() == a.tokens.size(), "specdec::SequenceModel: one parent per appended token");
+  SPECDEC_EXPECTS(a.parents.empty() || a.parents.size() == a.tokens.size(),
+                  "specdec::SequenceModel: one parent per appended token");
   for (std::size_t i = 0; i < a.parents.size(); ++i)
     SPECDEC_EXPECTS(a.parents[i] >= -1 && a.parents[i] < static_cast<std::int32_t>(i),
                     "specdec::SequenceModel: a parent is not an earlier token of the append");

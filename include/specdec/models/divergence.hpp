@@ -48,8 +48,7 @@ void next_log_weights(const M& model, std::span<const token_id> context, std::sp
     std::vector<float> logits(out.size());
     model.next_logits(context, std::span<float>(logits));
     for (std::size_t i = 0; i < logits.size(); ++i) {
-      SPECDEC_EXPECTS(!std::isnan(logits[i]) && logits[i] != std::numeric_limits<float>::infinity(),
-                      "a logit is NaN or +inf");
+      SPECDEC_EXPECTS(!std::isnan(logits[i]) && logits[i] != std::numeric_limits<float>::infinity(), "a logit is NaN or +inf");
       out[i] = static_cast<double>(logits[i]);
     }
   }
@@ -100,9 +99,7 @@ class uniform_mixture_model {
   }
   //! Writes q exactly as `(1 - e) p + e / V` in double. \pre `probs.size() == vocab_size()`.
   //! \throws specdec::error otherwise.
-  void next_probs(std::span<const token_id> context, std::span<double> probs) const
-    requires ProbabilityModel<inner_type>
-  {
+  void next_probs(std::span<const token_id> context, std::span<double> probs) const requires ProbabilityModel<inner_type> {
     SPECDEC_EXPECTS(probs.size() == vocab_size(), "probs must hold vocab_size() values");
     mix(context, probs);
   }
@@ -155,9 +152,7 @@ class tempered_model {
     detail::probs_to_logits(q, logits);
   }
   //! Writes q in double. \pre `probs.size() == vocab_size()`. \throws specdec::error otherwise.
-  void next_probs(std::span<const token_id> context, std::span<double> probs) const
-    requires ProbabilityModel<inner_type>
-  {
+  void next_probs(std::span<const token_id> context, std::span<double> probs) const requires ProbabilityModel<inner_type> {
     SPECDEC_EXPECTS(probs.size() == vocab_size(), "probs must hold vocab_size() values");
     temper(context, probs);
   }
@@ -210,9 +205,7 @@ class sparsified_model {
     detail::probs_to_logits(q, logits);
   }
   //! Writes q in double. \pre `probs.size() == vocab_size()`. \throws specdec::error otherwise.
-  void next_probs(std::span<const token_id> context, std::span<double> probs) const
-    requires ProbabilityModel<inner_type>
-  {
+  void next_probs(std::span<const token_id> context, std::span<double> probs) const requires ProbabilityModel<inner_type> {
     SPECDEC_EXPECTS(probs.size() == vocab_size(), "probs must hold vocab_size() values");
     sparsify(context, probs);
   }

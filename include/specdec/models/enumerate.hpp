@@ -32,8 +32,7 @@ struct weighted_sequence {
 //! \pre `V^horizon <= max_sequences`.
 //! \throws specdec::error when the enumeration would be larger than `max_sequences`, or what the model throws.
 template <Model M>
-std::vector<weighted_sequence> enumerate_sequences(const M& model, std::span<const token_id> context,
-                                                   std::size_t horizon,
+std::vector<weighted_sequence> enumerate_sequences(const M& model, std::span<const token_id> context, std::size_t horizon,
                                                    [[maybe_unused]] std::size_t max_sequences = std::size_t{1} << 20) {
   const std::size_t vocab = static_cast<std::size_t>(model.vocab_size());
   [[maybe_unused]] std::size_t total = 1;

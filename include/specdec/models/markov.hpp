@@ -216,9 +216,7 @@ namespace detail {
 // are written out here: same seed, same tables with any standard library (up to libm rounding).
 
 //! A uniform double in the open interval (0, 1) from the top 53 bits of one draw.
-inline double open_uniform(std::mt19937_64& rng) {
-  return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
-}
+inline double open_uniform(std::mt19937_64& rng) { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; }
 
 //! A standard normal draw by the Box-Muller transform (Box & Muller 1958), one per two uniforms.
 inline double standard_normal(std::mt19937_64& rng) {
@@ -282,16 +280,15 @@ inline void dirichlet_row(std::span<double> row, double concentration, double ze
 //! \pre `vocab_size >= 1`; `concentration` finite and > 0; `0 <= zero_fraction < 1`; the table fits
 //!      `markov_model::max_table_size`.
 //! \throws specdec::error otherwise.
-inline markov_model random_markov_model(std::size_t vocab_size, std::size_t order, std::uint64_t seed,
-                                        double concentration = 1.0, double zero_fraction = 0.0) {
+inline markov_model random_markov_model(std::size_t vocab_size, std::size_t order, std::uint64_t seed, double concentration = 1.0,
+                                        double zero_fraction = 0.0) {
   SPECDEC_EXPECTS(std::isfinite(concentration) && concentration > 0.0, "concentration must be finite and > 0");
   SPECDEC_EXPECTS(zero_fraction >= 0.0 && zero_fraction < 1.0, "zero_fraction must be in [0, 1)");
   const std::size_t rows = markov_model::table_rows(vocab_size, order);
   std::vector<double> table(rows * vocab_size);
   std::mt19937_64 rng(seed);
   for (std::size_t r = 0; r < rows; ++r)
-    detail::dirichlet_row(std::span<double>(table).subspan(r * vocab_size, vocab_size), concentration, zero_fraction,
-                          rng);
+    detail::dirichlet_row(std::span<double>(table).subspan(r * vocab_size, vocab_size), concentration, zero_fraction, rng);
   return markov_model(vocab_size, order, std::move(table));
 }
 

@@ -103,8 +103,7 @@ class ngram_model {
   //! Trains an order-`order` model on `texts`: each text is split into paragraphs, each paragraph encoded
   //! with `vocab` (unknown words become `<unk>`).
   //! \pre `1 <= order <= max_order`. \throws specdec::error otherwise.
-  ngram_model(std::size_t order, vocabulary vocab, std::span<const std::string> texts)
-      : order_(order), vocab_(std::move(vocab)) {
+  ngram_model(std::size_t order, vocabulary vocab, std::span<const std::string> texts) : order_(order), vocab_(std::move(vocab)) {
     SPECDEC_EXPECTS(order >= 1 && order <= max_order, "the order must be in [1, max_order]");
     train(encode_paragraphs(vocab_, texts));
   }
@@ -199,8 +198,7 @@ class ngram_model {
   }
 
  private:
-  static std::vector<std::vector<token_id>> encode_paragraphs(const vocabulary& vocab,
-                                                              std::span<const std::string> texts) {
+  static std::vector<std::vector<token_id>> encode_paragraphs(const vocabulary& vocab, std::span<const std::string> texts) {
     std::vector<std::vector<token_id>> docs;
     for (const std::string& text : texts)
       for (std::string_view paragraph : split_paragraphs(text)) docs.push_back(vocab.encode(paragraph));
@@ -218,7 +216,8 @@ class ngram_model {
         break;
       }
     }
-    for ([[maybe_unused]] token_id t : recent) SPECDEC_EXPECTS(in_vocabulary(t, vocab_.size()), "a context token is outside the vocabulary");
+    for ([[maybe_unused]] token_id t : recent)
+      SPECDEC_EXPECTS(in_vocabulary(t, vocab_.size()), "a context token is outside the vocabulary");
     chain[0] = 0;
     std::size_t depth = 1;
     for (std::size_t l = 1; l <= h; ++l) {
@@ -259,7 +258,8 @@ class ngram_model {
         while (stop < doc.size() && doc[stop] != vocabulary::eos) ++stop;
         if (stop > start) {
           seq.assign(h, vocabulary::bos);
-          seq.insert(seq.end(), doc.begin() + static_cast<std::ptrdiff_t>(start), doc.begin() + static_cast<std::ptrdiff_t>(stop));
+          seq.insert(seq.end(), doc.begin() + static_cast<std::ptrdiff_t>(start),
+                     doc.begin() + static_cast<std::ptrdiff_t>(stop));
           seq.push_back(vocabulary::eos);
           for (std::size_t j = h; j < seq.size(); ++j) {
             if (seq[j] == vocabulary::bos) continue;
@@ -347,8 +347,8 @@ struct ngram_pair {
 //! Trains a target of order `target_order` and a draft of order `draft_order` on `texts`, sharing one
 //! vocabulary (at most `max_words` words; 0 = all).
 //! \pre both orders in [1, ngram_model::max_order]. \throws specdec::error otherwise.
-inline ngram_pair make_ngram_pair(std::span<const std::string> texts, std::size_t target_order = 4,
-                                  std::size_t draft_order = 2, std::size_t max_words = 0) {
+inline ngram_pair make_ngram_pair(std::span<const std::string> texts, std::size_t target_order = 4, std::size_t draft_order = 2,
+                                  std::size_t max_words = 0) {
   vocabulary vocab = vocabulary::build(texts, max_words);
   ngram_model target(target_order, vocab, texts);
   ngram_model draft(draft_order, std::move(vocab), texts);

@@ -44,9 +44,7 @@ inline bool is_digit_byte(unsigned char c) noexcept { return c >= '0' && c <= '9
 inline bool is_space_byte(unsigned char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
-inline char lower_byte(unsigned char c) noexcept {
-  return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-}
+inline char lower_byte(unsigned char c) noexcept { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); }
 
 //! Calls `emit(std::string)` for each token of `text` (rule in the file comment).
 template <class Emit>
@@ -111,8 +109,8 @@ inline std::vector<std::string_view> split_paragraphs(std::string_view text) {
     std::size_t eol = text.find('\n', pos);
     if (eol == std::string_view::npos) eol = text.size();
     const std::string_view line = text.substr(pos, eol - pos);
-    const bool blank = std::all_of(line.begin(), line.end(),
-                                   [](char c) { return detail::is_space_byte(static_cast<unsigned char>(c)); });
+    const bool blank =
+        std::all_of(line.begin(), line.end(), [](char c) { return detail::is_space_byte(static_cast<unsigned char>(c)); });
     if (blank) {
       flush(pos);
       start = eol + 1;
@@ -130,9 +128,9 @@ inline std::vector<std::string_view> split_paragraphs(std::string_view text) {
 //! (rules in the file comment).
 class vocabulary {
  public:
-  static constexpr token_id unk = 0;  //!< id of `<unk>`, for words outside the vocabulary
-  static constexpr token_id bos = 1;  //!< id of `<s>`, the start of a paragraph
-  static constexpr token_id eos = 2;  //!< id of `</s>`, the end of a paragraph
+  static constexpr token_id unk = 0;               //!< id of `<unk>`, for words outside the vocabulary
+  static constexpr token_id bos = 1;               //!< id of `<s>`, the start of a paragraph
+  static constexpr token_id eos = 2;               //!< id of `</s>`, the end of a paragraph
   static constexpr std::size_t special_count = 3;  //!< the number of special tokens
 
   //! A vocabulary holding only the three special tokens.

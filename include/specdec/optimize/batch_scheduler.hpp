@@ -159,8 +159,9 @@ batch_schedule schedule_batch(std::span<const double> a, std::span<const std::si
 //! \pre as for `schedule_batch_from_gains`; prod_b (drafted[b] + 1) <= max_vectors.
 //! \throws specdec::error otherwise.
 template <theory::LatencyProfile L>
-batch_schedule exhaustive_schedule_from_gains(std::span<const double> gains, std::span<const std::size_t> drafted, const L& latency,
-                                              const batch_scheduler_options& options = {}, std::uint64_t max_vectors = 1u << 22) {
+batch_schedule exhaustive_schedule_from_gains(std::span<const double> gains, std::span<const std::size_t> drafted,
+                                              const L& latency, const batch_scheduler_options& options = {},
+                                              std::uint64_t max_vectors = 1u << 22) {
   detail::check_ragged(gains, drafted, "gains");
   const std::size_t B = drafted.size();
   std::uint64_t vectors = 1;
@@ -178,7 +179,8 @@ batch_schedule exhaustive_schedule_from_gains(std::span<const double> gains, std
   }
   detail::monotone_reader<L> reader{latency};
   std::vector<length_choice> by_k;  // latency and target tokens of every K (accepted drafts added below)
-  for (std::size_t k = 0; k <= total_max; ++k) by_k.push_back(detail::evaluate(k, 0.0, reader, options.counting, static_cast<double>(B)));
+  for (std::size_t k = 0; k <= total_max; ++k)
+    by_k.push_back(detail::evaluate(k, 0.0, reader, options.counting, static_cast<double>(B)));
   std::vector<std::size_t> n(B, 0), best_n(B, 0);
   double best = -1.0;
   while (true) {

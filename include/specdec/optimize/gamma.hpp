@@ -40,7 +40,7 @@ inline double real_speedup(double log_alpha, double g, double c) {
 }
 // The sign of d speedup / dg (see the file comment), for alpha in (0, 1).
 inline double slope_sign(double log_alpha, double g, double c) {
-  const double a = std::exp((g + 1.0) * log_alpha);     // alpha^(g+1)
+  const double a = std::exp((g + 1.0) * log_alpha);  // alpha^(g+1)
   const double one_minus_a = -std::expm1((g + 1.0) * log_alpha);
   return a * (-log_alpha) * (g * c + 1.0) - c * one_minus_a;
 }

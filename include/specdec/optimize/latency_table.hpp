@@ -162,7 +162,8 @@ void check_latency_profile(const L& profile, int first, int last) {
 template <theory::LatencyProfile L>
 bool is_convex_profile(const L& profile, int first, int last) {
   for (int k = first; k + 2 <= last; ++k) {
-    const double a = theory::latency_at(profile, k), b = theory::latency_at(profile, k + 1), c = theory::latency_at(profile, k + 2);
+    const double a = theory::latency_at(profile, k), b = theory::latency_at(profile, k + 1),
+                 c = theory::latency_at(profile, k + 2);
     if ((c - b) < (b - a) - 1e-12 * c) return false;
   }
   return true;

@@ -160,7 +160,8 @@ length_choice best_length_from_gains(std::span<const double> gains, const L& lat
 //! SV section 5's incremental search from acceptance estimates a_i = P(T_i | S, A) (gains
 //! prod_{i<=j} a_i). \pre a in [0, 1]; latencies as above. \throws specdec::error otherwise.
 template <theory::LatencyProfile L>
-length_choice incremental_length(std::span<const double> a, const L& latency, token_counting counting = token_counting::accepted_drafts) {
+length_choice incremental_length(std::span<const double> a, const L& latency,
+                                 token_counting counting = token_counting::accepted_drafts) {
   std::vector<double> gains(a.size());
   acceptance_to_gains(a, gains);
   return incremental_length_from_gains(std::span<const double>(gains), latency, counting);
@@ -170,7 +171,8 @@ length_choice incremental_length(std::span<const double> a, const L& latency, to
 //! theory::sv::expected_accepted (eq. (4)) for every gamma = 0..a.size(); the smallest maximiser.
 //! \pre a in [0, 1]; every L(k) finite, > 0 and non-decreasing. \throws specdec::error otherwise.
 template <theory::LatencyProfile L>
-length_choice brute_force_length(std::span<const double> a, const L& latency, token_counting counting = token_counting::accepted_drafts) {
+length_choice brute_force_length(std::span<const double> a, const L& latency,
+                                 token_counting counting = token_counting::accepted_drafts) {
   detail::check_unit_values(a, "acceptance probabilities a_i");
   detail::monotone_reader<L> reader{latency};
   length_choice best = detail::evaluate(0, 0.0, reader, counting);

@@ -142,8 +142,8 @@ inline std::optional<threshold_choice> choose_threshold(std::span<const roc_poin
 //! choose_threshold with a fixed r (the scenario of Theorem 3.3).
 //! \pre as above; r >= 0.
 //! \throws specdec::error otherwise.
-inline std::optional<threshold_choice> choose_threshold(std::span<const roc_point> roc, int r, const costs& c,
-                                                        double tv_pq, double tv_bound) {
+inline std::optional<threshold_choice> choose_threshold(std::span<const roc_point> roc, int r, const costs& c, double tv_pq,
+                                                        double tv_bound) {
   SPECDEC_EXPECTS(r >= 0, "r must be >= 0");
   std::vector<double> pmf(static_cast<std::size_t>(r) + 1, 0.0);
   pmf.back() = 1.0;

@@ -37,7 +37,7 @@ struct integer_maximum {
 template <class F>
   requires std::invocable<F&, double> && std::convertible_to<std::invoke_result_t<F&, double>, double>
 real_maximum maximize_unimodal(F&& f, double lo, double hi, double tolerance = 1e-12) {
-// clang-format on
+  // clang-format on
   SPECDEC_EXPECTS(theory::detail::is_finite(lo) && theory::detail::is_finite(hi) && lo <= hi,
                   "the interval [lo, hi] must be finite and non-empty");
   SPECDEC_EXPECTS(theory::detail::is_finite(tolerance) && tolerance > 0.0, "tolerance must be finite and > 0");
@@ -86,12 +86,11 @@ real_maximum maximize_unimodal(F&& f, double lo, double hi, double tolerance = 1
 template <class H>
   requires std::invocable<H&, double> && std::convertible_to<std::invoke_result_t<H&, double>, double>
 double bisect_sign_change(H&& h, double lo, double hi, double tolerance = 1e-14) {
-// clang-format on
+  // clang-format on
   SPECDEC_EXPECTS(theory::detail::is_finite(lo) && theory::detail::is_finite(hi) && lo <= hi,
                   "the interval [lo, hi] must be finite and non-empty");
   SPECDEC_EXPECTS(theory::detail::is_finite(tolerance) && tolerance > 0.0, "tolerance must be finite and > 0");
-  SPECDEC_EXPECTS(static_cast<double>(h(lo)) > 0.0 && !(static_cast<double>(h(hi)) > 0.0),
-                  "h must be > 0 at lo and <= 0 at hi");
+  SPECDEC_EXPECTS(static_cast<double>(h(lo)) > 0.0 && !(static_cast<double>(h(hi)) > 0.0), "h must be > 0 at lo and <= 0 at hi");
   const double width = tolerance * std::fmax(1.0, std::fabs(lo) + std::fabs(hi));
   while (hi - lo > width) {
     const double mid = lo + 0.5 * (hi - lo);
@@ -112,7 +111,7 @@ double bisect_sign_change(H&& h, double lo, double hi, double tolerance = 1e-14)
 template <class F>
   requires std::invocable<F&, int> && std::convertible_to<std::invoke_result_t<F&, int>, double>
 integer_maximum argmax_integer(F&& f, int lo, int hi) {
-// clang-format on
+  // clang-format on
   SPECDEC_EXPECTS(lo <= hi, "lo must be <= hi");
   integer_maximum best{lo, static_cast<double>(f(lo))};
   for (int x = lo; x < hi;) {

@@ -37,7 +37,7 @@ SPECDEC_HOST_DEVICE constexpr void philox_round(philox_state& s) noexcept {
 //! The Philox4x32-10 block function: ten rounds, the key bumped by the Weyl constants between rounds.
 //! Matches the Random123 known-answer vectors (tests/random/philox.cpp).
 SPECDEC_HOST_DEVICE constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
-                                                                       std::array<std::uint32_t, 2> key) noexcept {
+                                                                         std::array<std::uint32_t, 2> key) noexcept {
   detail::philox_state s{counter[0], counter[1], counter[2], counter[3], key[0], key[1]};
   detail::philox_round(s);
   for (int round = 1; round < 10; ++round) {

@@ -39,8 +39,7 @@ struct stream_address {
 
 //! The Philox counter and key of block `block` of a stream. Blocks are 24-bit: 2^24 blocks of
 //! four 32-bit words per stream.
-SPECDEC_HOST_DEVICE constexpr std::array<std::uint32_t, 4> stream_counter(const stream_address& a,
-                                                                        std::uint32_t block) noexcept {
+SPECDEC_HOST_DEVICE constexpr std::array<std::uint32_t, 4> stream_counter(const stream_address& a, std::uint32_t block) noexcept {
   return {a.position, (static_cast<std::uint32_t>(a.what) << 24) | (block & 0x00FFFFFFu), a.step, a.request};
 }
 SPECDEC_HOST_DEVICE constexpr std::array<std::uint32_t, 2> stream_key(const stream_address& a) noexcept {

@@ -25,8 +25,6 @@ SPECDEC_HOST_DEVICE inline double exponential_from_uniform(double u) noexcept { 
 
 //! A standard Gumbel variate from a uniform u in [0, 1): -log(Exp(1)).
 //! u = 0 gives Exp = 0 and so +inf; callers that need finiteness draw u from (0, 1).
-SPECDEC_HOST_DEVICE inline double gumbel_from_uniform(double u) noexcept {
-  return -std::log(exponential_from_uniform(u));
-}
+SPECDEC_HOST_DEVICE inline double gumbel_from_uniform(double u) noexcept { return -std::log(exponential_from_uniform(u)); }
 
 }  // namespace specdec::random

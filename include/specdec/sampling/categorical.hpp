@@ -95,9 +95,7 @@ class tile_masses {
     if (tiles > inline_tiles) heap_.resize(tiles);
   }
   double* data() noexcept { return size_ > inline_tiles ? heap_.data() : inline_.data(); }
-  std::span<const double> view() const noexcept {
-    return {size_ > inline_tiles ? heap_.data() : inline_.data(), size_};
-  }
+  std::span<const double> view() const noexcept { return {size_ > inline_tiles ? heap_.data() : inline_.data(), size_}; }
   std::size_t size() const noexcept { return size_; }
 
  private:
@@ -145,8 +143,7 @@ struct dense_tiles {
 //! fallbacks, searches backwards (`last_positive`), as `dense_tiles` does. Shared by every CPU
 //! backend and by the sparse sampler.
 template <class Tiles>
-sample_result locate_in_tiles(std::size_t size, std::span<const double> tile_mass, bool usable, const Tiles& tiles,
-                              double u) {
+sample_result locate_in_tiles(std::size_t size, std::span<const double> tile_mass, bool usable, const Tiles& tiles, double u) {
   double total = 0.0;
   for (const double m : tile_mass) total += m;
   if (!usable || !std::isfinite(total)) return {no_token, row_status::not_finite, total};
@@ -207,7 +204,9 @@ struct masked_weights {
   std::span<const token_id> masked;
   mutable std::size_t cursor = 0, last = 0;
   double operator()(std::size_t v) const {
-    if (v < last) cursor = static_cast<std::size_t>(std::lower_bound(masked.begin(), masked.end(), static_cast<token_id>(v)) - masked.begin());
+    if (v < last)
+      cursor =
+          static_cast<std::size_t>(std::lower_bound(masked.begin(), masked.end(), static_cast<token_id>(v)) - masked.begin());
     last = v;
     while (cursor < masked.size() && static_cast<std::size_t>(masked[cursor]) < v) ++cursor;
     return cursor < masked.size() && static_cast<std::size_t>(masked[cursor]) == v ? 0.0 : static_cast<double>(row[v]);

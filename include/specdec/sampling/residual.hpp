@@ -62,7 +62,8 @@ residual_result sample_residual(std::span<const T> p, std::span<const T> q, Acce
 //! The textbook residual norm(max(0, p - q)) (the strict rule's accepted mass min(p, q)).
 template <class T>
 residual_result sample_residual(std::span<const T> p, std::span<const T> q, double u) {
-  return sample_residual(p, q, [](double pv, double qv) { return std::min(pv, qv); }, u);
+  return sample_residual(
+      p, q, [](double pv, double qv) { return std::min(pv, qv); }, u);
 }
 
 }  // namespace specdec

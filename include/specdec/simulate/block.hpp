@@ -80,7 +80,9 @@ class block_verifier {
   }
 
  private:
-  std::span<double> row(std::vector<double>& rows, std::size_t i) const { return std::span<double>(rows).subspan(i * vocab_, vocab_); }
+  std::span<double> row(std::vector<double>& rows, std::size_t i) const {
+    return std::span<double>(rows).subspan(i * vocab_, vocab_);
+  }
 
   std::size_t vocab_, gamma_;
   std::vector<double> p_, q_;  // rows of positions 1..gamma of the current block, [gamma][V]

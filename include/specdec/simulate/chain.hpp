@@ -33,8 +33,7 @@ struct chain_draw {
 //! One chain run on the stream `s`: trial k succeeds iff the next uniform is < prob(k); stops at the
 //! first failure or after `limit` successes (then without a further trial). Host and device.
 template <class Prob>
-SPECDEC_HOST_DEVICE constexpr chain_draw run_chain_draw(random::philox_stream s, std::uint64_t limit,
-                                                        const Prob& prob) noexcept {
+SPECDEC_HOST_DEVICE constexpr chain_draw run_chain_draw(random::philox_stream s, std::uint64_t limit, const Prob& prob) noexcept {
   chain_draw d;
   while (d.successes < limit) {
     ++d.trials;

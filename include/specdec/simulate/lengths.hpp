@@ -28,7 +28,8 @@ template <class Choose, class Record, theory::LatencyProfile L>
 double length_policy_rate(std::span<const double> alpha, double t_draft, const L& latency, std::size_t rounds, std::uint64_t seed,
                           Choose&& choose, Record&& record) {
   SPECDEC_EXPECTS(t_draft >= 0.0 && rounds > 0, "specdec::simulate::length_policy_rate: t_draft >= 0 and rounds > 0");
-  for (const double a : alpha) SPECDEC_EXPECTS(a >= 0.0 && a <= 1.0, "specdec::simulate::length_policy_rate: alpha outside [0, 1]");
+  for (const double a : alpha)
+    SPECDEC_EXPECTS(a >= 0.0 && a <= 1.0, "specdec::simulate::length_policy_rate: alpha outside [0, 1]");
   decode_stats s;
   auto rng = random::request_stream{seed, 0, 0}.open(0, random::purpose::simulate);
   double tokens = 0.0, time = 0.0;

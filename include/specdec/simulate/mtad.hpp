@@ -35,13 +35,13 @@ enum class drafting {
 
 //! The outcome of simulated MTAD iterations.
 struct run_result {
-  int gamma = 0;                   //!< drafts per iteration
-  count_tally tokens;              //!< gamma_i = accepted drafts + 1 per iteration
-  std::uint64_t draft_tokens = 0;  //!< drafted tokens, gamma per iteration
+  int gamma = 0;                     //!< drafts per iteration
+  count_tally tokens;                //!< gamma_i = accepted drafts + 1 per iteration
+  std::uint64_t draft_tokens = 0;    //!< drafted tokens, gamma per iteration
   std::uint64_t emitted_tokens = 0;  //!< tokens emitted in total (sum of gamma_i)
-  std::uint64_t min_tokens = 0;    //!< the smallest gamma_i seen (0 without draws)
-  double sum_log_p = 0.0;          //!< sum of log p over every emitted token (natural log)
-  double sum_log_q = 0.0;          //!< sum of log q over every emitted token (-inf if q(x) = 0 for one)
+  std::uint64_t min_tokens = 0;      //!< the smallest gamma_i seen (0 without draws)
+  double sum_log_p = 0.0;            //!< sum of log p over every emitted token (natural log)
+  double sum_log_q = 0.0;            //!< sum of log q over every emitted token (-inf if q(x) = 0 for one)
 
   //! gamma_bar = E[gamma_i], tokens per iteration.
   estimate gamma_bar() const noexcept { return tokens.summary(); }

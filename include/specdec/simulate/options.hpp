@@ -21,18 +21,16 @@ namespace specdec::simulate {
 //! Which draws a simulator runs: indices [first, first + draws) of the streams keyed by `seed`
 //! and numbered `stream` (use a different `stream` per configuration, e.g. per grid point).
 struct run_options {
-  std::uint64_t seed = 0;     //!< Philox key
-  std::uint32_t stream = 0;   //!< independent stream family (the `request` field of the address)
-  std::uint64_t first = 0;    //!< index of the first draw (for chunked runs)
-  std::uint64_t draws = 0;    //!< number of draws (iterations) to simulate
+  std::uint64_t seed = 0;    //!< Philox key
+  std::uint32_t stream = 0;  //!< independent stream family (the `request` field of the address)
+  std::uint64_t first = 0;   //!< index of the first draw (for chunked runs)
+  std::uint64_t draws = 0;   //!< number of draws (iterations) to simulate
 };
 
 //! The Philox stream of draw i (see the file comment for its address). Host and device.
 SPECDEC_HOST_DEVICE constexpr random::philox_stream draw_stream(const run_options& options, std::uint64_t i) noexcept {
-  return random::philox_stream(random::stream_address{options.seed, options.stream,
-                                                      static_cast<std::uint32_t>(i >> 32),
-                                                      static_cast<std::uint32_t>(i & 0xFFFFFFFFu),
-                                                      random::purpose::simulate});
+  return random::philox_stream(random::stream_address{options.seed, options.stream, static_cast<std::uint32_t>(i >> 32),
+                                                      static_cast<std::uint32_t>(i & 0xFFFFFFFFu), random::purpose::simulate});
 }
 
 namespace detail {

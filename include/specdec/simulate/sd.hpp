@@ -86,8 +86,7 @@ SPECDEC_HOST_DEVICE sd_token_draw sd_token_iteration(const Rows& rows, int gamma
 }
 
 //! The preconditions of `token_process` (shared with the cuda overload).
-inline void check_sd_token_process(std::span<const double> p, std::span<const double> q, int gamma,
-                                   const run_options& options) {
+inline void check_sd_token_process(std::span<const double> p, std::span<const double> q, int gamma, const run_options& options) {
   SPECDEC_EXPECTS(valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
   SPECDEC_EXPECTS(gamma >= 1, "gamma must be >= 1");
   SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
@@ -162,11 +161,11 @@ inline chain_result chain(std::span<const double> alphas, const run_options& opt
 
 //! The outcome of simulated SD iterations on actual tokens.
 struct token_process_result {
-  chain_result chain;               //!< accepted drafts per iteration and drafts examined
-  count_tally first_token;          //!< the token emitted at position 1 of each iteration (gamma >= 1)
-  std::uint64_t first_accepted = 0; //!< iterations whose first draft was accepted
-  std::uint64_t fallbacks = 0;      //!< corrections for which the residual had no mass (p was sampled)
-  count_tally bonus_token;          //!< the bonus tokens (iterations whose gamma drafts all passed); law p
+  chain_result chain;                //!< accepted drafts per iteration and drafts examined
+  count_tally first_token;           //!< the token emitted at position 1 of each iteration (gamma >= 1)
+  std::uint64_t first_accepted = 0;  //!< iterations whose first draft was accepted
+  std::uint64_t fallbacks = 0;       //!< corrections for which the residual had no mass (p was sampled)
+  count_tally bonus_token;           //!< the bonus tokens (iterations whose gamma drafts all passed); law p
 
   //! P(first draft accepted): the acceptance rate sum_v a(v) of the rule (1 - TV(p, q) for the
   //! strict rule, Leviathan Def. 3.1); one Bernoulli draw per iteration.
@@ -179,8 +178,7 @@ namespace specdec::simulate::detail {
 //! The loop of `sd::token_process` over any rows object: `host_rows` in the CPU simulator,
 //! `table_rows` to replay the same draws through sampling tables (tests/simulate/sampling_table.cpp).
 template <class Rows>
-sd::token_process_result run_sd_token_process(const Rows& rows, std::size_t vocab_size, int gamma,
-                                              const run_options& options) {
+sd::token_process_result run_sd_token_process(const Rows& rows, std::size_t vocab_size, int gamma, const run_options& options) {
   sd::token_process_result r;
   r.chain.gamma = gamma;
   r.chain.accepted = count_tally(static_cast<std::size_t>(gamma) + 1);

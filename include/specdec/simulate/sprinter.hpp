@@ -45,8 +45,8 @@ inline void check_verifier_chain(double eta_tp, double eta_fp, int r, const run_
 }
 
 //! The preconditions of `sprinter::token_process` (shared with the cuda overload).
-inline void check_sprinter_token_process(std::span<const double> p, std::span<const double> q, double eta_tp,
-                                         double eta_fp, const run_options& options) {
+inline void check_sprinter_token_process(std::span<const double> p, std::span<const double> q, double eta_tp, double eta_fp,
+                                         const run_options& options) {
   SPECDEC_EXPECTS(valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
   SPECDEC_EXPECTS(theory::detail::is_probability(eta_tp), "eta_tp must be in [0, 1]");
   SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
@@ -71,7 +71,7 @@ SPECDEC_HOST_DEVICE sprinter_token_draw sprinter_position(const Rows& rows, doub
   const std::size_t x = rows.sample_q(s.uniform());
   const bool acceptable = rows.q_at(x) <= rows.p_at(x);
   if (s.uniform() < (acceptable ? eta_tp : eta_fp)) return {x, true, true, false};  // the verifier keeps x
-  const position_outcome o = verify_drafted(rows, x, s);                              // Algorithm 2
+  const position_outcome o = verify_drafted(rows, x, s);                            // Algorithm 2
   return {o.token, false, o.accepted, o.fallback};
 }
 
@@ -132,10 +132,10 @@ inline chain_result verifier_chain(double eta_tp, double eta_fp, int r, const ru
 
 //! The outcome of simulated single SPRINTER positions.
 struct token_process_result {
-  count_tally token;                   //!< the emitted token (histogram over [0, V)); law: Theorem 3.1
-  std::uint64_t kept = 0;              //!< the draft token was kept (by the verifier or the target)
-  std::uint64_t verifier_accepted = 0; //!< the verifier accepted the draft token
-  std::uint64_t fallbacks = 0;         //!< corrections for which the residual had no mass
+  count_tally token;                    //!< the emitted token (histogram over [0, V)); law: Theorem 3.1
+  std::uint64_t kept = 0;               //!< the draft token was kept (by the verifier or the target)
+  std::uint64_t verifier_accepted = 0;  //!< the verifier accepted the draft token
+  std::uint64_t fallbacks = 0;          //!< corrections for which the residual had no mass
 
   //! beta_SPRINTER = P(draft token kept) (Theorem A.4, eq. (34)).
   estimate acceptance() const noexcept { return bernoulli_estimate(kept, token.count()); }
@@ -148,8 +148,8 @@ struct token_process_result {
 namespace specdec::simulate::detail {
 //! The loop of `sprinter::token_process` over any rows object (see run_sd_token_process).
 template <class Rows>
-sprinter::token_process_result run_sprinter_token_process(const Rows& rows, std::size_t vocab_size, double eta_tp,
-                                                          double eta_fp, const run_options& options) {
+sprinter::token_process_result run_sprinter_token_process(const Rows& rows, std::size_t vocab_size, double eta_tp, double eta_fp,
+                                                          const run_options& options) {
   sprinter::token_process_result r;
   r.token = count_tally(vocab_size);
   const std::uint64_t end = options.first + options.draws;
@@ -171,11 +171,11 @@ namespace specdec::simulate::sprinter {
 //! \pre p, q probability rows of the same length V >= 1 (sums 1 within 1e-6); eta_tp, eta_fp in
 //!      [0, 1]; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline token_process_result token_process(std::span<const double> p, std::span<const double> q, double eta_tp,
-                                          double eta_fp, const run_options& options) {
+inline token_process_result token_process(std::span<const double> p, std::span<const double> q, double eta_tp, double eta_fp,
+                                          const run_options& options) {
   detail::check_sprinter_token_process(p, q, eta_tp, eta_fp, options);
-  return detail::run_sprinter_token_process(detail::host_rows<strict_rule>{specdec::strict, p, q}, p.size(), eta_tp,
-                                            eta_fp, options);
+  return detail::run_sprinter_token_process(detail::host_rows<strict_rule>{specdec::strict, p, q}, p.size(), eta_tp, eta_fp,
+                                            options);
 }
 
 }  // namespace specdec::simulate::sprinter

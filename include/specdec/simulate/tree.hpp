@@ -21,9 +21,9 @@ namespace specdec::simulate::detail {
 
 //! What one walk down the tree produced.
 struct tree_walk_draw {
-  std::size_t last_node = 0;  //!< the last reached node (0: every child of the root failed)
-  std::uint64_t accepted = 0; //!< its depth: the accepted drafts
-  std::uint64_t coins = 0;    //!< acceptance tests drawn
+  std::size_t last_node = 0;   //!< the last reached node (0: every child of the root failed)
+  std::uint64_t accepted = 0;  //!< its depth: the accepted drafts
+  std::uint64_t coins = 0;     //!< acceptance tests drawn
 };
 
 //! One walk down request b's tree on the stream `s` (the per-draw step of `tree::walk`).
@@ -65,8 +65,7 @@ struct walk_result {
 //! \pre b < layout.batch_size(); alphas.size() == layout.num_nodes(b); alphas[n] in [0, 1] for
 //!      n >= 1; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline walk_result walk(const tree_layout& layout, std::size_t b, std::span<const double> alphas,
-                        const run_options& options) {
+inline walk_result walk(const tree_layout& layout, std::size_t b, std::span<const double> alphas, const run_options& options) {
   theory::tree::detail::check_node_alphas(layout, b, alphas);
   SPECDEC_EXPECTS(detail::valid_range(options), "first + draws overflows");
   walk_result r{count_tally(layout.max_depth() + 1), count_tally(layout.num_nodes(b)), 0};

@@ -117,8 +117,14 @@ template <class P, class Q>
 class block_enumeration {
  public:
   block_enumeration(P& p_row, Q& q_row, std::size_t vocab_size, std::size_t gamma)
-      : p_row_(p_row), q_row_(q_row), vocab_(vocab_size), gamma_(gamma),
-        p_(gamma * vocab_size), q_(gamma * vocab_size), prefix_(gamma), h_(gamma) {
+      : p_row_(p_row),
+        q_row_(q_row),
+        vocab_(vocab_size),
+        gamma_(gamma),
+        p_(gamma * vocab_size),
+        q_(gamma * vocab_size),
+        prefix_(gamma),
+        h_(gamma) {
     laws_.token_wise.assign(gamma + 1, 0.0);
     laws_.block.assign(gamma + 1, 0.0);
   }
@@ -163,7 +169,7 @@ class block_enumeration {
   std::size_t vocab_, gamma_;
   std::vector<double> p_, q_;  // rows of positions 1..gamma along the current prefix, [gamma][V]
   std::vector<token_id> prefix_;
-  std::vector<double> h_;      // h_1..h_gamma along the current prefix
+  std::vector<double> h_;  // h_1..h_gamma along the current prefix
   length_laws laws_;
 };
 }  // namespace detail
@@ -182,8 +188,8 @@ length_laws accepted_length_laws(P&& p_row, Q&& q_row, std::size_t vocab_size, i
   std::size_t blocks = 1;
   for (int i = 0; i < gamma && blocks <= max_blocks; ++i) blocks *= vocab_size;
   SPECDEC_EXPECTS(blocks <= max_blocks, "vocab_size^gamma exceeds max_blocks");
-  return detail::block_enumeration<std::remove_reference_t<P>, std::remove_reference_t<Q>>(
-             p_row, q_row, vocab_size, static_cast<std::size_t>(gamma))
+  return detail::block_enumeration<std::remove_reference_t<P>, std::remove_reference_t<Q>>(p_row, q_row, vocab_size,
+                                                                                           static_cast<std::size_t>(gamma))
       .run();
 }
 

@@ -64,9 +64,7 @@ double checked_perplexity_from_log_probs(std::span<const T> log_probs) {
   SPECDEC_EXPECTS(all_log_probabilities(log_probs), "every log-probability must be <= 0 (not NaN)");
   return perplexity_from_log_probs_impl(log_probs);
 }
-inline bool valid_gamma_bar(double gamma_bar) noexcept {
-  return theory::detail::is_finite(gamma_bar) && gamma_bar >= 1.0;
-}
+inline bool valid_gamma_bar(double gamma_bar) noexcept { return theory::detail::is_finite(gamma_bar) && gamma_bar >= 1.0; }
 }  // namespace detail
 
 //! PPL(x_{1:N}) = exp(-(1/N) sum_t log p(x_t | x_{1:t-1})) (eq. (1)), from the conditional

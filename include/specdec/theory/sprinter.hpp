@@ -32,9 +32,7 @@ constexpr void mix_rows(std::span<const T> p, std::span<const T> q, double eta_f
     out[x] = static_cast<T>((1.0 - eta_fp) * static_cast<double>(p[x]) + eta_fp * static_cast<double>(q[x]));
 }
 // eta_tp^r with the 0^0 = 1 convention.
-constexpr double tp_pow(double eta_tp, int r) noexcept {
-  return theory::detail::pow_int(eta_tp, static_cast<std::uint64_t>(r));
-}
+constexpr double tp_pow(double eta_tp, int r) noexcept { return theory::detail::pow_int(eta_tp, static_cast<std::uint64_t>(r)); }
 // The expectation of N is infinite exactly when eta_fp = 1 and P(first r accepted) = eta_tp^r > 0.
 constexpr bool finite_expectation(double eta_tp, double eta_fp, int r) noexcept {
   return eta_fp < 1.0 || (eta_tp == 0.0 && r > 0);
@@ -48,8 +46,7 @@ constexpr bool finite_expectation(double eta_tp, double eta_fp, int r) noexcept 
 //! \pre p.size() == q.size() == out.size() > 0; p and q probability rows (entries in [0, 1], sums
 //!      1 within 1e-6); eta_fp in [0, 1].
 //! \throws specdec::error otherwise.
-constexpr void token_distribution(std::span<const double> p, std::span<const double> q, double eta_fp,
-                                  std::span<double> out) {
+constexpr void token_distribution(std::span<const double> p, std::span<const double> q, double eta_fp, std::span<double> out) {
   SPECDEC_EXPECTS(p.size() == q.size() && p.size() == out.size(), "p, q and out must have the same length");
   SPECDEC_EXPECTS(!p.empty(), "p and q must not be empty");
   SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
@@ -63,8 +60,7 @@ constexpr void token_distribution(std::span<const double> p, std::span<const dou
 //! float rows: as the double overload (mixed in double, stored as float); sums within 1e-4.
 //! \pre as the double overload, with row sums 1 within 1e-4.
 //! \throws specdec::error otherwise.
-constexpr void token_distribution(std::span<const float> p, std::span<const float> q, double eta_fp,
-                                  std::span<float> out) {
+constexpr void token_distribution(std::span<const float> p, std::span<const float> q, double eta_fp, std::span<float> out) {
   SPECDEC_EXPECTS(p.size() == q.size() && p.size() == out.size(), "p, q and out must have the same length");
   SPECDEC_EXPECTS(!p.empty(), "p and q must not be empty");
   SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
@@ -108,8 +104,7 @@ constexpr double prob_tokens(int i, double eta_tp, double eta_fp, int r) {
   SPECDEC_EXPECTS(theory::detail::is_probability(eta_fp), "eta_fp must be in [0, 1]");
   SPECDEC_EXPECTS(r >= 0, "r must be >= 0");
   if (i < r) return theory::detail::pow_int(eta_tp, static_cast<std::uint64_t>(i)) * (1.0 - eta_tp);
-  return detail::tp_pow(eta_tp, r) * theory::detail::pow_int(eta_fp, static_cast<std::uint64_t>(i - r)) *
-         (1.0 - eta_fp);
+  return detail::tp_pow(eta_tp, r) * theory::detail::pow_int(eta_fp, static_cast<std::uint64_t>(i - r)) * (1.0 - eta_fp);
 }
 
 //! E[N_SPRINTER] = (eta_tp - eta_tp^r) / (1 - eta_tp) + eta_tp^r / (1 - eta_fp) (Theorem 3.3,

@@ -129,8 +129,7 @@ inline void path_probabilities(const tree_layout& layout, std::size_t b, std::sp
 //! the entries sum to 1.
 //! \pre as path_probabilities, with last.size() == layout.num_nodes(b).
 //! \throws specdec::error otherwise.
-inline void end_probabilities(const tree_layout& layout, std::size_t b, std::span<const double> alphas,
-                              std::span<double> last) {
+inline void end_probabilities(const tree_layout& layout, std::size_t b, std::span<const double> alphas, std::span<double> last) {
   path_probabilities(layout, b, alphas, last);
   for (std::size_t n = 0; n < last.size(); ++n)
     for (std::int32_t c = layout.first_child(b, n); c != no_node; c = layout.next_sibling(b, static_cast<std::size_t>(c)))

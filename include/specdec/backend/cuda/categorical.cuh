@@ -122,7 +122,8 @@ __device__ void stage_tile(const Weight& weight, tile_range tile, double* shared
     double w[stage_batch];
     if (full) {
 #pragma unroll
-      for (int k = 0; k < stage_batch; ++k) w[k] = weight(tile.begin + static_cast<std::size_t>((k0 + k) * warp_size + lane_id()));
+      for (int k = 0; k < stage_batch; ++k)
+        w[k] = weight(tile.begin + static_cast<std::size_t>((k0 + k) * warp_size + lane_id()));
     } else {
 #pragma unroll
       for (int k = 0; k < stage_batch; ++k) {

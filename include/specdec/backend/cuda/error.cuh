@@ -14,8 +14,7 @@ namespace specdec::backend::cuda {
 //! Throws `specdec::cuda_error` naming `what` and the CUDA error when `status` is not cudaSuccess.
 inline void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
-    throw cuda_error(std::string("specdec: ") + what + ": " + cudaGetErrorName(status) + " (" +
-                     cudaGetErrorString(status) + ")");
+    throw cuda_error(std::string("specdec: ") + what + ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 
 //! Checks the launch of `kernel` (a bad configuration is reported at once; faults inside the kernel

@@ -170,10 +170,10 @@ struct select_row {
 
 //! The first bucket, from the top, where a cumulative count or mass reaches its goal.
 struct crossing {
-  int bucket;                //!< -1: none
+  int bucket;                 //!< -1: none
   std::uint32_t count_above;  //!< entries in the buckets above it
-  double mass_above;         //!< start + the mass of the buckets above it
-  double total;              //!< start + the mass of every bucket
+  double mass_above;          //!< start + the mass of the buckets above it
+  double total;               //!< start + the mass of every bucket
 };
 
 inline constexpr int scan_items = radix_buckets / block_threads;
@@ -371,8 +371,8 @@ struct softmax_source {
       for (int k = 0; k < chunk_items<float>; ++k) x[k] = 0.0f;
       return;
     }
-    const T* row = r < first_rows ? first + static_cast<std::size_t>(r) * vocab
-                                  : second + static_cast<std::size_t>(r - first_rows) * vocab;
+    const T* row =
+        r < first_rows ? first + static_cast<std::size_t>(r) * vocab : second + static_cast<std::size_t>(r - first_rows) * vocab;
     T raw[chunk_items<float>];
     load_chunk_as<float>(row, vocab, c, raw, T(0));
     const double inv_t = 1.0 / t, inv_sum = 1.0 / st.sum;
@@ -629,8 +629,8 @@ void run_select(cudaStream_t stream, const Source& src, std::size_t batch, std::
   const int passes = 1 + (top_k ? radix_levels - 1 : 0) + (top_p ? radix_levels - 1 : 0);
   const unsigned grid = row_chunk_grid<float>(batch, vocab);
   for (int pass = 0; pass < passes; ++pass) {
-    select_pass_kernel<Source><<<grid, block_threads, 0, stream>>>(src, vocab, chunk_count<float>(vocab), parts.rows,
-                                                                   parts.hist0, parts.hist, pass == 0);
+    select_pass_kernel<Source><<<grid, block_threads, 0, stream>>>(src, vocab, chunk_count<float>(vocab), parts.rows, parts.hist0,
+                                                                   parts.hist, pass == 0);
     check_launch("select_pass_kernel");
   }
 }
@@ -640,8 +640,8 @@ void run_select(cudaStream_t stream, const Source& src, std::size_t batch, std::
 template <class Source>
 void run_kept_sum(cudaStream_t stream, const Source& src, std::size_t batch, std::size_t vocab, const select_row* rows,
                   double* kept) {
-  kept_sum_kernel<Source><<<row_chunk_grid<float>(batch, vocab), block_threads, 0, stream>>>(
-      src, vocab, chunk_count<float>(vocab), rows, kept);
+  kept_sum_kernel<Source>
+      <<<row_chunk_grid<float>(batch, vocab), block_threads, 0, stream>>>(src, vocab, chunk_count<float>(vocab), rows, kept);
   check_launch("kept_sum_kernel");
 }
 

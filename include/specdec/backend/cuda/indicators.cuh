@@ -60,11 +60,9 @@ enum class indicator_status : std::uint8_t {
 inline const char* indicator_message(indicator_status s) noexcept {
   switch (s) {
     case indicator_status::bad_draft_row: return "the draft row is not a probability row (NaN, negative, or sum != 1)";
-    case indicator_status::bad_companion_row:
-      return "the companion row is not a probability row (NaN, negative, or sum != 1)";
+    case indicator_status::bad_companion_row: return "the companion row is not a probability row (NaN, negative, or sum != 1)";
     case indicator_status::token_out_of_range: return "the drafted token is outside [0, V)";
-    case indicator_status::draft_probability_zero:
-      return "P_d(t) must be > 0 and finite (the token was drafted from P_d)";
+    case indicator_status::draft_probability_zero: return "P_d(t) must be > 0 and finite (the token was drafted from P_d)";
     default: return "";
   }
 }
@@ -119,9 +117,9 @@ __global__ void __launch_bounds__(indicator_threads)
 //! Pass 2: one thread per position.
 template <class T, class U>
 __global__ void __launch_bounds__(indicator_finish_threads)
-    indicator_finish_kernel(const T* draft, const U* companion, const token_id* tokens, std::size_t n,
-                            std::size_t vocab, std::size_t chunks, const indicator_partial* partials,
-                            double tolerance, double* s, double* a, indicator_status* status) {
+    indicator_finish_kernel(const T* draft, const U* companion, const token_id* tokens, std::size_t n, std::size_t vocab,
+                            std::size_t chunks, const indicator_partial* partials, double tolerance, double* s, double* a,
+                            indicator_status* status) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   double overlap = 0.0, ds = 0.0, cs = 0.0;
@@ -181,8 +179,8 @@ inline std::size_t indicators_workspace_bytes(std::size_t n, std::size_t vocab_s
 //! \throws specdec::error on shape mismatches or a small workspace; specdec::cuda_error on CUDA errors.
 template <class T, class U>
 void compute_indicators(cudaStream_t stream, std::span<const T> draft_rows, std::span<const U> companion_rows,
-                        std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s,
-                        std::span<double> a, std::span<indicator_status> status, std::span<std::byte> workspace) {
+                        std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s, std::span<double> a,
+                        std::span<indicator_status> status, std::span<std::byte> workspace) {
   estimate::detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
   const std::size_t n = tokens.size();
   SPECDEC_EXPECTS(status.size() == n, "status must hold one entry per token");
@@ -205,8 +203,7 @@ void compute_indicators(cudaStream_t stream, std::span<const T> draft_rows, std:
 //! \throws specdec::error on shape mismatches or a bad position; specdec::cuda_error on CUDA errors.
 template <class T, class U>
 void compute_indicators(cudaStream_t stream, std::span<const T> draft_rows, std::span<const U> companion_rows,
-                        std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s,
-                        std::span<double> a) {
+                        std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s, std::span<double> a) {
   estimate::detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
   const std::size_t n = tokens.size();
   workspace_plan counting;
@@ -219,8 +216,7 @@ void compute_indicators(cudaStream_t stream, std::span<const T> draft_rows, std:
                      buffer.span().subspan(status_bytes));
   std::vector<indicator_status> host(n);
   if (n > 0)
-    check(cudaMemcpyAsync(host.data(), status, n * sizeof(indicator_status), cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(host.data(), status, n * sizeof(indicator_status), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   for (std::size_t i = 0; i < n; ++i)
     if (host[i] != indicator_status::ok)

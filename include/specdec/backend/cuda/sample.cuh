@@ -45,7 +45,7 @@ namespace specdec::backend::cuda {
 
 namespace detail {
 
-inline constexpr int tile_mass_warps = 8;  //!< warps (tiles) per block of `tile_mass_kernel`
+inline constexpr int tile_mass_warps = 8;                              //!< warps (tiles) per block of `tile_mass_kernel`
 inline constexpr int tile_mass_threads = tile_mass_warps * warp_size;  //!< threads per block of `tile_mass_kernel`
 
 //! Row b's weights are its probabilities (`row_weight`, categorical.cuh); its stream is streams[b].
@@ -143,11 +143,11 @@ void sample_rows(cudaStream_t stream, const Rows& rows, std::size_t batch, std::
   SPECDEC_EXPECTS(blocks <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
                       batch <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
                   "cuda sampling: too many rows for one launch");
-  tile_mass_kernel<<<static_cast<unsigned>(blocks), tile_mass_threads, 0, stream>>>(
-      rows, vocab, tiles, jobs, parts.tile_mass, parts.tile_usable);
+  tile_mass_kernel<<<static_cast<unsigned>(blocks), tile_mass_threads, 0, stream>>>(rows, vocab, tiles, jobs, parts.tile_mass,
+                                                                                    parts.tile_usable);
   check_launch("tile_mass_kernel");
-  locate_kernel<<<static_cast<unsigned>(batch), warp_size, 0, stream>>>(rows, vocab, tiles, parts.tile_mass,
-                                                                       parts.tile_usable, position, what, tokens, statuses);
+  locate_kernel<<<static_cast<unsigned>(batch), warp_size, 0, stream>>>(rows, vocab, tiles, parts.tile_mass, parts.tile_usable,
+                                                                        position, what, tokens, statuses);
   check_launch("locate_kernel");
 }
 
@@ -179,8 +179,8 @@ void sample_categorical(cudaStream_t stream, std::span<const T> probs, std::size
   const detail::sample_parts parts(plan, batch, vocab);
   if (batch == 0) return;
   copy_to_device(device_streams, streams.data(), batch, stream);
-  detail::sample_rows(stream, detail::dense_rows<T>{probs.data(), vocab, device_streams}, batch, vocab, parts, position,
-                      what, tokens.data(), statuses.data());
+  detail::sample_rows(stream, detail::dense_rows<T>{probs.data(), vocab, device_streams}, batch, vocab, parts, position, what,
+                      tokens.data(), statuses.data());
 }
 
 //! `sample_categorical` with a workspace allocated (and freed) on `stream`.

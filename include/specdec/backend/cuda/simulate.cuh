@@ -58,10 +58,10 @@
 
 namespace specdec::backend::cuda::detail {
 
-inline constexpr int simulate_threads = 256;                 //!< threads per block of the tally kernel
-inline constexpr int simulate_blocks_per_sm = 8;             //!< resident blocks per SM the grid aims at
-inline constexpr std::size_t simulate_shared_bins = 2048;    //!< histogram 0's bins kept in shared memory
-inline constexpr unsigned long long no_bin = ~0ull;          //!< "this draw adds nothing to this histogram"
+inline constexpr int simulate_threads = 256;                   //!< threads per block of the tally kernel
+inline constexpr int simulate_blocks_per_sm = 8;               //!< resident blocks per SM the grid aims at
+inline constexpr std::size_t simulate_shared_bins = 2048;      //!< histogram 0's bins kept in shared memory
+inline constexpr unsigned long long no_bin = ~0ull;            //!< "this draw adds nothing to this histogram"
 inline constexpr std::size_t simulate_record_capacity = 1024;  //!< first size of the overflow record buffer
 
 //! What one draw adds: a value per histogram (or `no_bin`) and an increment per sum.
@@ -120,8 +120,7 @@ __global__ void __launch_bounds__(simulate_threads)
 #pragma unroll
   for (int h = 0; h < H; ++h) largest[h] = 0;
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
-  for (unsigned long long j = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; j < o.draws;
-       j += stride) {
+  for (unsigned long long j = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; j < o.draws; j += stride) {
     const std::uint64_t i = o.first + j;
     const draw_tally<H, C> t = step(simulate::draw_stream(o, i));
 #pragma unroll
@@ -181,8 +180,7 @@ inline unsigned simulate_grid(std::uint64_t draws) {
 //! `capacity` is the first size of the record buffer (tests pass a small one to exercise the repeat).
 template <int H, int C, class Step>
 tally_result<H, C> run_tally(cudaStream_t stream, const simulate::run_options& o, const Step& step,
-                             const std::array<std::uint64_t, H>& sizes,
-                             std::size_t capacity = simulate_record_capacity) {
+                             const std::array<std::uint64_t, H>& sizes, std::size_t capacity = simulate_record_capacity) {
   tally_layout<H> layout{};
   unsigned long long bins = 0;
   for (int h = 0; h < H; ++h) {
@@ -209,8 +207,9 @@ tally_result<H, C> run_tally(cudaStream_t stream, const simulate::run_options& o
     const tally_sinks<H, C> sinks = carve(plan);
     check(cudaMemsetAsync(buffer.span().data(), 0, buffer.span().size(), stream), "cudaMemsetAsync");
     if (o.draws > 0) {
-      tally_kernel<H, C, Step><<<simulate_grid(o.draws), simulate_threads,
-                                 layout.shared_bins * sizeof(unsigned long long), stream>>>(o, step, layout, sinks);
+      tally_kernel<H, C, Step>
+          <<<simulate_grid(o.draws), simulate_threads, layout.shared_bins * sizeof(unsigned long long), stream>>>(o, step, layout,
+                                                                                                                  sinks);
       check_launch("specdec::simulate (cuda): tally_kernel");
     }
     tally_result<H, C> r;
@@ -218,11 +217,9 @@ tally_result<H, C> run_tally(cudaStream_t stream, const simulate::run_options& o
     unsigned long long offered = 0;
     check(cudaMemcpyAsync(r.sums.data(), sinks.sums, C * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
-    check(cudaMemcpyAsync(largest.data(), sinks.max_value, H * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                          stream),
+    check(cudaMemcpyAsync(largest.data(), sinks.max_value, H * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
-    check(cudaMemcpyAsync(&offered, sinks.record_count, sizeof offered, cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(&offered, sinks.record_count, sizeof offered, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     if (offered > capacity) {  // the records did not fit: run again with room for all of them
       capacity = static_cast<std::size_t>(offered);
@@ -236,8 +233,8 @@ tally_result<H, C> run_tally(cudaStream_t stream, const simulate::run_options& o
             "cudaMemcpyAsync");
     }
     r.records.resize(static_cast<std::size_t>(offered));
-    check(cudaMemcpyAsync(r.records.data(), sinks.records, r.records.size() * sizeof(overflow_record),
-                          cudaMemcpyDeviceToHost, stream),
+    check(cudaMemcpyAsync(r.records.data(), sinks.records, r.records.size() * sizeof(overflow_record), cudaMemcpyDeviceToHost,
+                          stream),
           "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     std::sort(r.records.begin(), r.records.end(), [](const overflow_record& a, const overflow_record& b) {
@@ -404,8 +401,8 @@ inline chain_result chain(const exec::cuda_policy& policy, std::span<const doubl
   const backend::cuda::device_buffer table(alphas.size() * sizeof(double), policy.stream);
   auto* device_alphas = reinterpret_cast<double*>(table.span().data());
   backend::cuda::copy_to_device(device_alphas, alphas.data(), alphas.size(), policy.stream);
-  auto c = backend::cuda::detail::run_chain(policy.stream, alphas.size(), detail::table_probability{device_alphas},
-                                            options, alphas.size() + 1);
+  auto c = backend::cuda::detail::run_chain(policy.stream, alphas.size(), detail::table_probability{device_alphas}, options,
+                                            alphas.size() + 1);
   return {static_cast<int>(alphas.size()), std::move(c.successes), c.trials};
 }
 
@@ -420,9 +417,9 @@ token_process_result token_process(const exec::cuda_policy& policy, const Rule& 
   backend::cuda::detail::check_token_vocabulary(p.size());
   const backend::cuda::detail::device_pair_tables<Rule> tables(rule, p, q, policy.stream);
   const auto g = static_cast<std::uint64_t>(gamma);
-  const auto r = backend::cuda::detail::run_tally<3, 3>(
-      policy.stream, options, backend::cuda::detail::sd_token_step<Rule>{tables.rows(), gamma},
-      {backend::cuda::detail::bins_for(g), p.size(), p.size()});
+  const auto r = backend::cuda::detail::run_tally<3, 3>(policy.stream, options,
+                                                        backend::cuda::detail::sd_token_step<Rule>{tables.rows(), gamma},
+                                                        {backend::cuda::detail::bins_for(g), p.size(), p.size()});
   token_process_result out;
   out.chain.gamma = gamma;
   out.chain.accepted = backend::cuda::detail::to_count_tally(r, 0, static_cast<std::size_t>(gamma) + 1);
@@ -457,17 +454,16 @@ inline chain_result verifier_chain(const exec::cuda_policy& policy, double eta_t
                                    const run_options& options) {
   detail::check_verifier_chain(eta_tp, eta_fp, r, options);
   auto c = backend::cuda::detail::run_chain(policy.stream, ~std::uint64_t{0},
-                                            detail::two_phase_probability{eta_tp, eta_fp, static_cast<std::uint64_t>(r)},
-                                            options, static_cast<std::size_t>(r) + 16);
+                                            detail::two_phase_probability{eta_tp, eta_fp, static_cast<std::uint64_t>(r)}, options,
+                                            static_cast<std::size_t>(r) + 16);
   return {eta_tp, eta_fp, r, std::move(c.successes), c.trials};
 }
 
 //! `token_process(p, q, eta_tp, eta_fp, options)` on the GPU: the same counts for the same options.
 //! `p` and `q` are host memory. \pre as the CPU overload, and V <= count_tally::histogram_limit.
 //! \throws specdec::error otherwise; specdec::cuda_error on CUDA errors.
-inline token_process_result token_process(const exec::cuda_policy& policy, std::span<const double> p,
-                                          std::span<const double> q, double eta_tp, double eta_fp,
-                                          const run_options& options) {
+inline token_process_result token_process(const exec::cuda_policy& policy, std::span<const double> p, std::span<const double> q,
+                                          double eta_tp, double eta_fp, const run_options& options) {
   detail::check_sprinter_token_process(p, q, eta_tp, eta_fp, options);
   backend::cuda::detail::check_token_vocabulary(p.size());
   const backend::cuda::detail::device_pair_tables<strict_rule> tables(specdec::strict, p, q, policy.stream);

@@ -113,9 +113,8 @@ __device__ inline U softmax_entry(T x, double max, double temperature, double in
 //! Kernel 1: one block per (row, chunk); grid = batch * chunks. `temperature`: one per row, or null
 //! (all 1), as for every kernel here.
 template <class T>
-__global__ void __launch_bounds__(block_threads)
-    softmax_partials_kernel(const T* logits, std::size_t vocab, std::size_t chunks, const double* temperature,
-                            softmax_partial* partials) {
+__global__ void __launch_bounds__(block_threads) softmax_partials_kernel(const T* logits, std::size_t vocab, std::size_t chunks,
+                                                                         const double* temperature, softmax_partial* partials) {
   __shared__ double sum_scratch[block_warps];
   __shared__ arg_best arg_scratch[block_warps];
   const std::size_t b = blockIdx.x / chunks, c = blockIdx.x % chunks;
@@ -233,14 +232,12 @@ __global__ void __launch_bounds__(block_threads)
     for (int k = 0; k < chunk_items<T>; ++k) y[k] = fill;
   } else if (temp == 0.0) {  // greedy (warp_logits): one-hot on the argmax
 #pragma unroll
-    for (int k = 0; k < chunk_items<T>; ++k)
-      y[k] = static_cast<long long>(chunk_index<T>(c, k)) == r.argmax ? U(1) : U(0);
+    for (int k = 0; k < chunk_items<T>; ++k) y[k] = static_cast<long long>(chunk_index<T>(c, k)) == r.argmax ? U(1) : U(0);
   } else {
     if (what == softmax_output::probs) {
       const double inv = 1.0 / r.sum, inv_t = 1.0 / temp;
 #pragma unroll
-      for (int k = 0; k < chunk_items<T>; ++k)
-        y[k] = softmax_entry<U>(x[k], r.max, temp, inv_t, inv);
+      for (int k = 0; k < chunk_items<T>; ++k) y[k] = softmax_entry<U>(x[k], r.max, temp, inv_t, inv);
     } else {
 #pragma unroll
       for (int k = 0; k < chunk_items<T>; ++k) y[k] = static_cast<U>(static_cast<double>(x[k]) / temp - r.lse);
@@ -253,8 +250,8 @@ __global__ void __launch_bounds__(block_threads)
 //! may include this header.)
 template <class Partial>
 __global__ void __launch_bounds__(block_threads)
-    softmax_finalize_kernel(const Partial* partials, std::size_t chunks, const double* temperature,
-                            std::size_t batch, double* lse, row_status* statuses) {
+    softmax_finalize_kernel(const Partial* partials, std::size_t chunks, const double* temperature, std::size_t batch,
+                            double* lse, row_status* statuses) {
   const std::size_t b = static_cast<std::size_t>(blockIdx.x) * block_warps + threadIdx.x / warp_size;
   if (b >= batch) return;  // (whole warps)
   const softmax_row r = combine_partials(partials + b * chunks, chunks, temperature != nullptr ? temperature[b] : 1.0);
@@ -308,16 +305,15 @@ inline const double* upload_temperatures(std::span<const double> temperatures, s
 template <class T>
 void launch_softmax_partials(cudaStream_t stream, const T* logits, std::size_t batch, std::size_t vocab,
                              const double* temperature, const softmax_parts<T>& parts) {
-  softmax_partials_kernel<T><<<row_chunk_grid<T>(batch, vocab), block_threads, 0, stream>>>(
-      logits, vocab, chunk_count<T>(vocab), temperature, parts.partials);
+  softmax_partials_kernel<T><<<row_chunk_grid<T>(batch, vocab), block_threads, 0, stream>>>(logits, vocab, chunk_count<T>(vocab),
+                                                                                            temperature, parts.partials);
   check_launch("softmax_partials_kernel");
 }
 
 //! Host: kernel 2 over every row.
 template <class T, class U>
-void launch_softmax_write(cudaStream_t stream, const T* logits, std::size_t batch, std::size_t vocab,
-                          const double* temperature, const softmax_parts<T>& parts, U* out, row_status* statuses,
-                          double* lse, softmax_output what) {
+void launch_softmax_write(cudaStream_t stream, const T* logits, std::size_t batch, std::size_t vocab, const double* temperature,
+                          const softmax_parts<T>& parts, U* out, row_status* statuses, double* lse, softmax_output what) {
   softmax_write_kernel<T, U><<<row_chunk_grid<T>(batch, vocab), block_threads, 0, stream>>>(
       logits, vocab, chunk_count<T>(vocab), temperature, parts.partials, out, statuses, lse, what);
   check_launch("softmax_write_kernel");

@@ -103,8 +103,7 @@ __host__ __device__ inline bool greater(composite_key a, composite_key b) {
 
 //! The radix step of warp 0: the bucket (from the top) that holds the k-th largest, given the
 //! histogram; writes the digit, the rank left inside the bucket and the bucket's count.
-__device__ inline void find_bucket(const unsigned* hist, unsigned k, unsigned* digit, unsigned* k_left,
-                                   unsigned* bucket_count) {
+__device__ inline void find_bucket(const unsigned* hist, unsigned k, unsigned* digit, unsigned* k_left, unsigned* bucket_count) {
   const int lane = lane_id();
   unsigned c[8];
   unsigned total = 0;
@@ -136,8 +135,7 @@ __host__ __device__ constexpr std::size_t chosen_slots(std::size_t w) { return (
 
 //! One block per row: the W largest of keys[row * n, row * n + n) (see the file comment).
 template <class K>
-__global__ void __launch_bounds__(top_w_threads)
-    top_w_kernel(const K* keys, std::size_t n, std::size_t w, std::int64_t* out) {
+__global__ void __launch_bounds__(top_w_threads) top_w_kernel(const K* keys, std::size_t n, std::size_t w, std::int64_t* out) {
   extern __shared__ unsigned long long top_w_shared[];
   unsigned long long* chosen_key = top_w_shared;
   auto* chosen_inv = reinterpret_cast<unsigned*>(chosen_key + chosen_slots(w));
@@ -176,8 +174,10 @@ __global__ void __launch_bounds__(top_w_threads)
       select_all = true;
       break;
     }
-    if (d < 8) prefix.key |= static_cast<unsigned long long>(s_digit) << (56 - 8 * d);
-    else prefix.inv |= s_digit << (24 - 8 * (d - 8));
+    if (d < 8)
+      prefix.key |= static_cast<unsigned long long>(s_digit) << (56 - 8 * d);
+    else
+      prefix.inv |= s_digit << (24 - 8 * (d - 8));
     k = s_k;
     depth = d + 1;
     if (s_count == k) break;  // the whole bucket is selected: nothing below this digit matters
@@ -213,8 +213,7 @@ __global__ void __launch_bounds__(top_w_threads)
 //! row, with `sequential`) is recomputed by one thread with `philox_stream::gumbel()`.
 template <class T>
 __global__ void __launch_bounds__(top_w_threads)
-    gumbel_keys_kernel(const T* scores, std::size_t n, const random::stream_address* streams, double* keys,
-                       bool sequential) {
+    gumbel_keys_kernel(const T* scores, std::size_t n, const random::stream_address* streams, double* keys, bool sequential) {
   __shared__ unsigned warp_count[top_w_threads / warp_size];
   __shared__ int zero_seen;
   const T* x = scores + blockIdx.x * n;

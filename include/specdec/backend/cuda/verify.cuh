@@ -55,7 +55,7 @@ struct request_desc {
   std::int64_t draft_row0 = 0;   //!< its first draft row
   std::int64_t target_row0 = 0;  //!< its first target row
   std::int32_t num_drafts = 0;
-  std::int32_t first_job = 0;    //!< its first row job (greedy, sample-and-match: n_b + 1 jobs)
+  std::int32_t first_job = 0;  //!< its first row job (greedy, sample-and-match: n_b + 1 jobs)
   random::request_stream stream;
 };
 
@@ -171,8 +171,8 @@ struct verify_view {
   double* tile_mass = nullptr;    //!< [jobs][tiles]
   double* p_tile_mass = nullptr;  //!< [jobs][tiles], rejection rules: p's masses for the fallback
   std::uint32_t* tile_flags = nullptr;
-  arg_best* tile_best = nullptr;  //!< [jobs][tiles], greedy
-  job_result* results = nullptr;  //!< [jobs]
+  arg_best* tile_best = nullptr;     //!< [jobs][tiles], greedy
+  job_result* results = nullptr;     //!< [jobs]
   const double* row_sums = nullptr;  //!< [target rows + draft rows] when normalisation is checked
   std::int64_t num_target_rows = 0;
   double tolerance = 0.0;
@@ -301,13 +301,18 @@ __global__ void residual_tiles(Rule rule, verify_view<Rows> a) {
   struct pair {
     double p, q;
   };
-  for_lane_loaded(tile, [&](std::size_t v) { return pair{p(v), q(v)}; }, [&](std::size_t, pair x) {
-    const double w = specdec::detail::residual_weight(x.p, x.q, residual.mass);  // = residual(v)
-    usable = usable & specdec::detail::usable_weight(w);
-    residual_acc += w;
-    p_acc += x.p;
-    q_has_mass = q_has_mass | (x.q > 0.0);
-  });
+  for_lane_loaded(
+      tile,
+      [&](std::size_t v) {
+        return pair{p(v), q(v)};
+      },
+      [&](std::size_t, pair x) {
+        const double w = specdec::detail::residual_weight(x.p, x.q, residual.mass);  // = residual(v)
+        usable = usable & specdec::detail::usable_weight(w);
+        residual_acc += w;
+        p_acc += x.p;
+        q_has_mass = q_has_mass | (x.q > 0.0);
+      });
   const double m = reduce_lanes(residual_acc), pm = reduce_lanes(p_acc);
   usable = warp_all(usable);
   q_has_mass = warp_any(q_has_mass);
@@ -513,7 +518,7 @@ inline constexpr std::size_t filter_group_rows = 256;
 //! The workspace parts of one verification, taken in a fixed order from a `workspace_plan`.
 struct verify_parts {
   std::size_t batch = 0, jobs = 0, tiles = 0, sum_rows = 0, target_rows = 0, draft_rows = 0, chunks = 0;
-  std::size_t group_rows = 0;  //!< the fused path: rows of a filter group (`filter_group_rows` at most)
+  std::size_t group_rows = 0;     //!< the fused path: rows of a filter group (`filter_group_rows` at most)
   std::size_t filter_chunks = 0;  //!< the fused path: float chunks of a row (filter.cuh's kept sums)
   bool rejection = false, greedy = false;
   bool logits = false;  //!< the fused path: per-row temperatures, softmax partials and statistics, filters
@@ -592,8 +597,8 @@ void prepare(cudaStream_t stream, const chain_batch<T>& batch, std::span<const r
   for (std::size_t b = 0; b < B; ++b) {
     const auto n = static_cast<std::int32_t>(batch.layout.num_drafts(b));
     host_requests[b] = {static_cast<std::int64_t>(batch.layout.draft_row(b, 0)),
-                        static_cast<std::int64_t>(batch.layout.target_row(b, 0)), n,
-                        static_cast<std::int32_t>(host_jobs.size()), streams[b]};
+                        static_cast<std::int64_t>(batch.layout.target_row(b, 0)), n, static_cast<std::int32_t>(host_jobs.size()),
+                        streams[b]};
     if (!parts.rejection)
       for (std::int32_t i = 0; i <= n; ++i) host_jobs.push_back({static_cast<std::int32_t>(b), i});
   }
@@ -647,8 +652,8 @@ void launch(cudaStream_t stream, const Rule& rule, const verify_parts& parts, co
 //! The fused path's first pass: the softmax statistics of `rows` rows of logits at their temperatures
 //! (softmax.cuh's partials, combined by one warp per row in its fixed order).
 template <class T>
-__global__ void softmax_stats(const softmax_partial* partials, std::size_t chunks, const double* temperature,
-                              std::size_t rows, softmax_row* stats) {
+__global__ void softmax_stats(const softmax_partial* partials, std::size_t chunks, const double* temperature, std::size_t rows,
+                              softmax_row* stats) {
   const std::size_t row = static_cast<std::size_t>(blockIdx.x) * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   if (row >= rows) return;  // whole warps
   const softmax_row r = combine_partials(partials + row * chunks, chunks, temperature[row]);
@@ -659,8 +664,8 @@ template <class T>
 void launch_softmax_stats(cudaStream_t stream, const T* logits, std::size_t rows, std::size_t vocab, const double* temperature,
                           softmax_partial* partials, softmax_row* stats) {
   if (rows == 0) return;
-  softmax_partials_kernel<T><<<row_chunk_grid<T>(rows, vocab), block_threads, 0, stream>>>(
-      logits, vocab, chunk_count<T>(vocab), temperature, partials);
+  softmax_partials_kernel<T>
+      <<<row_chunk_grid<T>(rows, vocab), block_threads, 0, stream>>>(logits, vocab, chunk_count<T>(vocab), temperature, partials);
   check_launch("softmax_partials_kernel");
   constexpr unsigned warps = 8;
   softmax_stats<T><<<static_cast<unsigned>((rows + warps - 1) / warps), warps * warp_size, 0, stream>>>(
@@ -688,8 +693,8 @@ __global__ void filter_results(const Search* search, const double* kept, std::si
 //! fly (`softmax_source`), in groups of `filter_group_rows`; `filters` gets every row's result.
 template <class T>
 void launch_filters(cudaStream_t stream, const softmax_source<T>& source, std::size_t vocab, const verify_parts& parts,
-                    const verify_parts::pointers& w, std::span<const std::int64_t> row_of,
-                    std::span<const select_row> searches, std::span<const row_filter> filters) {
+                    const verify_parts::pointers& w, std::span<const std::int64_t> row_of, std::span<const select_row> searches,
+                    std::span<const row_filter> filters) {
   copy_to_device(w.filters, filters.data(), filters.size(), stream);
   for (std::size_t g = 0; g < row_of.size(); g += parts.group_rows) {
     const std::size_t n = std::min(parts.group_rows, row_of.size() - g);
@@ -717,9 +722,8 @@ std::size_t verify_workspace_bytes(const Rule&, const chain_batch<T>& batch, con
 //! ready when the stream is.
 //! \throws specdec::error on shape mismatches or a small workspace; specdec::cuda_error on CUDA errors.
 template <AcceptanceRule Rule, class T>
-void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
-            std::span<const random::request_stream> streams, const chain_outputs& out, std::span<std::byte> workspace,
-            const verify_options& options = {}) {
+void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+            const chain_outputs& out, std::span<std::byte> workspace, const verify_options& options = {}) {
   seq::detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
   const auto parts = detail::verify_parts::of(batch, Rule::family, options, false);
   if (parts.batch == 0) return;
@@ -730,8 +734,8 @@ void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
   a.tolerance = options.normalisation_tolerance;
   detail::prepare(stream, batch, streams, out, parts, w, a);
   if (parts.sum_rows > 0) {
-    detail::row_sums<<<static_cast<unsigned>(parts.sum_rows), 256, 0, stream>>>(
-        a.rows.target, a.num_target_rows, a.rows.draft, a.vocab, w.row_sums);
+    detail::row_sums<<<static_cast<unsigned>(parts.sum_rows), 256, 0, stream>>>(a.rows.target, a.num_target_rows, a.rows.draft,
+                                                                                a.vocab, w.row_sums);
     check_launch("row_sums");
   }
   detail::launch(stream, rule, parts, a);
@@ -739,8 +743,8 @@ void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
 
 //! `verify` with a workspace allocated (and freed) on `stream`.
 template <AcceptanceRule Rule, class T>
-void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch,
-            std::span<const random::request_stream> streams, const chain_outputs& out, const verify_options& options = {}) {
+void verify(cudaStream_t stream, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+            const chain_outputs& out, const verify_options& options = {}) {
   seq::detail::check_shapes(batch, reads_draft_distribution<Rule>, streams, out);  // before allocating
   device_buffer workspace(verify_workspace_bytes(rule, batch, options), stream);
   verify(stream, rule, batch, streams, out, workspace.span(), options);
@@ -775,13 +779,14 @@ std::size_t verify_from_logits_workspace_bytes(const Rule&, const chain_batch<T>
 template <AcceptanceRule Rule, class T>
 void verify_from_logits(cudaStream_t stream, const Rule& rule, const chain_batch<T>& logits_batch,
                         std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
-                        std::span<const random::request_stream> streams, const chain_outputs& out,
-                        std::span<std::byte> workspace, const verify_options& options = {}) {
+                        std::span<const random::request_stream> streams, const chain_outputs& out, std::span<std::byte> workspace,
+                        const verify_options& options = {}) {
   static_assert(detail::float_or_double<T>, "cuda verify_from_logits: float or double logits");
   seq::detail::check_shapes(logits_batch, reads_draft_distribution<Rule>, streams, out);
   const std::size_t B = logits_batch.layout.batch_size(), V = logits_batch.vocab_size;
   SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
-  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
+  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B,
+                  "draft_params must be empty (same as target) or one per request");
   for (const auto& w : target_params) validate(w);
   for (const auto& w : draft_params) validate(w);
   const auto parts = detail::verify_parts::of(logits_batch, Rule::family, options, true);
@@ -818,14 +823,24 @@ void verify_from_logits(cudaStream_t stream, const Rule& rule, const chain_batch
                                w.stats);
   detail::launch_softmax_stats(stream, logits_batch.draft_rows.data(), parts.draft_rows, V, w.temperatures + parts.target_rows,
                                w.partials + parts.target_rows * parts.chunks, w.stats + parts.target_rows);
-  const detail::softmax_source<T> source{logits_batch.target_rows.data(), logits_batch.draft_rows.data(),
-                                         static_cast<std::int64_t>(parts.target_rows), w.group_row_of, w.stats,
+  const detail::softmax_source<T> source{logits_batch.target_rows.data(),
+                                         logits_batch.draft_rows.data(),
+                                         static_cast<std::int64_t>(parts.target_rows),
+                                         w.group_row_of,
+                                         w.stats,
                                          w.temperatures};
   detail::launch_filters(stream, source, V, parts, w, searched, searches, filters);
 
   detail::verify_view<detail::logit_rows<T>> a;
-  a.rows = {logits_batch.target_rows.data(), logits_batch.draft_rows.data(), V, w.stats, w.stats + parts.target_rows,
-            w.temperatures, w.temperatures + parts.target_rows, w.filters, w.filters + parts.target_rows};
+  a.rows = {logits_batch.target_rows.data(),
+            logits_batch.draft_rows.data(),
+            V,
+            w.stats,
+            w.stats + parts.target_rows,
+            w.temperatures,
+            w.temperatures + parts.target_rows,
+            w.filters,
+            w.filters + parts.target_rows};
   detail::prepare(stream, logits_batch, streams, out, parts, w, a);
   detail::launch(stream, rule, parts, a);
 }

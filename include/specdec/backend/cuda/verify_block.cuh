@@ -310,7 +310,8 @@ void verify_block(cudaStream_t stream, const block_rule&, const chain_batch<T>& 
   if (parts.batch == 0) return;
   std::vector<detail::chain_request> requests(parts.batch);
   for (std::size_t b = 0; b < parts.batch; ++b)
-    requests[b] = {static_cast<std::int64_t>(batch.layout.draft_row(b, 0)), static_cast<std::int64_t>(batch.layout.target_row(b, 0)),
+    requests[b] = {static_cast<std::int64_t>(batch.layout.draft_row(b, 0)),
+                   static_cast<std::int64_t>(batch.layout.target_row(b, 0)),
                    static_cast<std::int32_t>(batch.layout.num_drafts(b)), streams[b]};
   copy_to_device(w.requests, requests.data(), requests.size(), stream);
   detail::block_kernel_args<T> a;

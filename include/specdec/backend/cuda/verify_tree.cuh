@@ -70,11 +70,11 @@ inline constexpr bool verifies_tree =
 //! b's nodes are rows first_row[b] .. first_row[b + 1] - 1, and row r holds its node's parent, first
 //! child, next sibling (local ids, `no_node` ends a list) and depth.
 struct tree_layout_view {
-  const std::int64_t* first_row = nullptr;     //!< [B + 1]
-  const std::int32_t* parent_of = nullptr;     //!< [rows]
-  const std::int32_t* first_child_of = nullptr;  //!< [rows]
+  const std::int64_t* first_row = nullptr;        //!< [B + 1]
+  const std::int32_t* parent_of = nullptr;        //!< [rows]
+  const std::int32_t* first_child_of = nullptr;   //!< [rows]
   const std::int32_t* next_sibling_of = nullptr;  //!< [rows]
-  const std::int32_t* depth_of = nullptr;      //!< [rows]
+  const std::int32_t* depth_of = nullptr;         //!< [rows]
   std::size_t batch = 0;
   std::size_t max_depth = 0;
 
@@ -206,8 +206,8 @@ struct scaled_residual_weight {
 #pragma nv_exec_check_disable  // the walk also runs on the host (tests/backend/cuda_tree_host.cu)
 template <tree_method Method, class Ops>
 SPECDEC_HOST_DEVICE tree_choice decide_by_coins(Ops& ops, const tree_layout_view& tree, std::size_t b, std::int32_t node,
-                                                const token_id* tokens, std::size_t vocab,
-                                                const random::request_stream& stream, verify_status& status) {
+                                                const token_id* tokens, std::size_t vocab, const random::request_stream& stream,
+                                                verify_status& status) {
   constexpr bool by_target_only = Method == tree_method::target_only;
   constexpr bool by_recursive_rejection = Method == tree_method::recursive_rejection;
   if constexpr (!by_target_only) {
@@ -550,8 +550,9 @@ constexpr void check_tree_rule() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cuda verify_tree: float or double rows");
   static_assert(method != tree_method::k_seq,
                 "specdec::verify_tree: k_seq (SpecTr K-SEQ) has no kernel on the cuda backend; use exec::seq or exec::simd");
-  static_assert(method != tree_method::typical,
-                "specdec::verify_tree: typical_rule (typical acceptance) has no kernel on the cuda backend; use exec::seq or exec::simd");
+  static_assert(
+      method != tree_method::typical,
+      "specdec::verify_tree: typical_rule (typical acceptance) has no kernel on the cuda backend; use exec::seq or exec::simd");
   static_assert(verifies_tree<Rule> || method == tree_method::k_seq || method == tree_method::typical,
                 "specdec::verify_tree: this rule has no kernel on the cuda backend");
 }

@@ -70,9 +70,13 @@ struct seq_kernels {
     return mass;
   }
   template <class T>
-  static std::ptrdiff_t argmax(std::span<const T> row) { return specdec::argmax(row); }
+  static std::ptrdiff_t argmax(std::span<const T> row) {
+    return specdec::argmax(row);
+  }
   template <class T>
-  static sample_result sample_categorical(std::span<const T> row, double u) { return specdec::sample_categorical(row, u); }
+  static sample_result sample_categorical(std::span<const T> row, double u) {
+    return specdec::sample_categorical(row, u);
+  }
   //! A sample of the row with the entries `masked` (sorted, distinct) left out.
   template <class T>
   static sample_result sample_masked(std::span<const T> row, std::span<const token_id> masked, double u) {
@@ -80,7 +84,8 @@ struct seq_kernels {
   }
   template <class Rule, class T>
   static residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
-    return specdec::sample_residual(p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+    return specdec::sample_residual(
+        p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
   }
   template <class T, class U>
   static row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
@@ -120,8 +125,7 @@ struct request_checks {
   //! Flags an unusable or (when checked) unnormalised row; false once the request has an error.
   bool row(const row_ref<T>& r) {
     if (!r.usable) status |= verify_status::invalid_row;
-    if (options.check_normalisation && r.usable &&
-        !(std::abs(K::row_sum(r.values) - 1.0) <= options.normalisation_tolerance))
+    if (options.check_normalisation && r.usable && !(std::abs(K::row_sum(r.values) - 1.0) <= options.normalisation_tolerance))
       status |= verify_status::not_normalised;
     return is_valid(status);
   }
@@ -156,7 +160,12 @@ sample_result typical_emission(const typical_rule& rule, std::span<const T> p, d
   }
   const double u = stream.open(position, random::purpose::resample).uniform();
   return sample_by_weights(
-      p.size(), [&](std::size_t v) { const double x = static_cast<double>(p[v]); return x >= threshold ? x : 0.0; }, u);
+      p.size(),
+      [&](std::size_t v) {
+        const double x = static_cast<double>(p[v]);
+        return x >= threshold ? x : 0.0;
+      },
+      u);
 }
 
 //! Block verification of one chain (acceptance/block.hpp): a forward pass for the weights a_i, then
@@ -203,7 +212,8 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
                      weight[n - 1] * target_at_draft[n - 1])) {
     const row_ref<T> p = rows.target(n);
     if (!checks.row(p)) return accept_drafts(n);
-    checks.emit(K::sample_categorical(p.values, stream.open(static_cast<std::uint32_t>(n), purpose::resample).uniform()), tokens[n]);
+    checks.emit(K::sample_categorical(p.values, stream.open(static_cast<std::uint32_t>(n), purpose::resample).uniform()),
+                tokens[n]);
     return accept_drafts(n);
   }
   for (std::size_t i = n; i-- > 0;) {
@@ -215,8 +225,8 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
     const row_ref<T> q = rows.draft(i);
     if (!checks.row(q)) return 0;
     const auto pos = static_cast<std::uint32_t>(i);
-    const residual_result r = K::sample_residual(p.values, q.values, block_residual{1.0 / weight[i]},
-                                                 stream.open(pos, purpose::resample).uniform());
+    const residual_result r =
+        K::sample_residual(p.values, q.values, block_residual{1.0 / weight[i]}, stream.open(pos, purpose::resample).uniform());
     // The sampler's mass is sum max(0, p - q / a_i) = R_i / a_i (0 when it fell back to p).
     const double h = block_stop_probability(r.used_fallback ? 0.0 : weight[i] * r.sample.mass, weight[i]);
     if (i > 0 && !(stream.open(pos - 1, purpose::accept).uniform() < h)) continue;
@@ -371,15 +381,16 @@ void verify_from_logits_with(const Rule& rule, const chain_batch<T>& batch, std:
   check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
   const std::size_t B = batch.layout.batch_size();
   SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
-  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B, "draft_params must be empty (same as target) or one per request");
+  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B,
+                  "draft_params must be empty (same as target) or one per request");
   for (const auto& w : target_params) validate(w);
   for (const auto& w : draft_params) validate(w);
   // Two scratch rows per thread, kept from call to call: a decode loop calling this every step
   // allocates nothing once they are V long.
   thread_local std::vector<T> target_scratch, draft_scratch;
   verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) {
-    return warped_logit_rows<T, K>{batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b],
-                                   target_scratch, draft_scratch};
+    return warped_logit_rows<T, K>{
+        batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], target_scratch, draft_scratch};
   });
 }
 }  // namespace detail

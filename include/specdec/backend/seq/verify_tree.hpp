@@ -37,10 +37,10 @@ namespace specdec {
 //! `tokens[b * (max_depth + 1) + j]` the accepted tokens then the correction or bonus token, and
 //! `path[...]` the node ids of the accepted path, root first (path[0] = 0); -1 pads both.
 struct tree_outputs {
-  std::span<token_id> tokens;             //!< [B][max_depth + 1]
-  std::span<std::int32_t> path;           //!< [B][max_depth + 1]
-  std::span<std::int32_t> num_accepted;   //!< [B] drafted tokens accepted (the path's length - 1)
-  std::span<verify_status> status;        //!< [B]
+  std::span<token_id> tokens;            //!< [B][max_depth + 1]
+  std::span<std::int32_t> path;          //!< [B][max_depth + 1]
+  std::span<std::int32_t> num_accepted;  //!< [B] drafted tokens accepted (the path's length - 1)
+  std::span<verify_status> status;       //!< [B]
 };
 
 }  // namespace specdec
@@ -56,9 +56,9 @@ struct node_decision {
 
 //! Thread-local rows and lists a walk reuses from call to call (no allocation once warm).
 struct tree_scratch {
-  std::vector<double> residual;       //!< r, materialised once a residual carries over siblings
-  std::vector<unsigned char> drawn;   //!< recursive rejection: tokens already drawn at this node
-  std::vector<token_id> rejected;     //!< tokens rejected at this node, in order
+  std::vector<double> residual;      //!< r, materialised once a residual carries over siblings
+  std::vector<unsigned char> drawn;  //!< recursive rejection: tokens already drawn at this node
+  std::vector<token_id> rejected;    //!< tokens rejected at this node, in order
   std::vector<double> score, threshold;
   std::vector<unsigned char> reached;
 
@@ -152,7 +152,8 @@ node_decision match_target_choice(const tree_batch<T>& batch, std::size_t b, std
                 d.emitted);
     if (d.emitted == no_token) return d;
   }
-  for (std::int32_t c = batch.layout.first_child(b, node); c != no_node; c = batch.layout.next_sibling(b, static_cast<std::size_t>(c)))
+  for (std::int32_t c = batch.layout.first_child(b, node); c != no_node;
+       c = batch.layout.next_sibling(b, static_cast<std::size_t>(c)))
     if (batch.token(b, static_cast<std::size_t>(c)) == d.emitted) return {c, no_token};
   return d;
 }
@@ -173,8 +174,8 @@ node_decision decide_by_coins(const tree_batch<T>& batch, Rows& rows, std::size_
   const std::size_t k = tree.num_children(b, node);
   const double rho = method == tree_method::k_seq ? k_seq_rho(p, q, k) : 1.0;
   carried_residual<T> r{p, s.residual};  // recursive rejection's r; the others use its mass only
-  double scale = 0.0;            // multi-step sampling: r = max(0, p - scale q) (scaled_draft_residual)
-  double remaining_draft = 1.0;  // recursive rejection: the draft mass not yet drawn, Q_j
+  double scale = 0.0;                    // multi-step sampling: r = max(0, p - scale q) (scaled_draft_residual)
+  double remaining_draft = 1.0;          // recursive rejection: the draft mass not yet drawn, Q_j
   s.rejected.clear();
   if constexpr (method == tree_method::recursive_rejection) s.drawn.assign(p.size(), 0);
   random::philox_stream coins = stream.open(pos, purpose::accept);
@@ -218,7 +219,7 @@ node_decision decide_by_coins(const tree_batch<T>& batch, Rows& rows, std::size_
         if (method == tree_method::k_seq ? u * rho * qx < px : u * r.mass * q_now < rx * remaining_draft) return {c, no_token};
       }
       if constexpr (method == tree_method::k_seq) continue;  // K-SEQ's residual is taken once, below
-      if (k == 1) break;  // a single child: strict's residual, read in one pass below
+      if (k == 1) break;                                     // a single child: strict's residual, read in one pass below
       if constexpr (method == tree_method::multi_step) {
         // s_{j+1} = s_j + M_j; M_{j+1} is the residual sampler's mass (0 when it has none).
         scale += r.mass;
@@ -266,8 +267,8 @@ node_decision decide_by_coins(const tree_batch<T>& batch, Rows& rows, std::size_
 //! as the chain walk emits).
 template <class K, class T, class Rows>
 std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& batch, Rows& rows, std::size_t b,
-                                 const random::request_stream& stream, std::span<token_id> tokens,
-                                 std::span<std::int32_t> path, request_checks<K, T>& checks, tree_scratch& s) {
+                                 const random::request_stream& stream, std::span<token_id> tokens, std::span<std::int32_t> path,
+                                 request_checks<K, T>& checks, tree_scratch& s) {
   const tree_layout& tree = batch.layout;
   const std::size_t n = tree.num_nodes(b);
   constexpr double unusable = std::numeric_limits<double>::infinity();  // no p(x) passes it
@@ -297,7 +298,8 @@ std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& 
     if (!(px > threshold)) continue;
     s.reached[i] = 1;
     s.score[i] = s.score[parent] + std::log(px);
-    if (tree.depth(b, i) > tree.depth(b, best) || (tree.depth(b, i) == tree.depth(b, best) && s.score[i] > s.score[best])) best = i;
+    if (tree.depth(b, i) > tree.depth(b, best) || (tree.depth(b, i) == tree.depth(b, best) && s.score[i] > s.score[best]))
+      best = i;
   }
   const auto depth = static_cast<std::size_t>(tree.depth(b, best));
   for (std::size_t node = best, j = depth; j > 0; node = static_cast<std::size_t>(tree.parent(b, node)), --j) {
@@ -306,15 +308,16 @@ std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& 
   }
   const double threshold = threshold_of(best);
   if (is_valid(checks.status))
-    checks.emit(typical_emission<K>(rule, rows.target(best).values, threshold, stream, static_cast<std::uint32_t>(best)), tokens[depth]);
+    checks.emit(typical_emission<K>(rule, rows.target(best).values, threshold, stream, static_cast<std::uint32_t>(best)),
+                tokens[depth]);
   return static_cast<std::int32_t>(depth);
 }
 
 //! The walk of one request's tree. Returns the accepted count; writes tokens and path.
 template <class K, TreeRule Rule, class T, class Rows>
 std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, Rows& rows, std::size_t b,
-                             const random::request_stream& stream, std::span<token_id> tokens,
-                             std::span<std::int32_t> path, verify_status& status, const verify_options& options) {
+                             const random::request_stream& stream, std::span<token_id> tokens, std::span<std::int32_t> path,
+                             verify_status& status, const verify_options& options) {
   using random::purpose;
   constexpr tree_method method = tree_method_of<Rule>::value;
   const tree_layout& tree = batch.layout;
@@ -337,8 +340,10 @@ std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, Rows&
       if (tree.first_child(b, node) == no_node) {  // a leaf: the bonus, drawn as the chain rule draws it
         const auto pos = static_cast<std::uint32_t>(node);
         if constexpr (method == tree_method::greedy) {
-          if (K::greedy_usable(p)) d.emitted = static_cast<token_id>(K::argmax(p));
-          else status |= verify_status::invalid_row;
+          if (K::greedy_usable(p))
+            d.emitted = static_cast<token_id>(K::argmax(p));
+          else
+            status |= verify_status::invalid_row;
         } else {
           const auto what = method == tree_method::sample_and_match ? purpose::target_sample : purpose::resample;
           checks.emit(K::sample_categorical(p, stream.open(pos, what).uniform()), d.emitted);
@@ -413,8 +418,9 @@ void verify_tree_from_logits_with(const Rule& rule, const tree_batch<T>& batch, 
   SPECDEC_EXPECTS(target_params.size() == batch.layout.batch_size(), "one warp_params per request is required");
   for (const auto& w : target_params) validate(w);
   thread_local std::vector<T> scratch;  // kept from call to call: no allocation once V long
-  verify_each_tree<K>(rule, batch, streams, out, options,
-                      [&](std::size_t b) { return tree_warped_rows<T, K>{batch, b, target_params[b], scratch}; });
+  verify_each_tree<K>(rule, batch, streams, out, options, [&](std::size_t b) {
+    return tree_warped_rows<T, K>{batch, b, target_params[b], scratch};
+  });
 }
 }  // namespace detail
 
@@ -428,7 +434,8 @@ void verify_tree(const Rule& rule, const tree_batch<T>& batch, std::span<const r
 //! Sequential tree verification from target logits.
 template <TreeRule Rule, class T>
 void verify_tree_from_logits(const Rule& rule, const tree_batch<T>& batch, std::span<const warp_params> target_params,
-                             std::span<const random::request_stream> streams, const tree_outputs& out, const verify_options& options) {
+                             std::span<const random::request_stream> streams, const tree_outputs& out,
+                             const verify_options& options) {
   detail::verify_tree_from_logits_with<seq_kernels>(rule, batch, target_params, streams, out, options);
 }
 

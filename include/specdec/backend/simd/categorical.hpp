@@ -74,7 +74,8 @@ sample_result sample_with_step(std::size_t size, Step& step, double u) {
   }
   usable = usable && step.usable();
   const auto weight = [&step](std::size_t v) { return step.scalar(v); };
-  return specdec::detail::locate_in_tiles(size, masses.view(), usable, specdec::detail::dense_tiles<decltype(weight) const>{weight}, u);
+  return specdec::detail::locate_in_tiles(size, masses.view(), usable,
+                                          specdec::detail::dense_tiles<decltype(weight) const>{weight}, u);
 }
 
 //! Loads `count` = 32 / n batches of doubles from row x at `base`, widening floats (the lower half
@@ -131,7 +132,7 @@ struct masked_row_step {
   row_step<Arch, T> row;
   std::span<const token_id> masked;
   specdec::detail::masked_weights<T> weights{{row.x, row.size}, masked};  // seq's weights, for the rescan
-  std::size_t next = 0;  // the first masked entry not before the current round
+  std::size_t next = 0;                                                   // the first masked entry not before the current round
 
   void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
     while (next < masked.size() && static_cast<std::size_t>(masked[next]) < base) ++next;

@@ -203,7 +203,8 @@ double total_variation(std::span<const T> p, std::span<const U> q) {
     SPECDEC_EXPECTS(p.size() == q.size(), "rows differ in length");
     using std::abs;
     using xsimd::abs;
-    return 0.5 * detail::pair_sum<Arch, true>(p.data(), q.data(), p.size(), [](const auto& a, const auto& b) { return abs(a - b); });
+    return 0.5 *
+           detail::pair_sum<Arch, true>(p.data(), q.data(), p.size(), [](const auto& a, const auto& b) { return abs(a - b); });
   }
 }
 
@@ -212,7 +213,9 @@ template <class Arch, class T>
 double entropy(std::span<const T> p) {
   if constexpr (std::is_same_v<T, float>) {
     double s = 0.0;
-    return detail::float_log_sum<Arch, detail::log_term::entropy>(p.data(), nullptr, p.size(), s) ? 0.0 - s : specdec::entropy(p);  // (+0, as seq, for a sum of zeros)
+    return detail::float_log_sum<Arch, detail::log_term::entropy>(p.data(), nullptr, p.size(), s)
+               ? 0.0 - s
+               : specdec::entropy(p);  // (+0, as seq, for a sum of zeros)
   } else if constexpr (!detail::vector_pair_types<T, T> || !detail::fast_vector_log<Arch>) {
     return specdec::entropy(p);
   } else {
@@ -229,7 +232,9 @@ double cross_entropy(std::span<const T> p, std::span<const U> q) {
   if constexpr (std::is_same_v<T, float> && std::is_same_v<U, float>) {
     SPECDEC_EXPECTS(p.size() == q.size(), "rows differ in length");
     double s = 0.0;
-    return detail::float_log_sum<Arch, detail::log_term::cross_entropy>(p.data(), q.data(), p.size(), s) ? 0.0 - s : specdec::cross_entropy(p, q);
+    return detail::float_log_sum<Arch, detail::log_term::cross_entropy>(p.data(), q.data(), p.size(), s)
+               ? 0.0 - s
+               : specdec::cross_entropy(p, q);
   } else if constexpr (!detail::vector_pair_types<T, U> || !detail::fast_vector_log<Arch>) {
     return specdec::cross_entropy(p, q);
   } else {

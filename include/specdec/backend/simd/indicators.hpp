@@ -38,7 +38,8 @@ template <class Arch, class T, class U>
 double similarity(std::span<const T> draft_row, std::span<const U> companion_row) {
   SPECDEC_EXPECTS(!draft_row.empty() && draft_row.size() == companion_row.size(),
                   "the draft and companion rows must have the same non-zero length");
-  SPECDEC_EXPECTS(detail::is_distribution_row<Arch>(draft_row), "the draft row is not a probability row (NaN, negative, or sum != 1)");
+  SPECDEC_EXPECTS(detail::is_distribution_row<Arch>(draft_row),
+                  "the draft row is not a probability row (NaN, negative, or sum != 1)");
   SPECDEC_EXPECTS(detail::is_distribution_row<Arch>(companion_row),
                   "the companion row is not a probability row (NaN, negative, or sum != 1)");
   return std::clamp(overlap<Arch>(draft_row, companion_row), 0.0, 1.0);

@@ -107,7 +107,7 @@ class normal_float_tracker {
  public:
   using bits = xsimd::batch<std::uint32_t, Arch>;
   void add(const fbatch<Arch>& x) noexcept {
-    finite_.add(x);  // sign bit, +inf, NaN: above the largest finite float
+    finite_.add(x);                                                    // sign bit, +inf, NaN: above the largest finite float
     low_ = xsimd::min(low_, xsimd::bitwise_cast<bits>(x) - bits(1u));  // subnormals: below FLT_MIN - 1 ulp; +0 wraps to the top
   }
   bool all() const noexcept { return finite_.all() && xsimd::all(low_ >= bits(0x007fffffu)); }
@@ -147,8 +147,9 @@ dbatch<Arch> log_double(const dbatch<Arch>& x) noexcept {
   const D log_m = D(2.0) * s * poly;
   const D result = e * D(0.69314718036912381649) + (e * D(1.9082149292705877e-10) + log_m);  // ln 2 = hi + lo
   const D inf(std::numeric_limits<double>::infinity());
-  return xsimd::select(x == D(0.0), -inf,
-                       xsimd::select(x == inf, inf, xsimd::select(x > D(0.0), result, D(std::numeric_limits<double>::quiet_NaN()))));
+  return xsimd::select(
+      x == D(0.0), -inf,
+      xsimd::select(x == inf, inf, xsimd::select(x > D(0.0), result, D(std::numeric_limits<double>::quiet_NaN()))));
 }
 
 }  // namespace specdec::backend::simd::detail

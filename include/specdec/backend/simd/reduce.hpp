@@ -49,7 +49,8 @@ std::ptrdiff_t argmax(std::span<const T> row) noexcept {
     const B x = B::load_unaligned(row.data() + v);
     // Strictly greater keeps a lane's first maximum; a lane's first non-NaN entry is always taken
     // (so rows of -inf have an argmax, as in seq). NaN fails both tests.
-    const auto take = (x > best) | (xsimd::bool_cast(at < IB(I(0))) & (x == x));  // NOLINT(misc-redundant-expression): x == x is false for NaN
+    const auto take =
+        (x > best) | (xsimd::bool_cast(at < IB(I(0))) & (x == x));  // NOLINT(misc-redundant-expression): x == x is false for NaN
     best = xsimd::select(take, x, best);
     at = xsimd::select(xsimd::bool_cast(take), index, at);
     index += step;

@@ -111,9 +111,8 @@ struct residual_step {
     } else {
       std::array<dbatch<Arch>, sampling_lanes / dbatch<Arch>::size> pd;
       for_each_double_batch<Arch>(p, base, ok, [&pd](std::size_t r, const dbatch<Arch>& v) { pd[r] = v; });
-      for_each_double_batch<Arch>(q, base, ok, [&](std::size_t r, const dbatch<Arch>& qv) {
-        acc[r] += vector_residual<Rule>::weight(*rule, pd[r], qv);
-      });
+      for_each_double_batch<Arch>(
+          q, base, ok, [&](std::size_t r, const dbatch<Arch>& qv) { acc[r] += vector_residual<Rule>::weight(*rule, pd[r], qv); });
     }
   }
   bool usable() const { return ok.all() || (row_usable(p, size) && row_usable(q, size)); }
@@ -140,7 +139,8 @@ residual_result sample_residual(std::span<const T> p, std::span<const T> q, cons
     // seq's scalar weight is NaN for an unusable entry, so its Z is NaN; the registers clamp instead.
     if (!step.usable()) r.sample.mass = std::numeric_limits<double>::quiet_NaN();
   } else {
-    return specdec::sample_residual(p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+    return specdec::sample_residual(
+        p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
   }
   if (r.sample.status == row_status::no_mass) {
     r.sample = sample_categorical<Arch>(p, u);

@@ -74,7 +74,8 @@ sample_result sample_logits(std::span<const T> logits, const warp_params& w, dou
   if (kth) {
     const double slack = w.temperature * std::ldexp(1.0, 2 - std::numeric_limits<T>::digits);  // 4 rounding steps of t
     T from = static_cast<T>(static_cast<double>(*kth) - slack);
-    if (static_cast<double>(from) > static_cast<double>(*kth) - slack) from = std::nextafter(from, -std::numeric_limits<T>::infinity());
+    if (static_cast<double>(from) > static_cast<double>(*kth) - slack)
+      from = std::nextafter(from, -std::numeric_limits<T>::infinity());
     indices_at_least<Arch>(logits, from, tokens);
     for (const token_id t : tokens) m = std::max(m, static_cast<double>(logits[static_cast<std::size_t>(t)]));
     if (m == std::numeric_limits<double>::infinity()) return {no_token, row_status::not_finite, 0.0};

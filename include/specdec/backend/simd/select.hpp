@@ -78,7 +78,8 @@ std::size_t compress_greater(const xsimd::batch<T, Arch>& x, const xsimd::batch<
 #if XSIMD_WITH_AVX2
   if constexpr (std::is_same_v<T, float> && is_family<Arch, xsimd::avx2>) {
     const int m = _mm256_movemask_ps(_mm256_cmp_ps(x, tau, _CMP_GT_OQ));
-    const __m256i order = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(compress_lut_8[static_cast<std::size_t>(m)].data()));
+    const __m256i order =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(compress_lut_8[static_cast<std::size_t>(m)].data()));
     _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(x, order));
     return static_cast<std::size_t>(std::popcount(static_cast<unsigned>(m)));
   }
@@ -156,7 +157,8 @@ std::optional<T> kth_largest(std::span<const T> row, std::size_t k, bool* saw_na
         for (std::size_t j = 1; j < ways; ++j) any_nan = any_nan | xsimd::isnan(x[j]);
         nan |= xsimd::any(any_nan);
       }
-      for (std::size_t j = 0; j < ways; ++j) st.size += detail::compress_greater<Arch>(x[j], tau, out + st.size);  // NaN, -inf never pass
+      for (std::size_t j = 0; j < ways; ++j)
+        st.size += detail::compress_greater<Arch>(x[j], tau, out + st.size);  // NaN, -inf never pass
     }
     for (; v < full && st.size < st.cap; v += n) {
       const B x = B::load_unaligned(row.data() + v);

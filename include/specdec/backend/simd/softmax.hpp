@@ -49,7 +49,7 @@ row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
   for (std::size_t v = 0; v < full; v += ways * n)
     for (std::size_t w = 0; w < ways; ++w) {
       const B x = B::load_unaligned(logits.data() + v + w * n);
-      bad = bad | xsimd::isnan(x) | (x == B(inf));  // (xsimd's AVX != is ordered: false for NaN)
+      bad = bad | xsimd::isnan(x) | (x == B(inf));       // (xsimd's AVX != is ordered: false for NaN)
       best[w] = xsimd::select(x > best[w], x, best[w]);  // skips NaN, as seq does
     }
   double m = -std::numeric_limits<double>::infinity();

@@ -39,18 +39,26 @@ namespace specdec::backend::simd {
 template <class Arch>
 struct verify_kernels {
   template <class T>
-  static double row_sum(std::span<const T> row) { return sum<Arch>(row); }
+  static double row_sum(std::span<const T> row) {
+    return sum<Arch>(row);
+  }
   template <class T>
-  static bool has_mass(std::span<const T> row) { return simd::has_mass<Arch>(row); }
+  static bool has_mass(std::span<const T> row) {
+    return simd::has_mass<Arch>(row);
+  }
   template <class T>
   static bool greedy_usable(std::span<const T> row) {
     const row_summary s = summarise<Arch>(row);
     return s.usable && s.has_mass;
   }
   template <class T>
-  static std::ptrdiff_t argmax(std::span<const T> row) { return simd::argmax<Arch>(row); }
+  static std::ptrdiff_t argmax(std::span<const T> row) {
+    return simd::argmax<Arch>(row);
+  }
   template <class T>
-  static sample_result sample_categorical(std::span<const T> row, double u) { return simd::sample_categorical<Arch>(row, u); }
+  static sample_result sample_categorical(std::span<const T> row, double u) {
+    return simd::sample_categorical<Arch>(row, u);
+  }
   template <class T>
   static sample_result sample_masked(std::span<const T> row, std::span<const token_id> masked, double u) {
     return simd::sample_masked<Arch>(row, masked, u);

@@ -23,7 +23,8 @@ void verify_tree(const Rule& rule, const tree_batch<T>& batch, std::span<const r
 //! `backend::simd::warp_logits`.
 template <class Arch, TreeRule Rule, class T>
 void verify_tree_from_logits(const Rule& rule, const tree_batch<T>& batch, std::span<const warp_params> target_params,
-                             std::span<const random::request_stream> streams, const tree_outputs& out, const verify_options& options) {
+                             std::span<const random::request_stream> streams, const tree_outputs& out,
+                             const verify_options& options) {
   SPECDEC_REQUIRE_SIMD_ARCH(Arch, "specdec::verify_tree_from_logits");
   seq::detail::verify_tree_from_logits_with<verify_kernels<Arch>>(rule, batch, target_params, streams, out, options);
 }

@@ -235,7 +235,7 @@ void keep_top_p(std::span<T> probs, double top_p) {
     constexpr unsigned width = 8 * sizeof(T) - 1;  // the sign bit is 0
     std::vector<T> band;
     double above = 0.0;
-    T threshold = T(0);  // keep every positive entry unless the search finds a threshold
+    T threshold = T(0);                                           // keep every positive entry unless the search finds a threshold
     if (detail::count_positive<Arch>(row) <= top_p_sort_limit) {  // e.g. after a top-k: sort them all
       detail::gather_positive<Arch>(row, band);
       threshold = detail::threshold_in(band, 0.0, goal, T(0));

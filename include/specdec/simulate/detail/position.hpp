@@ -28,8 +28,7 @@ namespace specdec::simulate::detail {
 
 //! True when p and q are probability rows of the same, non-zero length (sums 1 within 1e-6).
 inline bool valid_row_pair(std::span<const double> p, std::span<const double> q) noexcept {
-  return p.size() == q.size() && !p.empty() &&
-         theory::detail::is_probability_row(p, theory::detail::row_sum_tolerance<double>) &&
+  return p.size() == q.size() && !p.empty() && theory::detail::is_probability_row(p, theory::detail::row_sum_tolerance<double>) &&
          theory::detail::is_probability_row(q, theory::detail::row_sum_tolerance<double>);
 }
 

@@ -34,28 +34,29 @@ namespace specdec::simulate::detail {
 inline constexpr std::size_t strips_per_tile = sampling_tile / sampling_strip;
 
 //! The first i in [lo, hi) with a[i] > goal, for a non-decreasing a; hi when there is none.
-SPECDEC_HOST_DEVICE constexpr std::size_t first_above(const double* a, std::size_t lo, std::size_t hi,
-                                                      double goal) noexcept {
+SPECDEC_HOST_DEVICE constexpr std::size_t first_above(const double* a, std::size_t lo, std::size_t hi, double goal) noexcept {
   while (lo < hi) {
     const std::size_t mid = lo + (hi - lo) / 2;
-    if (a[mid] > goal) hi = mid;
-    else lo = mid + 1;
+    if (a[mid] > goal)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
 
 //! What the lookup of one row reads: scalars, and pointers to the tables (host or device memory).
 struct sampling_table_view {
-  std::size_t size = 0;                    //!< V
-  std::size_t tiles = 0;                   //!< tiles of rule 1
-  std::size_t strips = 0;                  //!< strips of rule 5 (strip k holds entries [64 k, 64 k + 64))
-  double total = 0.0;                      //!< Z, the row's total weight
-  row_status status = row_status::no_mass; //!< the status sample_by_weights reports for the row
-  token_id row_last = no_token;            //!< rule 6: the last entry of the row with positive weight
-  const double* tile_end = nullptr;        //!< [tiles]: prefix_t + mass_t
-  const double* strip_end = nullptr;       //!< [strips]: r_k + m_k
-  const double* entry_end = nullptr;       //!< [size]: r_k + s_v, s_v the running sum inside v's strip
-  const token_id* tile_last = nullptr;     //!< [tiles]: rule 5's fallback, the last positive entry of tile t
+  std::size_t size = 0;                     //!< V
+  std::size_t tiles = 0;                    //!< tiles of rule 1
+  std::size_t strips = 0;                   //!< strips of rule 5 (strip k holds entries [64 k, 64 k + 64))
+  double total = 0.0;                       //!< Z, the row's total weight
+  row_status status = row_status::no_mass;  //!< the status sample_by_weights reports for the row
+  token_id row_last = no_token;             //!< rule 6: the last entry of the row with positive weight
+  const double* tile_end = nullptr;         //!< [tiles]: prefix_t + mass_t
+  const double* strip_end = nullptr;        //!< [strips]: r_k + m_k
+  const double* entry_end = nullptr;        //!< [size]: r_k + s_v, s_v the running sum inside v's strip
+  const token_id* tile_last = nullptr;      //!< [tiles]: rule 5's fallback, the last positive entry of tile t
 
   //! The token `sample_by_weights` returns for this row and the uniform u; no_token unless the row's
   //! status is ok. Host and device.
@@ -63,11 +64,11 @@ struct sampling_table_view {
     if (status != row_status::ok) return no_token;
     const double goal = u * total;
     const std::size_t t = first_above(tile_end, 0, tiles, goal);  // rule 4
-    if (t == tiles) return row_last;                               // rule 6
+    if (t == tiles) return row_last;                              // rule 6
     const std::size_t k0 = t * strips_per_tile;
     const std::size_t k1 = k0 + strips_per_tile < strips ? k0 + strips_per_tile : strips;
-    const std::size_t k = first_above(strip_end, k0, k1, goal);    // rule 5: the strip
-    if (k == k1) return tile_last[t];                              // rule 5's fallback
+    const std::size_t k = first_above(strip_end, k0, k1, goal);  // rule 5: the strip
+    if (k == k1) return tile_last[t];                            // rule 5's fallback
     const std::size_t v0 = k * sampling_strip;
     const std::size_t v1 = v0 + sampling_strip < size ? v0 + sampling_strip : size;
     // The entry: it exists, since entry_end[v1 - 1] == strip_end[k] (the same sum in the same order).
@@ -104,8 +105,9 @@ class sampling_table {
     for (std::size_t t = 0; t < scalars_.tiles; ++t) {
       const std::size_t begin = t * sampling_tile, end = begin + sampling_tile < size ? begin + sampling_tile : size;
       // Rules 1-3: tile t's mass is the total of the row restricted to tile t (+0 elsewhere is exact).
-      const double mass =
-          sample_by_weights(size, [&](std::size_t v) { return v >= begin && v < end ? w[v] : 0.0; }, 0.0).mass;
+      const double mass = sample_by_weights(
+                              size, [&](std::size_t v) { return v >= begin && v < end ? w[v] : 0.0; }, 0.0)
+                              .mass;
       double r = prefix;  // rule 5's running prefix inside the tile
       for (std::size_t s0 = begin; s0 < end; s0 += sampling_strip) {
         const std::size_t s1 = s0 + sampling_strip < end ? s0 + sampling_strip : end;
@@ -188,8 +190,7 @@ struct table_rows {
 
 //! `table_rows` over the host tables of `t` (tests; the CPU counterpart of the cuda backend's rows).
 template <RejectionRule Rule>
-table_rows<Rule> host_table_rows(const Rule& rule, std::span<const double> p, std::span<const double> q,
-                                 const pair_tables& t) {
+table_rows<Rule> host_table_rows(const Rule& rule, std::span<const double> p, std::span<const double> q, const pair_tables& t) {
   return {rule, p.data(), q.data(), t.p.view(), t.q.view(), t.residual.view()};
 }
 
