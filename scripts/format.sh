@@ -9,6 +9,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/lib.sh"   # find_clang_tool
 cd "$ROOT"
 
 check=0
@@ -21,20 +22,7 @@ if [[ "${1:-}" == -* ]]; then
   exit 2
 fi
 
-find_clang_format() {
-  if [[ -n "${CLANG_FORMAT:-}" ]]; then
-    command -v "$CLANG_FORMAT" && return
-    echo "scripts/format.sh: CLANG_FORMAT=$CLANG_FORMAT is not an executable" >&2
-    return 1
-  fi
-  local v
-  for v in clang-format clang-format-14 $(seq -f 'clang-format-%g' 15 30); do
-    command -v "$v" && return
-  done
-  echo "scripts/format.sh: no clang-format found (apt-get install clang-format, or set CLANG_FORMAT)" >&2
-  return 1
-}
-CF="$(find_clang_format)"
+CF="$(find_clang_tool clang-format CLANG_FORMAT)"
 version="$("$CF" --version | sed -n 's/.*version \([0-9][0-9]*\).*/\1/p')"
 if ! "$CF" --style=file --assume-filename=x.cpp --dump-config >/dev/null; then
   echo "scripts/format.sh: $CF cannot read .clang-format" >&2

@@ -11,24 +11,12 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/lib.sh"   # find_clang_tool
 BUILD_DIR="$(realpath -m "${TIDY_BUILD_DIR:-$ROOT/build-tidy}")"
 GROUPS_TO_CHECK="${TIDY_GROUPS-core simd learn stats}"
 JOBS="${TIDY_JOBS:-1}"
 
-find_clang_tidy() {
-  if [[ -n "${CLANG_TIDY:-}" ]]; then
-    command -v "$CLANG_TIDY" && return
-    echo "scripts/tidy.sh: CLANG_TIDY=$CLANG_TIDY is not an executable" >&2
-    return 1
-  fi
-  local v
-  for v in clang-tidy clang-tidy-14 $(seq -f 'clang-tidy-%g' 15 30); do
-    command -v "$v" && return
-  done
-  echo "scripts/tidy.sh: no clang-tidy found (apt-get install clang-tidy, or set CLANG_TIDY)" >&2
-  return 1
-}
-CT="$(find_clang_tidy)"
+CT="$(find_clang_tool clang-tidy CLANG_TIDY)"
 
 # Header-check units are written at configure time, so configuring is enough (a re-configure picks up new headers).
 generator_args=()
