@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs clang-tidy (the checks of .clang-tidy) over every public header: one header-check translation unit per header
-# (cmake/specdecHeaderCheck.cmake), the core group first, then simd, learn and stats; CUDA headers are not checked.
+# (cmake/specdecHeaderCheck.cmake), the core group first, then simd, learn, stats and conformance; CUDA headers are not checked.
 #   scripts/tidy.sh                         configure build-tidy/ (compile commands; nothing is built) and check
 #   scripts/tidy.sh tests/acceptance/tree.cpp ...   also these sources (their own code and the specdec headers)
-#   TIDY_GROUPS="core simd" scripts/tidy.sh only these header groups (core simd learn stats; "" = sources only)
+#   TIDY_GROUPS="core simd" scripts/tidy.sh only these header groups (core simd learn stats conformance; "" = sources only)
 #   TIDY_BUILD_DIR=/tmp/t  CLANG_TIDY=clang-tidy-18  TIDY_JOBS=2   build directory, binary, parallel runs
 # Time on one core (clang-tidy 14): about 8 minutes for the 132 header units, about a minute more per test source, so
 # this is a script to run before a release or after a large change, not a CI step. Header units instantiate no template:
@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/lib.sh"   # find_clang_tool
 BUILD_DIR="$(realpath -m "${TIDY_BUILD_DIR:-$ROOT/build-tidy}")"
-GROUPS_TO_CHECK="${TIDY_GROUPS-core simd learn stats}"
+GROUPS_TO_CHECK="${TIDY_GROUPS-core simd learn stats conformance}"
 JOBS="${TIDY_JOBS:-1}"
 
 CT="$(find_clang_tool clang-tidy CLANG_TIDY)"
