@@ -151,3 +151,4 @@ class SpecdecConan(ConanFile):
             component("learn", ["eigen::eigen"])
         if self.options.stats:
             component("stats", ["boost::headers"])
+            component("conformance", ["stats"])  # the conformance kit rides on stats

@@ -46,8 +46,8 @@ namespace detail {
 //! A healthy request of the catalogue's model (V = 8) after context `last`.
 inline model_tables catalogue_model(std::uint64_t seed) { return model_tables(model_config{"catalogue", 8, 0.5, 0.0, 0, seed}); }
 
-inline chain_inputs healthy_chain(const model_tables& m, std::size_t last, std::size_t gamma, std::uint64_t seed, std::uint64_t id,
-                                  std::uint64_t kit_seed) {
+inline chain_inputs healthy_chain(const model_tables& m, std::size_t last, std::size_t gamma, std::uint64_t seed,
+                                  std::uint64_t id, std::uint64_t kit_seed) {
   chain_inputs in = empty_chain_batch(m.vocab());
   append_chain_request(in, m, request_spec{last, gamma, seed, id, 0}, kit_seed);
   return in;
@@ -94,7 +94,8 @@ inline std::vector<bad_input_case<chain_inputs>> chain_bad_inputs(const kit_opti
   });
   add("target_nan_at_draft", expectation::report, [&](chain_inputs& in) { detail::mutable_target_row(in, 0)[x0(in)] = nan; });
   add("target_inf_at_draft", expectation::report, [&](chain_inputs& in) { detail::mutable_target_row(in, 0)[x0(in)] = inf; });
-  add("target_negative_at_draft", expectation::report, [&](chain_inputs& in) { detail::mutable_target_row(in, 0)[x0(in)] = -0.5f; });
+  add("target_negative_at_draft", expectation::report,
+      [&](chain_inputs& in) { detail::mutable_target_row(in, 0)[x0(in)] = -0.5f; });
   add("target_row_zero", expectation::report, [&](chain_inputs& in) {
     for (float& x : detail::mutable_target_row(in, 0)) x = 0.0f;
   });
@@ -102,7 +103,8 @@ inline std::vector<bad_input_case<chain_inputs>> chain_bad_inputs(const kit_opti
     // p = q = one-hot at each draft: every rule accepts every draft and then reads the bonus row.
     for (std::size_t i = 0; i < 3; ++i) {
       auto q = detail::mutable_draft_row(in, i), p = detail::mutable_target_row(in, i);
-      for (std::size_t v = 0; v < in.vocab_size; ++v) q[v] = p[v] = v == static_cast<std::size_t>(in.draft_tokens[i]) ? 1.0f : 0.0f;
+      for (std::size_t v = 0; v < in.vocab_size; ++v)
+        q[v] = p[v] = v == static_cast<std::size_t>(in.draft_tokens[i]) ? 1.0f : 0.0f;
     }
     for (float& x : detail::mutable_target_row(in, 3)) x = nan;
   });
@@ -110,9 +112,11 @@ inline std::vector<bad_input_case<chain_inputs>> chain_bad_inputs(const kit_opti
     for (float& x : detail::mutable_draft_row(in, 0)) x = nan;
   });
   add("draft_negative_at_draft", bad_q, [&](chain_inputs& in) { detail::mutable_draft_row(in, 0)[x0(in)] = -0.1f; });
-  add("draft_token_equals_vocab", expectation::report, [&](chain_inputs& in) { in.draft_tokens[0] = static_cast<token_id>(in.vocab_size); });
+  add("draft_token_equals_vocab", expectation::report,
+      [&](chain_inputs& in) { in.draft_tokens[0] = static_cast<token_id>(in.vocab_size); });
   add("draft_token_negative", expectation::report, [&](chain_inputs& in) { in.draft_tokens[0] = -1; });
-  add("draft_token_int_max", expectation::report, [&](chain_inputs& in) { in.draft_tokens[0] = std::numeric_limits<token_id>::max(); });
+  add("draft_token_int_max", expectation::report,
+      [&](chain_inputs& in) { in.draft_tokens[0] = std::numeric_limits<token_id>::max(); });
   add("draft_prob_zero", expectation::either, [&](chain_inputs& in) { detail::mutable_draft_row(in, 0)[x0(in)] = 0.0f; });
 
   // q(1) exceeds p(1) by 2^-12 while p <= q everywhere: max(0, p - q) has no mass, yet x = 1 is
@@ -210,7 +214,8 @@ std::string case_problem(const bad_input_case<Inputs>& c, const Inputs& in, std:
     case expectation::succeed:
       if (v.reported) return "valid input was reported";
       for (const token_id t : v.tokens)
-        if (c.only_token >= 0 && t != c.only_token) return "emitted " + std::to_string(t) + " where only " + std::to_string(c.only_token) + " exists";
+        if (c.only_token >= 0 && t != c.only_token)
+          return "emitted " + std::to_string(t) + " where only " + std::to_string(c.only_token) + " exists";
       if (c.tokens_due > 0 && v.tokens.size() != c.tokens_due)
         return "emitted " + std::to_string(v.tokens.size()) + " tokens; " + std::to_string(c.tokens_due) + " are due";
       break;
@@ -232,7 +237,8 @@ inline tree_inputs healthy_neighbours(const tree_inputs& bad, const kit_options&
   const auto m = catalogue_model(o.seed + 22);
   tree_inputs in = empty_tree_batch(8, bad.sampling);
   const std::vector<std::size_t> branching{2, 1};
-  for (std::uint64_t k = 0; k < 3; ++k) append_tree_request(in, m, request_spec{k, 0, o.seed + 9, 9000 + k, 0}, branching, o.seed);
+  for (std::uint64_t k = 0; k < 3; ++k)
+    append_tree_request(in, m, request_spec{k, 0, o.seed + 9, 9000 + k, 0}, branching, o.seed);
   return in;
 }
 
@@ -267,7 +273,8 @@ Inputs concatenate(const Inputs& bad, const Inputs& neighbours) {
 //! Runs every case: alone, then (for V = 8 single-request cases) at the head of a batch of healthy
 //! requests, whose verdicts must be valid and, for a seeded verifier, equal to their verdicts alone.
 template <class Inputs, class Verifier>
-std::vector<check_result> check_bad_inputs(const Verifier& verify, const std::vector<bad_input_case<Inputs>>& cases, const kit_options& o) {
+std::vector<check_result> check_bad_inputs(const Verifier& verify, const std::vector<bad_input_case<Inputs>>& cases,
+                                           const kit_options& o) {
   std::vector<check_result> results;
   for (const auto& c : cases) {
     const std::string name = "bad_input/" + c.name;

@@ -123,8 +123,8 @@ inline tree_inputs empty_tree_batch(std::size_t vocab, sibling_sampling sampling
 
 //! Appends a tree drafted after `last`: every node at depth d gets branching[d] children drawn from
 //! its draft row, i.i.d. or without replacement (fewer when q has fewer tokens left).
-inline void append_tree_request(tree_inputs& in, const model_tables& m, const request_spec& r, std::span<const std::size_t> branching,
-                                std::uint64_t kit_seed) {
+inline void append_tree_request(tree_inputs& in, const model_tables& m, const request_spec& r,
+                                std::span<const std::size_t> branching, std::uint64_t kit_seed) {
   auto coins = detail::draft_coins(kit_seed, r.request_id, r.step);
   std::vector<std::int32_t> parents{-1};
   std::vector<std::size_t> context{r.last};  // the Markov context of each node: its token, or `last` for the root
@@ -162,7 +162,8 @@ inline chain_inputs select_requests(const chain_inputs& in, std::span<const std:
   for (const std::size_t b : order) {
     const std::size_t n = static_cast<std::size_t>(in.num_drafts[b]);
     const auto d = static_cast<std::ptrdiff_t>(in.draft_index(b, 0)), t = static_cast<std::ptrdiff_t>(in.target_index(b, 0));
-    out.draft_tokens.insert(out.draft_tokens.end(), in.draft_tokens.begin() + d, in.draft_tokens.begin() + d + static_cast<std::ptrdiff_t>(n));
+    out.draft_tokens.insert(out.draft_tokens.end(), in.draft_tokens.begin() + d,
+                            in.draft_tokens.begin() + d + static_cast<std::ptrdiff_t>(n));
     out.draft_probs.insert(out.draft_probs.end(), in.draft_probs.begin() + d * static_cast<std::ptrdiff_t>(V),
                            in.draft_probs.begin() + (d + static_cast<std::ptrdiff_t>(n)) * static_cast<std::ptrdiff_t>(V));
     out.target_probs.insert(out.target_probs.end(), in.target_probs.begin() + t * static_cast<std::ptrdiff_t>(V),
@@ -184,7 +185,8 @@ inline tree_inputs select_requests(const tree_inputs& in, std::span<const std::s
     out.parents.insert(out.parents.end(), in.parents.begin() + first, in.parents.begin() + first + n);
     out.tokens.insert(out.tokens.end(), in.tokens.begin() + first, in.tokens.begin() + first + n);
     out.draft_probs.insert(out.draft_probs.end(), in.draft_probs.begin() + first * V, in.draft_probs.begin() + (first + n) * V);
-    out.target_probs.insert(out.target_probs.end(), in.target_probs.begin() + first * V, in.target_probs.begin() + (first + n) * V);
+    out.target_probs.insert(out.target_probs.end(), in.target_probs.begin() + first * V,
+                            in.target_probs.begin() + (first + n) * V);
     out.num_nodes.push_back(in.num_nodes[b]);
     out.offsets.push_back(out.offsets.back() + in.num_nodes[b]);
     detail::append_identity(out, in.seeds[b], in.request_ids[b], in.steps[b]);

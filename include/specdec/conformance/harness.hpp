@@ -51,9 +51,7 @@ call_outcome call(const Verifier& verify, const Inputs& in) {
   return out;
 }
 
-inline bool in_vocabulary(token_id t, std::size_t vocab) noexcept {
-  return t >= 0 && static_cast<std::size_t>(t) < vocab;
-}
+inline bool in_vocabulary(token_id t, std::size_t vocab) noexcept { return t >= 0 && static_cast<std::size_t>(t) < vocab; }
 
 //! What is wrong with the shape of chain request b's verdict, or "" when nothing is.
 inline std::string chain_shape_problem(const chain_inputs& in, std::size_t b, const verdict& v) {
@@ -145,7 +143,18 @@ inline void append_json_row(std::string& out, std::span<const float> row) {
   out += "]}";
 }
 
-inline void append_identity(std::string& out, const request_identities& ids, std::size_t b) {
+//! `count` rows, `row_of(i)` each, as a JSON array.
+template <class RowOf>
+void append_json_rows(std::string& out, std::size_t count, RowOf row_of) {
+  out += '[';
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i > 0) out += ", ";
+    append_json_row(out, row_of(i));
+  }
+  out += ']';
+}
+
+inline void append_json_identity(std::string& out, const request_identities& ids, std::size_t b) {
   out += "\"seed\": " + std::to_string(ids.seeds[b]) + ", \"request_id\": " + std::to_string(ids.request_ids[b]) +
          ", \"step\": " + std::to_string(ids.steps[b]);
 }
@@ -166,20 +175,13 @@ inline void append_verdict(std::string& out, const verdict* v, std::string_view 
 inline std::string chain_reproduction(const chain_inputs& in, std::size_t b, const verdict* v, std::string_view problem) {
   const std::size_t n = static_cast<std::size_t>(in.num_drafts[b]);
   std::string out = "{\"form\": \"chain\", \"vocab_size\": " + std::to_string(in.vocab_size) + ", ";
-  append_identity(out, in, b);
+  append_json_identity(out, in, b);
   out += ", \"draft_tokens\": ";
   append_json_array(out, std::span<const token_id>(in.draft_tokens).subspan(in.draft_index(b, 0), n));
-  out += ", \"draft_probs\": [";
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0) out += ", ";
-    append_json_row(out, in.draft_row(b, i));
-  }
-  out += "], \"target_probs\": [";
-  for (std::size_t i = 0; i <= n; ++i) {
-    if (i > 0) out += ", ";
-    append_json_row(out, in.target_row(b, i));
-  }
-  out += ']';
+  out += ", \"draft_probs\": ";
+  append_json_rows(out, n, [&](std::size_t i) { return in.draft_row(b, i); });
+  out += ", \"target_probs\": ";
+  append_json_rows(out, n + 1, [&](std::size_t i) { return in.target_row(b, i); });
   append_verdict(out, v, problem);
   return out;
 }
@@ -189,22 +191,15 @@ inline std::string tree_reproduction(const tree_inputs& in, std::size_t b, const
   const std::size_t n = static_cast<std::size_t>(in.num_nodes[b]);
   std::string out = "{\"form\": \"tree\", \"vocab_size\": " + std::to_string(in.vocab_size) + ", \"sampling\": \"" +
                     (in.sampling == sibling_sampling::independent ? "independent" : "without_replacement") + "\", ";
-  append_identity(out, in, b);
+  append_json_identity(out, in, b);
   out += ", \"parents\": ";
   append_json_array(out, std::span<const std::int32_t>(in.parents).subspan(in.node_index(b, 0), n));
   out += ", \"tokens\": ";
   append_json_array(out, std::span<const token_id>(in.tokens).subspan(in.node_index(b, 0), n));
-  out += ", \"draft_probs\": [";
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0) out += ", ";
-    append_json_row(out, in.draft_row(b, i));
-  }
-  out += "], \"target_probs\": [";
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0) out += ", ";
-    append_json_row(out, in.target_row(b, i));
-  }
-  out += ']';
+  out += ", \"draft_probs\": ";
+  append_json_rows(out, n, [&](std::size_t i) { return in.draft_row(b, i); });
+  out += ", \"target_probs\": ";
+  append_json_rows(out, n, [&](std::size_t i) { return in.target_row(b, i); });
   append_verdict(out, v, problem);
   return out;
 }
@@ -215,7 +210,9 @@ inline std::string reproduction(const chain_inputs& in, std::size_t b, const ver
 inline std::string reproduction(const tree_inputs& in, std::size_t b, const verdict* v, std::string_view problem) {
   return tree_reproduction(in, b, v, problem);
 }
-inline std::string shape_problem(const chain_inputs& in, std::size_t b, const verdict& v) { return chain_shape_problem(in, b, v); }
+inline std::string shape_problem(const chain_inputs& in, std::size_t b, const verdict& v) {
+  return chain_shape_problem(in, b, v);
+}
 inline std::string shape_problem(const tree_inputs& in, std::size_t b, const verdict& v) { return tree_shape_problem(in, b, v); }
 
 //! Records a failing request in `check`, keeping at most `max_reproductions` reproductions.

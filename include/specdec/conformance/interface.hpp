@@ -40,9 +40,7 @@ struct chain_inputs : request_identities {
 
   std::size_t batch_size() const noexcept { return num_drafts.size(); }
   std::size_t draft_index(std::size_t b, std::size_t i) const noexcept { return static_cast<std::size_t>(offsets[b]) + i; }
-  std::size_t target_index(std::size_t b, std::size_t i) const noexcept {
-    return static_cast<std::size_t>(offsets[b]) + b + i;
-  }
+  std::size_t target_index(std::size_t b, std::size_t i) const noexcept { return static_cast<std::size_t>(offsets[b]) + b + i; }
   std::span<const float> draft_row(std::size_t b, std::size_t i) const {
     return std::span<const float>(draft_probs).subspan(draft_index(b, i) * vocab_size, vocab_size);
   }
@@ -112,8 +110,8 @@ enum class claim {
 //! A claim, with the law it states when it is lossy.
 struct guarantee {
   claim kind = claim::lossless;
-  emission_law law;     //!< stated_law only
-  std::string name{};   //!< how reports name the claim
+  emission_law law;    //!< stated_law only
+  std::string name{};  //!< how reports name the claim
 
   static guarantee lossless() { return {claim::lossless, {}, "lossless"}; }
   static guarantee greedy() { return {claim::greedy, {}, "greedy"}; }
@@ -122,11 +120,9 @@ struct guarantee {
   //! `specdec::emission_distribution`.
   template <RejectionRule Rule>
   static guarantee of_rule(const Rule& rule, std::string name) {
-    return stated(
-        [rule](std::span<const double> p, std::span<const double> q, std::span<double> accepted, std::span<double> corrected) {
-          emission_distribution(rule, p, q, accepted, corrected);
-        },
-        std::move(name));
+    return stated([rule](std::span<const double> p, std::span<const double> q, std::span<double> accepted,
+                         std::span<double> corrected) { emission_distribution(rule, p, q, accepted, corrected); },
+                  std::move(name));
   }
 };
 

@@ -44,8 +44,9 @@ inline void add(report& r, check_result c, const kit_options& o) {
 //! requests beside 64 others of the first config's model, and the bad-input catalogue.
 //! `append_request(batch, tables, spec, config)` drafts one chain or tree.
 template <class Inputs, class Verifier, class EmptyBatch, class AppendRequest>
-void run_common(report& r, const Verifier& verify, const guarantee& g, const kit_options& o, const std::vector<law_config>& configs,
-                const std::vector<bad_input_case<Inputs>>& cases, EmptyBatch empty_batch, AppendRequest append_request) {
+void run_common(report& r, const Verifier& verify, const guarantee& g, const kit_options& o,
+                const std::vector<law_config>& configs, const std::vector<bad_input_case<Inputs>>& cases, EmptyBatch empty_batch,
+                AppendRequest append_request) {
   for (const auto& c : configs) {
     const std::string name = "exact_law/" + c.model.name;
     if (o.wants(name)) add(r, check_law<Inputs>(name, verify, g, c, o, empty_batch, append_request), o);
@@ -77,8 +78,9 @@ inline report check_chain_verifier(const std::string& name, const chain_verifier
   };
   detail::run_common<chain_inputs>(r, verify, g, o, chain_law_configs(o.seed), chain_bad_inputs(o), empty_batch, append);
   if (o.seeded && g.kind != claim::greedy) {
-    const std::pair<identity_part, const char*> parts[] = {
-        {identity_part::request_id, "independence/request_id"}, {identity_part::seed, "independence/seed"}, {identity_part::step, "independence/step"}};
+    const std::pair<identity_part, const char*> parts[] = {{identity_part::request_id, "independence/request_id"},
+                                                           {identity_part::seed, "independence/seed"},
+                                                           {identity_part::step, "independence/step"}};
     for (const auto& [part, check_name] : parts)
       if (o.wants(check_name)) detail::add(r, check_independence(verify, part, o), o);
   }
@@ -97,8 +99,10 @@ inline report check_chain_verifier(const std::string& name, const chain_verifier
 //! Runs the kit on a tree verifier (siblings drawn as `o.tree_sampling` says): exact laws on three
 //! Markov pairs with trees of several shapes, determinism and batch invariance, and the tree
 //! bad-input catalogue. Claims: lossless or greedy.
-inline report check_tree_verifier(const std::string& name, const tree_verifier& verify, const guarantee& g, const kit_options& o = {}) {
-  if (g.kind == claim::stated_law) throw std::invalid_argument("conformance: trees are checked against lossless or greedy claims");
+inline report check_tree_verifier(const std::string& name, const tree_verifier& verify, const guarantee& g,
+                                  const kit_options& o = {}) {
+  if (g.kind == claim::stated_law)
+    throw std::invalid_argument("conformance: trees are checked against lossless or greedy claims");
   report r{name, g.name, {}};
   const auto empty_batch = [&o](std::size_t V) { return empty_tree_batch(V, o.tree_sampling); };
   const auto append = [&o](tree_inputs& in, const model_tables& m, const request_spec& s, const law_config& c) {

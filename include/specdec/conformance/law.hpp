@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "specdec/conformance/drafting.hpp"
@@ -47,10 +48,19 @@ inline std::vector<law_config> chain_law_configs(std::uint64_t seed) {
 
 //! The tree configurations: two-by-two trees, a wide root, and a deep narrow tree.
 inline std::vector<law_config> tree_law_configs(std::uint64_t seed) {
+  const auto tree = [](model_config model, int horizon, std::size_t prompt, std::vector<std::size_t> branching) {
+    law_config c;
+    c.model = std::move(model);
+    c.horizon = horizon;
+    c.prompt = prompt;
+    c.min_gamma = c.max_gamma = 0;
+    c.branching = std::move(branching);
+    return c;
+  };
   return {
-      {{"v4_tree_2x2", 4, 0.5, 0.2, 3, seed + 11}, 3, 1, 0, 0, {2, 2}},
-      {{"v3_tree_wide_root", 3, 0.9, 0.3, 2, seed + 12}, 4, 0, 0, 0, {3, 1}},
-      {{"v6_tree_deep", 6, 0.3, 0.25, 0, seed + 13}, 3, 2, 0, 0, {2, 1, 1}},
+      tree({"v4_tree_2x2", 4, 0.5, 0.2, 3, seed + 11}, 3, 1, {2, 2}),
+      tree({"v3_tree_wide_root", 3, 0.9, 0.3, 2, seed + 12}, 4, 0, {3, 1}),
+      tree({"v6_tree_deep", 6, 0.3, 0.25, 0, seed + 13}, 3, 2, {2, 1, 1}),
   };
 }
 
@@ -68,12 +78,30 @@ inline std::size_t greedy_accepts(const chain_inputs& in, std::size_t b, std::sp
     ++k;
   return k;
 }
-inline std::size_t greedy_accepts(const tree_inputs& in, std::size_t b, std::span<const std::size_t> path, std::int32_t node = 0) {
+inline std::size_t greedy_accepts(const tree_inputs& in, std::size_t b, std::span<const std::size_t> path,
+                                  std::int32_t node = 0) {
   std::size_t best = 0;
   for (std::size_t c = 1; c < static_cast<std::size_t>(in.num_nodes[b]) && !path.empty(); ++c)
     if (in.parents[in.node_index(b, c)] == node && in.tokens[in.node_index(b, c)] == static_cast<token_id>(path.front()))
       best = std::max(best, 1 + greedy_accepts(in, b, path.subspan(1), static_cast<std::int32_t>(c)));
   return best;
+}
+//! Whether a greedy walk can stop after accepting k drafts: in a chain, exactly after the drafts that
+//! follow the argmax path; in a tree, at a node reached along the path none of whose children is on
+//! it. Duplicated siblings may head subtrees of different depths, so a walk that takes the first
+//! matching sibling and one that takes the deepest are both greedy.
+inline bool greedy_can_stop(const chain_inputs& in, std::size_t b, std::span<const std::size_t> path, std::size_t k) {
+  return k == greedy_accepts(in, b, path);
+}
+inline bool greedy_can_stop(const tree_inputs& in, std::size_t b, std::span<const std::size_t> path, std::size_t k,
+                            std::int32_t node = 0) {
+  bool matching_child = false;
+  for (std::size_t c = 1; c < static_cast<std::size_t>(in.num_nodes[b]) && !path.empty(); ++c)
+    if (in.parents[in.node_index(b, c)] == node && in.tokens[in.node_index(b, c)] == static_cast<token_id>(path.front())) {
+      matching_child = true;
+      if (k > 0 && greedy_can_stop(in, b, path.subspan(1), k - 1, static_cast<std::int32_t>(c))) return true;
+    }
+  return k == 0 && !matching_child;
 }
 inline std::size_t max_emitted(const chain_inputs& in, std::size_t b) { return static_cast<std::size_t>(in.num_drafts[b]) + 1; }
 inline std::size_t max_emitted(const tree_inputs& in, std::size_t b) { return static_cast<std::size_t>(in.num_nodes[b]); }
@@ -89,9 +117,10 @@ std::string greedy_problem(const Inputs& in, std::size_t b, const model_tables& 
       return "emitted token " + std::to_string(i) + " is " + std::to_string(v.tokens[i]) + ", not the target's argmax " +
              std::to_string(path[i]);
   const std::size_t accepts = greedy_accepts(in, b, path);
-  if (v.tokens.size() != accepts + 1)
-    return "emitted " + std::to_string(v.tokens.size()) + " tokens; the drafts match the argmax path for " + std::to_string(accepts) +
-           ", so " + std::to_string(accepts + 1) + " are due";
+  if (!greedy_can_stop(in, b, path, v.tokens.size() - 1))
+    return "emitted " + std::to_string(v.tokens.size()) + " tokens, but a greedy walk does not stop after " +
+           std::to_string(v.tokens.size() - 1) + " accepted drafts (the drafts match the argmax path for up to " +
+           std::to_string(accepts) + ")";
   return {};
 }
 
@@ -116,7 +145,8 @@ inline std::vector<double> claimed_law(const law_config& c, const model_tables& 
   for (const std::size_t n : requests_per_gamma) total += static_cast<double>(n);
   for (std::size_t gamma = 0; gamma < requests_per_gamma.size(); ++gamma) {
     if (requests_per_gamma[gamma] == 0) continue;
-    const auto part = block_emission_distribution(accepted, corrected, m.pair.target, V, c.prompt, c.horizon, static_cast<int>(gamma));
+    const auto part =
+        block_emission_distribution(accepted, corrected, m.pair.target, V, c.prompt, c.horizon, static_cast<int>(gamma));
     const double w = static_cast<double>(requests_per_gamma[gamma]) / total;
     for (std::size_t s = 0; s < law.size(); ++s) law[s] += w * part[s];
   }
@@ -124,7 +154,8 @@ inline std::vector<double> claimed_law(const law_config& c, const model_tables& 
 }
 
 //! The cell that deviates most from its expected count, as JSON.
-inline std::string most_deviant_cell(std::span<const std::uint64_t> counts, std::span<const double> law, std::size_t V, int horizon) {
+inline std::string most_deviant_cell(std::span<const std::uint64_t> counts, std::span<const double> law, std::size_t V,
+                                     int horizon) {
   double n = 0.0;
   for (const auto x : counts) n += static_cast<double>(x);
   std::size_t worst = 0;
@@ -224,14 +255,15 @@ check_result check_law(const std::string& name, const Verifier& verify, const gu
                                              {"impossible_sequences", static_cast<double>(gof.impossible)}});
   const bool law_holds = gof.impossible == 0 && gof.p_value >= o.alpha;
   if (!law_holds) {
-    check.fail(gof.impossible > 0 ? std::to_string(gof.impossible) + " sequences of probability 0 under the " + g.name + " law were emitted"
-                                  : "the law of the first " + std::to_string(H) + " tokens is not the " + g.name + " law (p = " +
-                                        std::to_string(gof.p_value) + " < alpha)");
-    check.reproductions.push_back(detail::law_config_json(c, o.seed) + ", " + detail::most_deviant_cell(counts, law, V, c.horizon) +
-                                  "}");
+    check.fail(gof.impossible > 0
+                   ? std::to_string(gof.impossible) + " sequences of probability 0 under the " + g.name + " law were emitted"
+                   : "the law of the first " + std::to_string(H) + " tokens is not the " + g.name +
+                         " law (p = " + std::to_string(gof.p_value) + " < alpha)");
+    check.reproductions.push_back(detail::law_config_json(c, o.seed) + ", " +
+                                  detail::most_deviant_cell(counts, law, V, c.horizon) + "}");
   } else if (check.passed) {
-    check.summary = "law of the first " + std::to_string(H) + " tokens matches the " + g.name + " law (p = " +
-                    std::to_string(gof.p_value) + ")";
+    check.summary = "law of the first " + std::to_string(H) + " tokens matches the " + g.name +
+                    " law (p = " + std::to_string(gof.p_value) + ")";
   }
   return check;
 }

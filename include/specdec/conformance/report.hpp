@@ -15,9 +15,9 @@ namespace specdec::conformance {
 
 //! The result of one check.
 struct check_result {
-  std::string name;     //!< e.g. "exact_law/v4_mixed_gamma"
+  std::string name;  //!< e.g. "exact_law/v4_mixed_gamma"
   bool passed = true;
-  std::string summary;  //!< one line: what was checked and what was found
+  std::string summary;                                  //!< one line: what was checked and what was found
   std::vector<std::pair<std::string, double>> figures;  //!< statistic, p-value, samples, seeds, ...
   //! A minimal reproduction of each failure, as JSON objects: the inputs of one failing request and
   //! what came back, or, for a statistical check, its configuration and the most deviant cell.

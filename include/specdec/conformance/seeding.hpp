@@ -27,10 +27,11 @@ inline bool same_verdict(const verdict& a, const verdict& b) { return a.tokens =
 //! several ways and compares each tested request's verdict with the first call's: again as is,
 //! reversed, the first eight alone, and interleaved with the other requests.
 template <class Inputs, class Verifier>
-std::vector<check_result> check_determinism(const std::string& prefix, const Verifier& verify, const Inputs& batch, std::size_t tested) {
+std::vector<check_result> check_determinism(const std::string& prefix, const Verifier& verify, const Inputs& batch,
+                                            std::size_t tested) {
   check_result determinism{prefix + "determinism", true, "the same request gives the same verdict when called again", {}, {}};
-  check_result invariance{prefix + "batch_invariance", true,
-                          "a request's verdict does not depend on its batch (order, size, neighbours)", {}, {}};
+  check_result invariance{
+      prefix + "batch_invariance", true, "a request's verdict does not depend on its batch (order, size, neighbours)", {}, {}};
   std::vector<std::size_t> order(tested);
   std::iota(order.begin(), order.end(), std::size_t{0});
   const Inputs base_in = select_requests(batch, order);
@@ -46,10 +47,11 @@ std::vector<check_result> check_determinism(const std::string& prefix, const Ver
     for (std::size_t k = 0; k < variant.size(); ++k) {
       const std::size_t b = variant[k];
       if (b >= tested || detail::same_verdict(got.verdicts[k], base.verdicts[b])) continue;
-      detail::record_failure(check, base_in, b, &base.verdicts[b],
-                             how + ": the request's verdict changed; the first call returned the one shown, this one " +
-                                 std::to_string(got.verdicts[k].tokens.size()) + " tokens" +
-                                 (got.verdicts[k].tokens.empty() ? "" : " starting " + std::to_string(got.verdicts[k].tokens[0])));
+      detail::record_failure(
+          check, base_in, b, &base.verdicts[b],
+          how + ": the request's verdict changed; the first call returned the one shown, this one " +
+              std::to_string(got.verdicts[k].tokens.size()) + " tokens" +
+              (got.verdicts[k].tokens.empty() ? "" : " starting " + std::to_string(got.verdicts[k].tokens[0])));
     }
   };
   compare(determinism, order, "called again");
@@ -122,8 +124,11 @@ check_result check_independence(const Verifier& verify, identity_part part, cons
     check.fail("the first emitted token never varies although the draft x has p(x) < q(x): not a lossless or seeded verifier");
     return check;
   }
-  check.figures = {{"pairs", static_cast<double>(r.n)}, {"chi2", r.statistic}, {"dof", static_cast<double>(r.dof)},
-                   {"p_value", r.p_value},          {"alpha", o.alpha}};
+  check.figures = {{"pairs", static_cast<double>(r.n)},
+                   {"chi2", r.statistic},
+                   {"dof", static_cast<double>(r.dof)},
+                   {"p_value", r.p_value},
+                   {"alpha", o.alpha}};
   std::uint64_t same = 0;
   for (std::size_t v = 0; v < V; ++v) same += joint[v * V + v];
   check.figures.emplace_back("agreement", r.n > 0 ? static_cast<double>(same) / static_cast<double>(r.n) : 0.0);
@@ -136,7 +141,8 @@ check_result check_independence(const Verifier& verify, identity_part part, cons
     detail::append_json_array(repro, joint);
     check.reproductions.push_back(repro + "}");
   } else {
-    check.summary = std::string("requests differing only in ") + part_name + " are independent (p = " + std::to_string(r.p_value) + ")";
+    check.summary =
+        std::string("requests differing only in ") + part_name + " are independent (p = " + std::to_string(r.p_value) + ")";
   }
   return check;
 }

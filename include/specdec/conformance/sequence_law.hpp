@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "specdec/acceptance/distribution.hpp"
+#include "specdec/core/token.hpp"
 #include "specdec/distributions/divergence.hpp"
 #include "specdec/random/stream.hpp"
 
