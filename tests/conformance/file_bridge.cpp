@@ -7,12 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "specdec/conformance/file_bridge.hpp"
 #include "specdec/conformance/kit.hpp"
+#include "specdec/conformance/logits.hpp"
 #include "specdec/conformance/specdec_verifiers.hpp"
+#include "specdec/errors.hpp"
 #include "specdec/exec/policy.hpp"
 
 namespace {
@@ -102,6 +105,31 @@ TEST_CASE("file bridge: a tree run through files is the run in process", "[confo
     const auto bridged = sc::check_tree_verifier("tree strict", bridge.tree(), sc::guarantee::lossless(), o);
     CHECK(sc::to_json(bridged) == sc::to_json(direct));
   }
+}
+
+TEST_CASE("file bridge: a run from logits through files is the run in process", "[conformance][file_bridge][logits]") {
+  const scratch s("chain_logits");
+  const auto o = small_options();
+  const auto verify = sc::specdec_chain_logits_verifier(specdec::exec::seq, specdec::strict);
+  const auto direct = sc::check_chain_logits_verifier("strict", verify, sc::guarantee::lossless(), o);
+  sc::file_bridge bridge(s.dir);
+  bridge.set_waiter([&](const fs::path& call_dir) {
+    try {
+      sc::write_verdicts(call_dir / "outputs", verify(sc::read_chain_logit_inputs(call_dir / "inputs")));
+    } catch (const specdec::error& e) {  // invalid warping parameters: the verifier raises
+      fs::create_directories(call_dir / "outputs");
+      std::ofstream(call_dir / "outputs" / "error.txt") << e.what();
+    }
+    return true;
+  });
+  const auto bridged = sc::check_chain_logits_verifier("strict", bridge.chain_logits(), sc::guarantee::lossless(), o);
+  CHECK(bridged.passed());
+  CHECK(sc::to_json(bridged) == sc::to_json(direct));
+  // The warping columns are float64 files with one entry per request.
+  const auto first = bridge.call_dir(0) / "inputs";
+  const auto temperature = sc::npy::load(first / "target_temperature.npy");
+  CHECK(temperature.type == sc::npy::dtype::f8);
+  CHECK(temperature.shape.at(0) == sc::read_chain_inputs(first).batch_size());
 }
 
 TEST_CASE("file bridge: one replay per answer (step)", "[conformance][file_bridge]") {

@@ -21,6 +21,7 @@
 
 #include "specdec/conformance/file_bridge.hpp"
 #include "specdec/conformance/kit.hpp"
+#include "specdec/conformance/logits.hpp"
 #include "specdec/conformance/stop_run.hpp"
 
 namespace {
@@ -56,7 +57,8 @@ void print_help(std::ostream& out) {
          "\n"
          "options:\n"
          "  --dir D                   the run's directory (created if missing)                [required]\n"
-         "  --form chain|tree         what the verifier checks                                [chain]\n"
+         "  --form chain|logits|tree  what the verifier checks: chains from probabilities,  [chain]\n"
+         "                            chains from logits and warping parameters, or trees\n"
          "  --claim lossless|greedy   the guarantee checked; the kit's stated (lossy) laws need a C++\n"
          "                            emission_law and are available from C++ only            [lossless]\n"
          "  --name TEXT               the verifier's name in the report\n"
@@ -145,7 +147,8 @@ bool parse(const std::vector<std::string>& args, cli& c) {
       have_dir = true;
     } else if (arg == "--form") {
       c.form = next();
-      if (c.form != "chain" && c.form != "tree") throw usage_error("--form: chain or tree, not '" + c.form + "'");
+      if (c.form != "chain" && c.form != "logits" && c.form != "tree")
+        throw usage_error("--form: chain, logits or tree, not '" + c.form + "'");
     } else if (arg == "--claim") {
       c.claim = next();
       if (c.claim == "stated_law" || c.claim == "stated")
@@ -207,8 +210,9 @@ int run(const cli& c) {
   const std::string name = c.name.empty() ? "verifier answering in " + c.dir.string() : c.name;
   sc::report r;
   try {
-    r = c.form == "chain" ? sc::check_chain_verifier(name, bridge.chain(), g, c.options)
-                          : sc::check_tree_verifier(name, bridge.tree(), g, c.options);
+    r = c.form == "chain"    ? sc::check_chain_verifier(name, bridge.chain(), g, c.options)
+        : c.form == "logits" ? sc::check_chain_logits_verifier(name, bridge.chain_logits(), g, c.options)
+                             : sc::check_tree_verifier(name, bridge.tree(), g, c.options);
   } catch (const sc::stop_run&) {
     if (!bridge.error().empty()) {
       std::cerr << "specdec-conformance: " << bridge.error() << "\n";

@@ -54,10 +54,10 @@ inline chain_inputs healthy_chain(const model_tables& m, std::size_t last, std::
 }
 
 inline std::span<float> mutable_target_row(chain_inputs& in, std::size_t i) {
-  return std::span<float>(in.target_probs).subspan(in.target_index(0, i) * in.vocab_size, in.vocab_size);
+  return std::span<float>(in.target_rows).subspan(in.target_index(0, i) * in.vocab_size, in.vocab_size);
 }
 inline std::span<float> mutable_draft_row(chain_inputs& in, std::size_t i) {
-  return std::span<float>(in.draft_probs).subspan(in.draft_index(0, i) * in.vocab_size, in.vocab_size);
+  return std::span<float>(in.draft_rows).subspan(in.draft_index(0, i) * in.vocab_size, in.vocab_size);
 }
 
 //! A chain of one request given all its rows (V, drafts, q rows, p rows).
@@ -67,8 +67,8 @@ inline chain_inputs literal_chain(std::size_t vocab, std::vector<token_id> draft
   in.num_drafts.push_back(static_cast<std::int32_t>(drafts.size()));
   in.offsets.push_back(static_cast<std::int64_t>(drafts.size()));
   in.draft_tokens = std::move(drafts);
-  in.draft_probs = std::move(q);
-  in.target_probs = std::move(p);
+  in.draft_rows = std::move(q);
+  in.target_rows = std::move(p);
   append_identity(in, seed, id, 0);
   return in;
 }
@@ -126,8 +126,8 @@ inline std::vector<bad_input_case<chain_inputs>> chain_bad_inputs(const kit_opti
     for (std::uint64_t r = 0; r < 65536; ++r) {
       const auto one = detail::literal_chain(2, {1}, {0.5f, 0.5f + 1.0f / 4096.0f}, {0.5f, 0.5f, 0.5f, 0.5f}, seed, 5000 + r);
       c.batch.draft_tokens.push_back(1);
-      c.batch.draft_probs.insert(c.batch.draft_probs.end(), one.draft_probs.begin(), one.draft_probs.end());
-      c.batch.target_probs.insert(c.batch.target_probs.end(), one.target_probs.begin(), one.target_probs.end());
+      c.batch.draft_rows.insert(c.batch.draft_rows.end(), one.draft_rows.begin(), one.draft_rows.end());
+      c.batch.target_rows.insert(c.batch.target_rows.end(), one.target_rows.begin(), one.target_rows.end());
       c.batch.num_drafts.push_back(1);
       c.batch.offsets.push_back(c.batch.offsets.back() + 1);
       detail::append_identity(c.batch, seed, 5000 + r, 0);
@@ -178,7 +178,7 @@ inline std::vector<bad_input_case<tree_inputs>> tree_bad_inputs(const kit_option
   std::vector<bad_input_case<tree_inputs>> cases;
   {
     tree_inputs in = healthy(1000);
-    for (std::size_t v = 0; v < in.vocab_size; ++v) in.target_probs[v] = std::numeric_limits<float>::quiet_NaN();
+    for (std::size_t v = 0; v < in.vocab_size; ++v) in.target_rows[v] = std::numeric_limits<float>::quiet_NaN();
     cases.push_back({"tree_root_row_all_nan", expectation::report, std::move(in), -1, 0});
   }
   {
@@ -192,8 +192,8 @@ inline std::vector<bad_input_case<tree_inputs>> tree_bad_inputs(const kit_option
     in.offsets.push_back(3);
     in.parents = {-1, 0, 1};
     in.tokens = {-1, 0, 0};
-    in.draft_probs = {1.0f, 1.0f, 1.0f};
-    in.target_probs = {1.0f, 1.0f, 1.0f};
+    in.draft_rows = {1.0f, 1.0f, 1.0f};
+    in.target_rows = {1.0f, 1.0f, 1.0f};
     detail::append_identity(in, seed, 1002, 0);
     cases.push_back({"tree_vocab_one", expectation::succeed, std::move(in), 0, 0});
   }
@@ -224,18 +224,17 @@ std::string case_problem(const bad_input_case<Inputs>& c, const Inputs& in, std:
   return {};
 }
 
-//! Healthy neighbours for the isolation run: three requests of the catalogue model.
-inline chain_inputs healthy_neighbours(const chain_inputs& bad, const kit_options& o) {
-  if (bad.vocab_size != 8) return empty_chain_batch(0);
+//! Healthy neighbours for the isolation runs of the chain catalogue: three requests of its model.
+inline chain_inputs chain_neighbours(const kit_options& o) {
   const auto m = catalogue_model(o.seed + 21);
   chain_inputs in = empty_chain_batch(8);
   for (std::uint64_t k = 0; k < 3; ++k) append_chain_request(in, m, request_spec{k, 2, o.seed + 9, 9000 + k, 0}, o.seed);
   return in;
 }
-inline tree_inputs healthy_neighbours(const tree_inputs& bad, const kit_options& o) {
-  if (bad.vocab_size != 8) return empty_tree_batch(0, bad.sampling);
+//! Healthy neighbours for the tree catalogue.
+inline tree_inputs tree_neighbours(const kit_options& o) {
   const auto m = catalogue_model(o.seed + 22);
-  tree_inputs in = empty_tree_batch(8, bad.sampling);
+  tree_inputs in = empty_tree_batch(8, o.tree_sampling);
   const std::vector<std::size_t> branching{2, 1};
   for (std::uint64_t k = 0; k < 3; ++k)
     append_tree_request(in, m, request_spec{k, 0, o.seed + 9, 9000 + k, 0}, branching, o.seed);
@@ -251,16 +250,20 @@ Inputs concatenate(const Inputs& bad, const Inputs& neighbours) {
   std::iota(all.begin(), all.end(), std::size_t{0});
   Inputs copy = select_requests(neighbours, all);
   auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
-  if constexpr (std::is_same_v<Inputs, chain_inputs>) {
+  if constexpr (std::is_base_of_v<chain_inputs, Inputs>) {
     append(both.num_drafts, copy.num_drafts);
     append(both.draft_tokens, copy.draft_tokens);
+    if constexpr (std::is_same_v<Inputs, chain_logit_inputs>) {
+      append(both.target_warp, copy.target_warp);
+      append(both.draft_warp, copy.draft_warp);
+    }
   } else {
     append(both.num_nodes, copy.num_nodes);
     append(both.parents, copy.parents);
     append(both.tokens, copy.tokens);
   }
-  append(both.draft_probs, copy.draft_probs);
-  append(both.target_probs, copy.target_probs);
+  append(both.draft_rows, copy.draft_rows);
+  append(both.target_rows, copy.target_rows);
   for (std::size_t b = 1; b < copy.offsets.size(); ++b) both.offsets.push_back(both.offsets[base] + copy.offsets[b]);
   append(both.seeds, copy.seeds);
   append(both.request_ids, copy.request_ids);
@@ -270,11 +273,12 @@ Inputs concatenate(const Inputs& bad, const Inputs& neighbours) {
 
 }  // namespace detail
 
-//! Runs every case: alone, then (for V = 8 single-request cases) at the head of a batch of healthy
-//! requests, whose verdicts must be valid and, for a seeded verifier, equal to their verdicts alone.
+//! Runs every case: alone, then (single-request cases of the neighbours' vocabulary) at the head of
+//! the batch `neighbours` of healthy requests, whose verdicts must be valid and, for a seeded
+//! verifier, equal to their verdicts alone.
 template <class Inputs, class Verifier>
 std::vector<check_result> check_bad_inputs(const Verifier& verify, const std::vector<bad_input_case<Inputs>>& cases,
-                                           const kit_options& o) {
+                                           const Inputs& neighbours, const kit_options& o) {
   std::vector<check_result> results;
   for (const auto& c : cases) {
     const std::string name = "bad_input/" + c.name;
@@ -295,8 +299,7 @@ std::vector<check_result> check_bad_inputs(const Verifier& verify, const std::ve
     check.figures = {{"requests", static_cast<double>(c.batch.batch_size())}, {"reported", static_cast<double>(reported)}};
     if (got.threw) check.figures.emplace_back("threw", 1.0);
     // Isolation: the bad request beside healthy ones.
-    const Inputs neighbours = detail::healthy_neighbours(c.batch, o);
-    if (check.passed && c.batch.batch_size() == 1 && neighbours.batch_size() > 0) {
+    if (check.passed && c.batch.batch_size() == 1 && c.batch.vocab_size == neighbours.vocab_size && neighbours.batch_size() > 0) {
       const auto alone = detail::call(verify, neighbours);
       const Inputs both = detail::concatenate(c.batch, neighbours);
       const auto mixed = detail::call(verify, both);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "specdec/conformance/interface.hpp"
@@ -26,7 +27,9 @@ struct model_config {
   std::uint64_t seed = 0;
 };
 
-//! The pair in double (the exact laws) and in float (the rows handed to the verifier).
+//! The pair's distributions in double (the exact laws; the drafts are drawn from q) and the float
+//! rows handed to the verifier: the same probabilities, or the logits they are warped from
+//! (conformance/logits.hpp).
 struct model_tables {
   markov_pair pair;
   std::vector<float> target_f, draft_f;
@@ -36,6 +39,9 @@ struct model_tables {
     target_f.assign(pair.target.begin(), pair.target.end());
     draft_f.assign(pair.draft.begin(), pair.draft.end());
   }
+  //! Given rows (e.g. logits) whose distributions are `distributions`.
+  model_tables(markov_pair distributions, std::vector<float> target_rows, std::vector<float> draft_rows)
+      : pair(std::move(distributions)), target_f(std::move(target_rows)), draft_f(std::move(draft_rows)) {}
   std::size_t vocab() const noexcept { return pair.vocab; }
   std::span<const float> target_row(std::size_t last) const {
     return std::span<const float>(target_f).subspan(last * pair.vocab, pair.vocab);
@@ -102,12 +108,12 @@ inline void append_chain_request(chain_inputs& in, const model_tables& m, const 
   auto coins = detail::draft_coins(kit_seed, r.request_id, r.step);
   std::size_t last = r.last;
   for (std::size_t i = 0; i < r.gamma; ++i) {
-    detail::append_row(in.draft_probs, m.draft_row(last));
-    detail::append_row(in.target_probs, m.target_row(last));
+    detail::append_row(in.draft_rows, m.draft_row(last));
+    detail::append_row(in.target_rows, m.target_row(last));
     last = detail::draw(m.pair.q_row(last), coins.uniform());
     in.draft_tokens.push_back(static_cast<token_id>(last));
   }
-  detail::append_row(in.target_probs, m.target_row(last));
+  detail::append_row(in.target_rows, m.target_row(last));
   in.num_drafts.push_back(static_cast<std::int32_t>(r.gamma));
   in.offsets.push_back(in.offsets.back() + static_cast<std::int64_t>(r.gamma));
   detail::append_identity(in, r.seed, r.request_id, r.step);
@@ -147,8 +153,8 @@ inline void append_tree_request(tree_inputs& in, const model_tables& m, const re
   for (std::size_t n = 0; n < parents.size(); ++n) {
     in.parents.push_back(parents[n]);
     in.tokens.push_back(n == 0 ? token_id{-1} : static_cast<token_id>(context[n]));
-    detail::append_row(in.draft_probs, m.draft_row(context[n]));
-    detail::append_row(in.target_probs, m.target_row(context[n]));
+    detail::append_row(in.draft_rows, m.draft_row(context[n]));
+    detail::append_row(in.target_rows, m.target_row(context[n]));
   }
   in.num_nodes.push_back(static_cast<std::int32_t>(parents.size()));
   in.offsets.push_back(in.offsets.back() + static_cast<std::int64_t>(parents.size()));
@@ -164,10 +170,10 @@ inline chain_inputs select_requests(const chain_inputs& in, std::span<const std:
     const auto d = static_cast<std::ptrdiff_t>(in.draft_index(b, 0)), t = static_cast<std::ptrdiff_t>(in.target_index(b, 0));
     out.draft_tokens.insert(out.draft_tokens.end(), in.draft_tokens.begin() + d,
                             in.draft_tokens.begin() + d + static_cast<std::ptrdiff_t>(n));
-    out.draft_probs.insert(out.draft_probs.end(), in.draft_probs.begin() + d * static_cast<std::ptrdiff_t>(V),
-                           in.draft_probs.begin() + (d + static_cast<std::ptrdiff_t>(n)) * static_cast<std::ptrdiff_t>(V));
-    out.target_probs.insert(out.target_probs.end(), in.target_probs.begin() + t * static_cast<std::ptrdiff_t>(V),
-                            in.target_probs.begin() + (t + static_cast<std::ptrdiff_t>(n) + 1) * static_cast<std::ptrdiff_t>(V));
+    out.draft_rows.insert(out.draft_rows.end(), in.draft_rows.begin() + d * static_cast<std::ptrdiff_t>(V),
+                          in.draft_rows.begin() + (d + static_cast<std::ptrdiff_t>(n)) * static_cast<std::ptrdiff_t>(V));
+    out.target_rows.insert(out.target_rows.end(), in.target_rows.begin() + t * static_cast<std::ptrdiff_t>(V),
+                           in.target_rows.begin() + (t + static_cast<std::ptrdiff_t>(n) + 1) * static_cast<std::ptrdiff_t>(V));
     out.num_drafts.push_back(in.num_drafts[b]);
     out.offsets.push_back(out.offsets.back() + in.num_drafts[b]);
     detail::append_identity(out, in.seeds[b], in.request_ids[b], in.steps[b]);
@@ -184,9 +190,8 @@ inline tree_inputs select_requests(const tree_inputs& in, std::span<const std::s
     const auto first = static_cast<std::ptrdiff_t>(in.node_index(b, 0));
     out.parents.insert(out.parents.end(), in.parents.begin() + first, in.parents.begin() + first + n);
     out.tokens.insert(out.tokens.end(), in.tokens.begin() + first, in.tokens.begin() + first + n);
-    out.draft_probs.insert(out.draft_probs.end(), in.draft_probs.begin() + first * V, in.draft_probs.begin() + (first + n) * V);
-    out.target_probs.insert(out.target_probs.end(), in.target_probs.begin() + first * V,
-                            in.target_probs.begin() + (first + n) * V);
+    out.draft_rows.insert(out.draft_rows.end(), in.draft_rows.begin() + first * V, in.draft_rows.begin() + (first + n) * V);
+    out.target_rows.insert(out.target_rows.end(), in.target_rows.begin() + first * V, in.target_rows.begin() + (first + n) * V);
     out.num_nodes.push_back(in.num_nodes[b]);
     out.offsets.push_back(out.offsets.back() + in.num_nodes[b]);
     detail::append_identity(out, in.seeds[b], in.request_ids[b], in.steps[b]);

@@ -6,7 +6,7 @@
 //!
 //! Call k of a run lives in <dir>/call_<k> (k zero-padded to 6 digits):
 //!
-//!   inputs/meta.json        {"form": "chain" | "tree", "call": k, "vocab_size": V, "batch_size": B,
+//!   inputs/meta.json        {"form": "chain" | "chain_logits" | "tree", "call": k, "vocab_size": V, "batch_size": B,
 //!                            "max_drafts" | "max_nodes": ..., ["sampling": ...,] "digest": "..."}
 //!   inputs/<array>.npy      chains: num_drafts int32 [B], offsets int64 [B+1], draft_tokens int32 [N],
 //!                           draft_probs float32 [N, V], target_probs float32 [N + B, V], seeds,
@@ -14,6 +14,9 @@
 //!                           trees: num_nodes int32 [B], offsets int64 [B+1], parents int32 [N],
 //!                           tokens int32 [N], draft_probs, target_probs float32 [N, V], seeds,
 //!                           request_ids, steps uint64 [B]  (N = sum num_nodes; the fields of tree_inputs)
+//!                           chains from logits: the chain's arrays with logits in draft_probs and
+//!                           target_probs, and for <side> in target, draft: <side>_temperature,
+//!                           <side>_top_p, <side>_min_p float64 [B], <side>_top_k int32 [B]
 //!   outputs/tokens.npy      written by the verifier: int32 or int64 [B, W], request b's emitted tokens
 //!                           (accepted drafts, then the correction or bonus token) padded with -1 at the
 //!                           end; its presence marks the call answered, so write it last
@@ -70,6 +73,8 @@ class digest {
     for (const T v : values) {
       if constexpr (std::is_same_v<T, float>)
         add(std::bit_cast<std::uint32_t>(v));
+      else if constexpr (std::is_same_v<T, double>)
+        add(std::bit_cast<std::uint64_t>(v));
       else
         add(static_cast<std::uint64_t>(v));
     }
@@ -141,8 +146,8 @@ inline std::string digest_of(const chain_inputs& in) {
   d.add_array<std::int32_t>("num_drafts", in.num_drafts);
   d.add_array<std::int64_t>("offsets", in.offsets);
   d.add_array<token_id>("draft_tokens", in.draft_tokens);
-  d.add_array<float>("draft_probs", in.draft_probs);
-  d.add_array<float>("target_probs", in.target_probs);
+  d.add_array<float>("draft_probs", in.draft_rows);
+  d.add_array<float>("target_probs", in.target_rows);
   add_identity(d, in);
   return d.hex();
 }
@@ -156,9 +161,38 @@ inline std::string digest_of(const tree_inputs& in) {
   d.add_array<std::int64_t>("offsets", in.offsets);
   d.add_array<std::int32_t>("parents", in.parents);
   d.add_array<token_id>("tokens", in.tokens);
-  d.add_array<float>("draft_probs", in.draft_probs);
-  d.add_array<float>("target_probs", in.target_probs);
+  d.add_array<float>("draft_probs", in.draft_rows);
+  d.add_array<float>("target_probs", in.target_rows);
   add_identity(d, in);
+  return d.hex();
+}
+
+//! One side's warping parameters as columns: temperature, top_p, min_p float64 and top_k int32 [B].
+struct warp_columns {
+  std::vector<double> temperature, top_p, min_p;
+  std::vector<std::int32_t> top_k;
+
+  explicit warp_columns(const std::vector<warp_params>& w) {
+    for (const auto& x : w) {
+      temperature.push_back(x.temperature);
+      top_k.push_back(x.top_k);
+      top_p.push_back(x.top_p);
+      min_p.push_back(x.min_p);
+    }
+  }
+};
+
+inline std::string digest_of(const chain_logit_inputs& in) {
+  digest d;
+  d.add_text(digest_of(static_cast<const chain_inputs&>(in)));
+  for (const auto& [side, w] : {std::pair{"target", &in.target_warp}, std::pair{"draft", &in.draft_warp}}) {
+    const warp_columns c(*w);
+    d.add_text(side);
+    d.add_array<double>("temperature", c.temperature);
+    d.add_array<std::int32_t>("top_k", c.top_k);
+    d.add_array<double>("top_p", c.top_p);
+    d.add_array<double>("min_p", c.min_p);
+  }
   return d.hex();
 }
 
@@ -202,13 +236,36 @@ inline std::vector<named_file> input_files(const chain_inputs& in, std::size_t c
   add_file(files, "num_drafts", in.num_drafts, {B});
   add_file(files, "offsets", in.offsets, {in.offsets.size()});
   add_file(files, "draft_tokens", in.draft_tokens, {in.draft_tokens.size()});
-  add_file(files, "draft_probs", in.draft_probs, {rows_of(in.draft_probs, V), V});
-  add_file(files, "target_probs", in.target_probs, {rows_of(in.target_probs, V), V});
+  add_file(files, "draft_probs", in.draft_rows, {rows_of(in.draft_rows, V), V});
+  add_file(files, "target_probs", in.target_rows, {rows_of(in.target_rows, V), V});
   add_identity_files(files, in);
   files.push_back({"meta.json", flat_json({{"form", "chain", true},
                                            {"call", std::to_string(call)},
                                            {"vocab_size", std::to_string(V)},
                                            {"batch_size", std::to_string(B)},
+                                           {"max_drafts", std::to_string(max_of(in.num_drafts))},
+                                           {"digest", digest_hex, true}})});
+  return files;
+}
+
+//! The files of a chain call from logits: the chain's arrays (rows of logits), each side's warping
+//! columns (<side>_temperature, <side>_top_k, <side>_top_p, <side>_min_p), and meta.json with form
+//! "chain_logits".
+inline std::vector<named_file> input_files(const chain_logit_inputs& in, std::size_t call, const std::string& digest_hex) {
+  std::vector<named_file> files = input_files(static_cast<const chain_inputs&>(in), call, digest_hex);
+  files.pop_back();  // the chain's meta.json
+  for (const auto& [side, w] :
+       {std::pair{std::string("target"), &in.target_warp}, std::pair{std::string("draft"), &in.draft_warp}}) {
+    const warp_columns c(*w);
+    add_file(files, side + "_temperature", c.temperature, {c.temperature.size()});
+    add_file(files, side + "_top_k", c.top_k, {c.top_k.size()});
+    add_file(files, side + "_top_p", c.top_p, {c.top_p.size()});
+    add_file(files, side + "_min_p", c.min_p, {c.min_p.size()});
+  }
+  files.push_back({"meta.json", flat_json({{"form", "chain_logits", true},
+                                           {"call", std::to_string(call)},
+                                           {"vocab_size", std::to_string(in.vocab_size)},
+                                           {"batch_size", std::to_string(in.batch_size())},
                                            {"max_drafts", std::to_string(max_of(in.num_drafts))},
                                            {"digest", digest_hex, true}})});
   return files;
@@ -222,8 +279,8 @@ inline std::vector<named_file> input_files(const tree_inputs& in, std::size_t ca
   add_file(files, "offsets", in.offsets, {in.offsets.size()});
   add_file(files, "parents", in.parents, {in.parents.size()});
   add_file(files, "tokens", in.tokens, {in.tokens.size()});
-  add_file(files, "draft_probs", in.draft_probs, {rows_of(in.draft_probs, V), V});
-  add_file(files, "target_probs", in.target_probs, {rows_of(in.target_probs, V), V});
+  add_file(files, "draft_probs", in.draft_rows, {rows_of(in.draft_rows, V), V});
+  add_file(files, "target_probs", in.target_rows, {rows_of(in.target_rows, V), V});
   add_identity_files(files, in);
   files.push_back({"meta.json", flat_json({{"form", "tree", true},
                                            {"call", std::to_string(call)},
@@ -265,15 +322,38 @@ inline std::size_t meta_size(const std::string& meta, const char* key, const std
 inline chain_inputs read_chain_inputs(const std::filesystem::path& inputs_dir) {
   using namespace bridge_detail;
   const std::string meta = npy::read_file(inputs_dir / "meta.json");
-  if (json_field(meta, "form") != "chain") throw npy::format_error((inputs_dir / "meta.json").string() + ": not a chain call");
+  const std::string form = json_field(meta, "form");
+  if (form != "chain" && form != "chain_logits")
+    throw npy::format_error((inputs_dir / "meta.json").string() + ": not a chain call");
   chain_inputs in;
   in.vocab_size = meta_size(meta, "vocab_size", inputs_dir);
   in.num_drafts = load_values<std::int32_t>(inputs_dir, "num_drafts", 1);
   in.offsets = load_values<std::int64_t>(inputs_dir, "offsets", 1);
   in.draft_tokens = load_values<token_id>(inputs_dir, "draft_tokens", 1);
-  in.draft_probs = load_values<float>(inputs_dir, "draft_probs", 2);
-  in.target_probs = load_values<float>(inputs_dir, "target_probs", 2);
+  in.draft_rows = load_values<float>(inputs_dir, "draft_probs", 2);
+  in.target_rows = load_values<float>(inputs_dir, "target_probs", 2);
   read_identity(in, inputs_dir);
+  return in;
+}
+
+//! Reads the inputs of a chain call from logits back from its inputs/ directory.
+inline chain_logit_inputs read_chain_logit_inputs(const std::filesystem::path& inputs_dir) {
+  using namespace bridge_detail;
+  if (json_field(npy::read_file(inputs_dir / "meta.json"), "form") != "chain_logits")
+    throw npy::format_error((inputs_dir / "meta.json").string() + ": not a chain_logits call");
+  chain_logit_inputs in;
+  static_cast<chain_inputs&>(in) = read_chain_inputs(inputs_dir);
+  for (const auto& [side, w] :
+       {std::pair{std::string("target"), &in.target_warp}, std::pair{std::string("draft"), &in.draft_warp}}) {
+    const auto temperature = load_values<double>(inputs_dir, side + "_temperature", 1);
+    const auto top_k = load_values<std::int32_t>(inputs_dir, side + "_top_k", 1);
+    const auto top_p = load_values<double>(inputs_dir, side + "_top_p", 1);
+    const auto min_p = load_values<double>(inputs_dir, side + "_min_p", 1);
+    if (temperature.size() != in.batch_size() || top_k.size() != in.batch_size() || top_p.size() != in.batch_size() ||
+        min_p.size() != in.batch_size())
+      throw npy::format_error(inputs_dir.string() + ": the " + side + " warping columns do not have one entry per request");
+    for (std::size_t b = 0; b < in.batch_size(); ++b) w->push_back(warp_params{temperature[b], top_k[b], top_p[b], min_p[b]});
+  }
   return in;
 }
 
@@ -290,8 +370,8 @@ inline tree_inputs read_tree_inputs(const std::filesystem::path& inputs_dir) {
   in.offsets = load_values<std::int64_t>(inputs_dir, "offsets", 1);
   in.parents = load_values<std::int32_t>(inputs_dir, "parents", 1);
   in.tokens = load_values<token_id>(inputs_dir, "tokens", 1);
-  in.draft_probs = load_values<float>(inputs_dir, "draft_probs", 2);
-  in.target_probs = load_values<float>(inputs_dir, "target_probs", 2);
+  in.draft_rows = load_values<float>(inputs_dir, "draft_probs", 2);
+  in.target_rows = load_values<float>(inputs_dir, "target_probs", 2);
   read_identity(in, inputs_dir);
   return in;
 }
@@ -337,6 +417,9 @@ class file_bridge {
   }
   tree_verifier tree() {
     return [this](const tree_inputs& in) { return call(in); };
+  }
+  chain_logits_verifier chain_logits() {
+    return [this](const chain_logit_inputs& in) { return call(in); };
   }
 
   //! The verifier calls made so far.

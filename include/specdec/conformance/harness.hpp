@@ -207,6 +207,21 @@ inline std::string tree_reproduction(const tree_inputs& in, std::size_t b, const
 inline std::string reproduction(const chain_inputs& in, std::size_t b, const verdict* v, std::string_view problem) {
   return chain_reproduction(in, b, v, problem);
 }
+//! Logits form: the chain's reproduction with both sides' warping parameters.
+inline std::string reproduction(const chain_logit_inputs& in, std::size_t b, const verdict* v, std::string_view problem) {
+  std::string out = chain_reproduction(in, b, v, problem);
+  out.pop_back();  // the closing brace
+  for (const auto& [key, w] : {std::pair{"target_warp", in.target_warp[b]}, std::pair{"draft_warp", in.draft_warp[b]}}) {
+    out += std::string(", \"") + key + "\": {\"temperature\": ";
+    append_json_float(out, w.temperature);
+    out += ", \"top_k\": " + std::to_string(w.top_k) + ", \"top_p\": ";
+    append_json_float(out, w.top_p);
+    out += ", \"min_p\": ";
+    append_json_float(out, w.min_p);
+    out += '}';
+  }
+  return out + ", \"rows\": \"logits\"}";
+}
 inline std::string reproduction(const tree_inputs& in, std::size_t b, const verdict* v, std::string_view problem) {
   return tree_reproduction(in, b, v, problem);
 }

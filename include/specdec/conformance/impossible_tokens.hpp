@@ -25,8 +25,8 @@ check_result check_impossible_tokens(const Verifier& verify, const kit_options& 
   chain_inputs in = empty_chain_batch(2);
   for (std::size_t b = 0; b < per_call; ++b) {
     in.draft_tokens.push_back(0);
-    in.draft_probs.insert(in.draft_probs.end(), {1.0f, 0.0f});
-    in.target_probs.insert(in.target_probs.end(), {0.0f, 1.0f, 0.0f, 1.0f});
+    in.draft_rows.insert(in.draft_rows.end(), {1.0f, 0.0f});
+    in.target_rows.insert(in.target_rows.end(), {0.0f, 1.0f, 0.0f, 1.0f});
     in.num_drafts.push_back(1);
     in.offsets.push_back(in.offsets.back() + 1);
     detail::append_identity(in, o.seed + 3, 0, 0);

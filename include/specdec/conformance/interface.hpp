@@ -15,6 +15,7 @@
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/distribution.hpp"
 #include "specdec/core/token.hpp"
+#include "specdec/distributions/warp.hpp"
 
 namespace specdec::conformance {
 
@@ -28,25 +29,34 @@ struct request_identities {
 };
 
 //! A batch of drafted chains. Request b drafted `num_drafts[b]` tokens, each sampled from its row of
-//! `draft_probs` (q); `target_probs` holds the target's rows (p) at every drafted position and one
+//! `draft_rows` (q); `target_rows` holds the target's rows (p) at every drafted position and one
 //! more for the bonus token. Rows are packed request after request.
 struct chain_inputs : request_identities {
   std::size_t vocab_size = 0;
   std::vector<std::int32_t> num_drafts;  //!< [B]
   std::vector<std::int64_t> offsets;     //!< [B + 1] prefix sums of num_drafts
   std::vector<token_id> draft_tokens;    //!< [sum n_b]
-  std::vector<float> draft_probs;        //!< [sum n_b][V]
-  std::vector<float> target_probs;       //!< [sum (n_b + 1)][V]; request b's rows start at row offsets[b] + b
+  std::vector<float> draft_rows;         //!< [sum n_b][V]
+  std::vector<float> target_rows;        //!< [sum (n_b + 1)][V]; request b's rows start at row offsets[b] + b
 
   std::size_t batch_size() const noexcept { return num_drafts.size(); }
   std::size_t draft_index(std::size_t b, std::size_t i) const noexcept { return static_cast<std::size_t>(offsets[b]) + i; }
   std::size_t target_index(std::size_t b, std::size_t i) const noexcept { return static_cast<std::size_t>(offsets[b]) + b + i; }
   std::span<const float> draft_row(std::size_t b, std::size_t i) const {
-    return std::span<const float>(draft_probs).subspan(draft_index(b, i) * vocab_size, vocab_size);
+    return std::span<const float>(draft_rows).subspan(draft_index(b, i) * vocab_size, vocab_size);
   }
   std::span<const float> target_row(std::size_t b, std::size_t i) const {
-    return std::span<const float>(target_probs).subspan(target_index(b, i) * vocab_size, vocab_size);
+    return std::span<const float>(target_rows).subspan(target_index(b, i) * vocab_size, vocab_size);
   }
+};
+
+//! A batch of drafted chains given as logits (`check_chain_logits_verifier`): `draft_rows` and
+//! `target_rows` hold logits (-inf masks a token), and request b's q and p are those rows warped by
+//! `draft_warp[b]` and `target_warp[b]` in specdec's order (distributions/warp.hpp: temperature,
+//! then top-k, top-p, min-p). Each draft was sampled from its warped draft row.
+struct chain_logit_inputs : chain_inputs {
+  std::vector<warp_params> target_warp;  //!< [B]
+  std::vector<warp_params> draft_warp;   //!< [B]
 };
 
 //! How the children of one tree node were drawn from the node's draft row.
@@ -65,16 +75,16 @@ struct tree_inputs : request_identities {
   std::vector<std::int64_t> offsets;    //!< [B + 1] prefix sums of num_nodes
   std::vector<std::int32_t> parents;    //!< [sum num_nodes] local ids; -1 for the root
   std::vector<token_id> tokens;         //!< [sum num_nodes]; -1 for the root
-  std::vector<float> draft_probs;       //!< [sum num_nodes][V]
-  std::vector<float> target_probs;      //!< [sum num_nodes][V]
+  std::vector<float> draft_rows;        //!< [sum num_nodes][V]
+  std::vector<float> target_rows;       //!< [sum num_nodes][V]
 
   std::size_t batch_size() const noexcept { return num_nodes.size(); }
   std::size_t node_index(std::size_t b, std::size_t n) const noexcept { return static_cast<std::size_t>(offsets[b]) + n; }
   std::span<const float> draft_row(std::size_t b, std::size_t n) const {
-    return std::span<const float>(draft_probs).subspan(node_index(b, n) * vocab_size, vocab_size);
+    return std::span<const float>(draft_rows).subspan(node_index(b, n) * vocab_size, vocab_size);
   }
   std::span<const float> target_row(std::size_t b, std::size_t n) const {
-    return std::span<const float>(target_probs).subspan(node_index(b, n) * vocab_size, vocab_size);
+    return std::span<const float>(target_rows).subspan(node_index(b, n) * vocab_size, vocab_size);
   }
 };
 
@@ -91,6 +101,8 @@ struct verdict {
 
 //! A verifier under test: one verdict per request of the batch, in batch order.
 using chain_verifier = std::function<std::vector<verdict>(const chain_inputs&)>;
+//! A verifier from logits under test: one verdict per request of the batch, in batch order.
+using chain_logits_verifier = std::function<std::vector<verdict>(const chain_logit_inputs&)>;
 //! A tree verifier under test: one verdict per tree of the batch, in batch order.
 using tree_verifier = std::function<std::vector<verdict>(const tree_inputs&)>;
 

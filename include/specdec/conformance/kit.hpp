@@ -40,27 +40,31 @@ inline void add(report& r, check_result c, const kit_options& o) {
   r.checks.push_back(std::move(c));
 }
 
-//! The checks both forms share: exact laws on `configs`, determinism and batch invariance on 64
+//! The model of a configuration of probability rows.
+inline model_tables probability_tables(const law_config& c) { return model_tables(c.model); }
+
+//! The checks every form shares: exact laws on `configs`, determinism and batch invariance on 64
 //! requests beside 64 others of the first config's model, and the bad-input catalogue.
-//! `append_request(batch, tables, spec, config)` drafts one chain or tree.
-template <class Inputs, class Verifier, class EmptyBatch, class AppendRequest>
+//! `make_tables(config)` builds a config's model; `append_request(batch, tables, spec, config)`
+//! drafts one chain or tree.
+template <class Inputs, class Verifier, class MakeTables, class EmptyBatch, class AppendRequest>
 void run_common(report& r, const Verifier& verify, const guarantee& g, const kit_options& o,
-                const std::vector<law_config>& configs, const std::vector<bad_input_case<Inputs>>& cases, EmptyBatch empty_batch,
-                AppendRequest append_request) {
+                const std::vector<law_config>& configs, const std::vector<bad_input_case<Inputs>>& cases,
+                const Inputs& neighbours, MakeTables make_tables, EmptyBatch empty_batch, AppendRequest append_request) {
   for (const auto& c : configs) {
     const std::string name = "exact_law/" + c.model.name;
-    if (o.wants(name)) add(r, check_law<Inputs>(name, verify, g, c, o, empty_batch, append_request), o);
+    if (o.wants(name)) add(r, check_law<Inputs>(name, verify, g, c, make_tables(c), o, empty_batch, append_request), o);
   }
   if (o.seeded && (o.wants("determinism") || o.wants("batch_invariance"))) {
     const law_config& c = configs.front();
-    const model_tables m(c.model);
+    const model_tables m = make_tables(c);
     Inputs batch = empty_batch(m.vocab());
     for (std::uint64_t k = 0; k < 128; ++k)
       append_request(batch, m, request_spec{k % m.vocab(), 1 + k % 4, o.seed + 1 + k % 3, 100000 + k, k % 7}, c);
     for (auto& check : check_determinism<Inputs>("", verify, batch, 64))
       if (o.wants(check.name)) add(r, std::move(check), o);
   }
-  for (auto& check : check_bad_inputs<Inputs>(verify, cases, o)) r.checks.push_back(std::move(check));
+  for (auto& check : check_bad_inputs<Inputs>(verify, cases, neighbours, o)) r.checks.push_back(std::move(check));
 }
 
 }  // namespace detail
@@ -76,7 +80,8 @@ inline report check_chain_verifier(const std::string& name, const chain_verifier
   const auto append = [&o](chain_inputs& in, const model_tables& m, const request_spec& s, const law_config&) {
     append_chain_request(in, m, s, o.seed);
   };
-  detail::run_common<chain_inputs>(r, verify, g, o, chain_law_configs(o.seed), chain_bad_inputs(o), empty_batch, append);
+  detail::run_common<chain_inputs>(r, verify, g, o, chain_law_configs(o.seed), chain_bad_inputs(o), detail::chain_neighbours(o),
+                                   detail::probability_tables, empty_batch, append);
   if (o.seeded && g.kind != claim::greedy) {
     const std::pair<identity_part, const char*> parts[] = {{identity_part::request_id, "independence/request_id"},
                                                            {identity_part::seed, "independence/seed"},
@@ -108,7 +113,8 @@ inline report check_tree_verifier(const std::string& name, const tree_verifier& 
   const auto append = [&o](tree_inputs& in, const model_tables& m, const request_spec& s, const law_config& c) {
     append_tree_request(in, m, s, c.branching, o.seed);
   };
-  detail::run_common<tree_inputs>(r, verify, g, o, tree_law_configs(o.seed), tree_bad_inputs(o), empty_batch, append);
+  detail::run_common<tree_inputs>(r, verify, g, o, tree_law_configs(o.seed), tree_bad_inputs(o), detail::tree_neighbours(o),
+                                  detail::probability_tables, empty_batch, append);
   return r;
 }
 

@@ -21,6 +21,7 @@
 #include "specdec/conformance/options.hpp"
 #include "specdec/conformance/report.hpp"
 #include "specdec/conformance/sequence_law.hpp"
+#include "specdec/distributions/warp.hpp"
 #include "specdec/stats/chi_squared.hpp"
 
 namespace specdec::conformance {
@@ -32,6 +33,7 @@ struct law_config {
   std::size_t prompt = 1;
   std::size_t min_gamma = 1, max_gamma = 4;  //!< chains: request r drafts min + r % (max - min + 1)
   std::vector<std::size_t> branching;        //!< trees: children per node at each depth
+  warp_params target_warp, draft_warp;       //!< logits form: how each side's logits are warped
 
   std::size_t gamma_of(std::size_t request) const noexcept { return min_gamma + request % (max_gamma - min_gamma + 1); }
 };
@@ -40,9 +42,9 @@ struct law_config {
 //! zero entries in p and q, some contexts with q = p, drafts far from and close to the target.
 inline std::vector<law_config> chain_law_configs(std::uint64_t seed) {
   return {
-      {{"v4_gamma1to4", 4, 0.5, 0.2, 3, seed + 1}, 3, 1, 1, 4, {}},
-      {{"v3_far_draft_gamma2", 3, 0.9, 0.3, 3, seed + 2}, 4, 1, 2, 2, {}},
-      {{"v8_close_draft_gamma5", 8, 0.25, 0.25, 0, seed + 3}, 2, 5, 5, 5, {}},
+      {{"v4_gamma1to4", 4, 0.5, 0.2, 3, seed + 1}, 3, 1, 1, 4, {}, {}, {}},
+      {{"v3_far_draft_gamma2", 3, 0.9, 0.3, 3, seed + 2}, 4, 1, 2, 2, {}, {}, {}},
+      {{"v8_close_draft_gamma5", 8, 0.25, 0.25, 0, seed + 3}, 2, 5, 5, 5, {}, {}, {}},
   };
 }
 
@@ -176,13 +178,12 @@ inline std::string most_deviant_cell(std::span<const std::uint64_t> counts, std:
 
 }  // namespace detail
 
-//! Runs one exact-law configuration. `append_request(batch, tables, spec, config)` adds a drafted
-//! chain or tree; `empty_batch(V)` starts a batch.
+//! Runs one exact-law configuration on the model `m` made for it. `append_request(batch, tables,
+//! spec, config)` adds a drafted chain or tree; `empty_batch(V)` starts a batch.
 template <class Inputs, class Verifier, class EmptyBatch, class AppendRequest>
 check_result check_law(const std::string& name, const Verifier& verify, const guarantee& g, const law_config& c,
-                       const kit_options& o, EmptyBatch empty_batch, AppendRequest append_request) {
+                       const model_tables& m, const kit_options& o, EmptyBatch empty_batch, AppendRequest append_request) {
   check_result check{name, true, {}, {}, {}};
-  const model_tables m(c.model);
   const std::size_t V = m.vocab(), H = static_cast<std::size_t>(c.horizon);
   std::vector<std::uint64_t> counts(num_sequences(V, c.horizon), 0);
   std::vector<std::size_t> per_gamma(c.max_gamma + 1, 0);

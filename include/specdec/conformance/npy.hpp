@@ -1,7 +1,7 @@
 //! \file conformance/npy.hpp
 //! \brief NumPy's .npy files, the few kinds the conformance kit's file bridge exchanges: C-order
-//! arrays of little-endian int32, int64, uint64, float32, bool and uint8 (dtypes '<i4', '<i8',
-//! '<u8', '<f4', '|b1', '|u1'). Writes format version 1.0 (what numpy.save writes); reads 1.0, 2.0
+//! arrays of little-endian int32, int64, uint64, float32, float64, bool and uint8 (dtypes '<i4',
+//! '<i8', '<u8', '<f4', '<f8', '|b1', '|u1'). Writes format version 1.0 (what numpy.save writes); reads 1.0, 2.0
 //! and 3.0 headers. Anything else (another dtype, Fortran order, a truncated or padded data part, a
 //! malformed header) is a `npy::format_error` that says what is wrong and how to fix it.
 //!
@@ -39,7 +39,7 @@ struct format_error : std::runtime_error {
 };
 
 //! The element types.
-enum class dtype { i4, i8, u8, f4, b1, u1 };
+enum class dtype { i4, i8, u8, f4, f8, b1, u1 };
 
 //! The dtype's descr in an .npy header, e.g. "<f4".
 constexpr std::string_view descr(dtype t) noexcept {
@@ -48,6 +48,7 @@ constexpr std::string_view descr(dtype t) noexcept {
     case dtype::i8: return "<i8";
     case dtype::u8: return "<u8";
     case dtype::f4: return "<f4";
+    case dtype::f8: return "<f8";
     case dtype::b1: return "|b1";
     case dtype::u1: return "|u1";
   }
@@ -60,14 +61,15 @@ constexpr std::size_t item_size(dtype t) noexcept {
     case dtype::i4:
     case dtype::f4: return 4;
     case dtype::i8:
-    case dtype::u8: return 8;
+    case dtype::u8:
+    case dtype::f8: return 8;
     case dtype::b1:
     case dtype::u1: return 1;
   }
   return 0;
 }
 
-//! The dtype of a C++ element type: std::int32_t, std::int64_t, std::uint64_t, float, bool,
+//! The dtype of a C++ element type: std::int32_t, std::int64_t, std::uint64_t, float, double, bool,
 //! std::uint8_t.
 template <class T>
 constexpr dtype dtype_of() noexcept {
@@ -79,10 +81,12 @@ constexpr dtype dtype_of() noexcept {
     return dtype::u8;
   } else if constexpr (std::is_same_v<T, float>) {
     return dtype::f4;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return dtype::f8;
   } else if constexpr (std::is_same_v<T, bool>) {
     return dtype::b1;
   } else {
-    static_assert(std::is_same_v<T, std::uint8_t>, "npy: int32, int64, uint64, float, bool or uint8 elements");
+    static_assert(std::is_same_v<T, std::uint8_t>, "npy: int32, int64, uint64, float, double, bool or uint8 elements");
     return dtype::u1;
   }
 }
@@ -293,11 +297,12 @@ inline array decode(std::string_view bytes, const std::string& what = "npy") {
   array a;
   detail::header_parser(bytes.substr(prefix, header_length), what).parse(descr_text, fortran, a.shape);
   bool known = false;
-  for (const dtype t : {dtype::i4, dtype::i8, dtype::u8, dtype::f4, dtype::b1, dtype::u1})
+  for (const dtype t : {dtype::i4, dtype::i8, dtype::u8, dtype::f4, dtype::f8, dtype::b1, dtype::u1})
     if (descr_text == descr(t)) a.type = t, known = true;
   if (!known)
     throw format_error(what + ": dtype '" + descr_text +
-                       "' is not one of <i4 <i8 <u8 <f4 |b1 |u1 (little-endian int32, int64, uint64, float32, bool, uint8; "
+                       "' is not one of <i4 <i8 <u8 <f4 <f8 |b1 |u1 (little-endian int32, int64, uint64, float32, float64, bool, "
+                       "uint8; "
                        "convert with .astype(...))");
   if (fortran && a.shape.size() > 1)
     throw format_error(what + ": the array is in Fortran order; save a C-order array (numpy.ascontiguousarray)");
@@ -371,7 +376,7 @@ std::vector<T> values(const array& a, const std::string& what = "npy") {
 }
 
 //! The values of an integer or bool array (<i4 <i8 <u8 |b1 |u1) as int64. \throws format_error for
-//! float32, or a uint64 above INT64_MAX.
+//! float32 or float64, or a uint64 above INT64_MAX.
 inline std::vector<std::int64_t> integers(const array& a, const std::string& what = "npy") {
   std::vector<std::int64_t> out;
   switch (a.type) {
@@ -392,9 +397,10 @@ inline std::vector<std::int64_t> integers(const array& a, const std::string& wha
     case dtype::u1:
       for (const auto v : values<std::uint8_t>(a, what)) out.push_back(v);
       return out;
-    case dtype::f4: break;
+    case dtype::f4:
+    case dtype::f8: break;
   }
-  throw format_error(what + ": dtype '<f4' where an integer or bool array is expected");
+  throw format_error(what + ": dtype '" + std::string(descr(a.type)) + "' where an integer or bool array is expected");
 }
 
 }  // namespace specdec::conformance::npy

@@ -93,9 +93,9 @@ check_result check_independence(const Verifier& verify, identity_part part, cons
         if (part == identity_part::step) step += 1;
       }
       in.draft_tokens.push_back(0);
-      detail::append_row(in.draft_probs, q);
-      detail::append_row(in.target_probs, p);
-      detail::append_row(in.target_probs, bonus);
+      detail::append_row(in.draft_rows, q);
+      detail::append_row(in.target_rows, p);
+      detail::append_row(in.target_rows, bonus);
       in.num_drafts.push_back(1);
       in.offsets.push_back(in.offsets.back() + 1);
       detail::append_identity(in, seed, id, step);
