@@ -90,17 +90,22 @@ inline void append_json_number(std::string& out, double v) {
 }
 }  // namespace detail
 
-//! The report as text: one line per check, then the figures and reproductions of failed checks.
+//! The report as text: per check a line with its verdict and summary, a line of its figures, and the
+//! reproductions of its failures.
 inline std::string to_text(const report& r) {
   std::string out = "specdec conformance: " + r.verifier + " (claim: " + r.guarantee + ")\n";
   for (const auto& c : r.checks) {
     out += c.passed ? "  PASS  " : "  FAIL  ";
     out += c.name + "  " + c.summary + "\n";
-    if (c.passed) continue;
-    for (const auto& [k, v] : c.figures) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.6g", v);
-      out += "          " + k + " = " + buf + "\n";
+    if (!c.figures.empty()) {  // one line of figures: statistic, p-value, samples, seeds
+      out += "          ";
+      for (std::size_t k = 0; k < c.figures.size(); ++k) {
+        char buf[64];
+        const double v = c.figures[k].second;
+        std::snprintf(buf, sizeof buf, std::floor(v) == v && std::abs(v) < 9e15 ? "%.0f" : "%.6g", v);  // counts and seeds whole
+        out += (k > 0 ? ", " : "") + c.figures[k].first + " = " + buf;
+      }
+      out += "\n";
     }
     for (const auto& repro : c.reproductions) out += "          reproduction: " + repro + "\n";
   }
