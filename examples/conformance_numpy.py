@@ -26,9 +26,13 @@ replays the run from the start, so it is slower).
     python3 examples/conformance_numpy.py --cli build/tools/specdec-conformance --dir /tmp/run \\
         [--fresh] [--law-requests 20000 ...]    # unknown options go to specdec-conformance
 
---bug shared-seed (coins keyed without the request id) and --bug nan-to-zero (NaN entries read as 0)
-make the verifier deliberately wrong; the kit must then fail independence/request_id and
-bad_input/target_nan_at_draft respectively.
+With `--form logits` (passed on to the CLI) the calls hold logits and each side's warping parameters;
+the example warps them as specdec does (temperature, top-k, top-p, min-p) and verifies the warped rows.
+
+--bug shared-seed (coins keyed without the request id), --bug nan-to-zero (NaN entries read as 0) and
+--bug draft-unwarped (logits form: q taken as softmax(draft logits), not the warped row the draft was
+sampled from) make the verifier deliberately wrong; the kit must then fail independence/request_id,
+bad_input/target_nan_at_draft and exact_law respectively.
 """
 
 import argparse
@@ -117,6 +121,53 @@ def bad_rows(rows):
         return ~np.isfinite(rows).all(axis=1) | (rows < 0).any(axis=1) | ~(sums > 0)
 
 
+def warp(logits, temperature, top_k, top_p, min_p):
+    """specdec's warping of logit rows (distributions/warp.hpp): softmax(logits / T) (T = 0: one-hot
+    on the argmax), then top-k, top-p on the survivors and min-p, each keeping ties at its boundary,
+    then one renormalisation. Parameters are per row. Returns probabilities [R, V] and the rows that
+    cannot be warped (a NaN or +inf logit, or no finite one), which come back as zeros."""
+    if ((temperature < 0) | ~np.isfinite(temperature) | (top_k < 0) | ~((top_p > 0) & (top_p <= 1))
+            | ~((min_p >= 0) & (min_p <= 1))).any():
+        raise ValueError("invalid warping parameters (temperature >= 0, top_k >= 0, top_p in (0, 1], min_p in [0, 1])")
+    R, V = logits.shape
+    bad = np.isnan(logits).any(axis=1) | np.isposinf(logits).any(axis=1) | ~np.isfinite(logits).any(axis=1)
+    x = np.where(bad[:, None], 0.0, logits.astype(np.float64))
+    rows = np.arange(R)
+    greedy = temperature == 0
+    z = x / np.where(greedy, 1.0, temperature)[:, None]
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    if greedy.any():
+        p[greedy] = 0.0
+        p[rows[greedy], np.argmax(x[greedy], axis=1)] = 1.0
+    descending = -np.sort(-p, axis=1)
+    kth = descending[rows, np.clip(top_k, 1, V) - 1]
+    p[(top_k[:, None] > 0) & (p < kth[:, None])] = 0.0
+    descending = -np.sort(-p, axis=1)
+    reached = np.cumsum(descending, axis=1) >= (top_p * p.sum(axis=1))[:, None]
+    cut = descending[rows, np.argmax(reached, axis=1)]
+    p[(top_p[:, None] < 1) & (p < cut[:, None])] = 0.0
+    p[(min_p[:, None] > 0) & (p < (min_p * p.max(axis=1))[:, None])] = 0.0
+    p /= p.sum(axis=1, keepdims=True)
+    p[bad] = 0.0
+    return p, bad
+
+
+def warp_call(inputs, bug=None):
+    """A chain_logits call as a chain call: each request's logit rows warped with its side's
+    parameters. Rows that cannot be warped become zero rows, which verify_chain reports."""
+    n = inputs["num_drafts"].astype(np.int64)
+    batch = np.arange(n.shape[0])
+    for rows, side, owner in (("draft_probs", "draft", np.repeat(batch, n)), ("target_probs", "target", np.repeat(batch, n + 1))):
+        params = [inputs[side + "_" + name][owner] for name in ("temperature", "top_k", "top_p", "min_p")]
+        if bug == "draft-unwarped" and side == "draft":  # the bug: q is softmax(logits), not the row the draft sampled
+            params = [np.ones(owner.shape[0]), np.zeros(owner.shape[0], dtype=np.int32), np.ones(owner.shape[0]),
+                      np.zeros(owner.shape[0])]
+        inputs[rows], _ = warp(inputs[rows], *params)
+    return inputs
+
+
 def verify_chain(inputs, bug=None):
     """Leviathan et al.'s chain verification of a batch: returns tokens [B, max_n + 1] (padded with
     -1) and reported [B]."""
@@ -198,16 +249,19 @@ class UsageError(Exception):
 
 
 CHAIN_ARRAYS = ("num_drafts", "offsets", "draft_tokens", "draft_probs", "target_probs", "seeds", "request_ids", "steps")
+WARP_ARRAYS = tuple(side + "_" + name for side in ("target", "draft") for name in ("temperature", "top_k", "top_p", "min_p"))
 
 
 def read_call(call_dir):
     inputs_dir = os.path.join(call_dir, "inputs")
     with open(os.path.join(inputs_dir, "meta.json")) as f:
         meta = json.load(f)
-    if meta["form"] != "chain":
-        raise UsageError("this example verifies chains only (the call is a %s)" % meta["form"])
-    inputs = {name: np.load(os.path.join(inputs_dir, name + ".npy")) for name in CHAIN_ARRAYS}
+    if meta["form"] not in ("chain", "chain_logits"):
+        raise UsageError("this example verifies chains, from probabilities or logits (the call is a %s)" % meta["form"])
+    names = CHAIN_ARRAYS + (WARP_ARRAYS if meta["form"] == "chain_logits" else ())
+    inputs = {name: np.load(os.path.join(inputs_dir, name + ".npy")) for name in names}
     inputs["vocab_size"] = meta["vocab_size"]
+    inputs["form"] = meta["form"]
     return inputs
 
 
@@ -222,6 +276,8 @@ def answer(call_dir, bug):
     os.makedirs(outputs, exist_ok=True)
     inputs = read_call(call_dir)
     try:
+        if inputs["form"] == "chain_logits":
+            inputs = warp_call(inputs, bug)
         tokens, reported = verify_chain(inputs, bug)
     except Exception as e:  # the verifier raised: the kit counts every request of the call as reported
         with open(os.path.join(outputs, "error.txt"), "w") as f:
@@ -275,7 +331,8 @@ def main():
                         help="one CLI process for the run (serve) or one per call (step)")
     parser.add_argument("--fresh", action="store_true",
                         help="first remove the calls and reports of an earlier run in --dir")
-    parser.add_argument("--bug", choices=("shared-seed", "nan-to-zero"), help="make the verifier deliberately wrong")
+    parser.add_argument("--bug", choices=("shared-seed", "nan-to-zero", "draft-unwarped"),
+                        help="make the verifier deliberately wrong")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args, cli_args = parser.parse_known_args()
     check_philox()
