@@ -9,6 +9,10 @@
 // and coins) and lenience l in {1, 0.95, 0.9, 0.8, 0.7, 0.5}, then reports the fraction of runs that
 // failed per band of TV. l = 1 is the strict rule: the false-failure control.
 //
+// Second table: the independence check (independence/request_id, 20000 pairs) against a verifier that
+// lets a fraction s of the pairs share their coins (the second copy draws with the first copy's
+// request id), with s in {0, 0.01, 0.02, 0.05, 0.1, 0.2}; s = 0 is the control.
+//
 //   specdec_conformance_power [--seeds R] [--smoke]
 #include <algorithm>
 #include <cmath>
@@ -19,8 +23,10 @@
 #include <vector>
 
 #include "specdec/acceptance/lenient.hpp"
+#include "specdec/acceptance/strict.hpp"
 #include "specdec/conformance/kit.hpp"
 #include "specdec/conformance/specdec_verifiers.hpp"
+#include "specdec/random/stream.hpp"
 
 namespace sc = specdec::conformance;
 
@@ -90,6 +96,33 @@ int main(int argc, char** argv) {
     std::printf("| [%g, %g) | %s |", edges[e], edges[e + 1], cell(0, true).c_str());
     for (std::size_t c = 0; c < names.size(); ++c) std::printf(" %s |", cell(c, false).c_str());
     std::printf("\n");
+  }
+
+  // Independence: a fraction `share` of the pairs (chosen by a hash of the pair) draw the same coins.
+  std::printf("\n| pairs sharing their coins | detected by independence/request_id |\n|---|---|\n");
+  const std::vector<double> shares =
+      lenience.size() > 2 ? std::vector<double>{0.0, 0.01, 0.02, 0.05, 0.1, 0.2} : std::vector<double>{0.0, 0.2};
+  for (const double share : shares) {
+    int detected = 0;
+    for (int s = 0; s < seeds; ++s) {
+      const auto inner = sc::specdec_chain_verifier(specdec::exec::seq, specdec::strict);
+      const auto shared_coins = [&](const sc::chain_inputs& in) {
+        sc::chain_inputs changed = in;
+        for (auto& id : changed.request_ids) {
+          const auto pair = specdec::random::uniform_at(
+              specdec::random::stream_address{static_cast<std::uint64_t>(s), static_cast<std::uint32_t>(id / 2), 0, 0,
+                                              specdec::random::purpose::user},
+              0);
+          if (pair < share) id -= id % 2;  // the second copy uses the first copy's id
+        }
+        return inner(changed);
+      };
+      sc::kit_options o;
+      o.seed = 2000 + static_cast<std::uint64_t>(s);
+      o.only = {"independence/request_id"};
+      detected += sc::check_chain_verifier("shared coins", shared_coins, sc::guarantee::lossless(), o).passed() ? 0 : 1;
+    }
+    std::printf("| %.2f | %d / %d |\n", share, detected, seeds);
   }
   return 0;
 }

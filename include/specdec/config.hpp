@@ -5,7 +5,7 @@
 #include "specdec/version.hpp"
 
 //! Marks scalar maths usable from both host and CUDA device code.
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__)
 #define SPECDEC_HOST_DEVICE __host__ __device__
 #else
 #define SPECDEC_HOST_DEVICE

@@ -13,8 +13,9 @@ class error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-//! Numerical trouble the caller asked to be told about: a row without usable mass, an optimiser
-//! that did not converge, an empty bin (raised by the throwing error policy).
+//! Numerical trouble in data that passed the shape checks: a model's row without usable mass (NaN,
+//! +inf or no mass) met by `decode`, `log_softmax_at` or a drafter stage, which the decode loops turn
+//! into an `invalid_row` status.
 class numerical_error : public std::domain_error {
  public:
   using std::domain_error::domain_error;
