@@ -24,7 +24,7 @@ install(EXPORT specdecTargets
         DESTINATION "${SPECDEC_INSTALL_CMAKEDIR}")
 
 # Variables recorded in the config file: what was enabled when this copy was built.
-foreach(_c IN ITEMS simd cuda learn stats conformance)
+foreach(_c IN ITEMS simd cuda learn stats conformance llama_cpp)
   string(TOUPPER "${_c}" _C)
   if(_c IN_LIST SPECDEC_ENABLED_COMPONENTS)
     set(SPECDEC_PACKAGE_HAS_${_C} ON)

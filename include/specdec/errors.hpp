@@ -27,4 +27,11 @@ class cuda_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+//! A failed call into an inference engine that specdec drives (integrations/: a model file that does
+//! not load, a decode call that fails, a context that is full).
+class engine_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace specdec
