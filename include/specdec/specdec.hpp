@@ -16,6 +16,7 @@
 #include "specdec/distributions/warp.hpp"
 #include "specdec/distributions/divergence.hpp"
 #include "specdec/sampling/categorical.hpp"
+#include "specdec/sampling/with_policy.hpp"
 #include "specdec/sampling/residual.hpp"
 #include "specdec/acceptance/strict.hpp"
 #include "specdec/acceptance/lenient.hpp"

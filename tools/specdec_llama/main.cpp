@@ -86,34 +86,59 @@ options parse(int argc, char** argv) {
       std::fputs(usage, stdout);
       std::exit(0);
     }
-    if (a == "--draft-greedy") { o.draft_greedy = true; continue; }
-    if (a == "--stop-at-eos") { o.stop_at_eos = true; continue; }
-    if (a == "--quiet") { o.quiet = true; continue; }
+    if (a == "--draft-greedy") {
+      o.draft_greedy = true;
+      continue;
+    }
+    if (a == "--stop-at-eos") {
+      o.stop_at_eos = true;
+      continue;
+    }
+    if (a == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
     if (i + 1 >= argc) fail("unknown option or missing value: " + std::string(a) + " (--help lists the options)");
     const char* v = argv[++i];
-    if (a == "--target") o.target = v;
-    else if (a == "--draft") o.draft = v;
-    else if (a == "--prompt") o.prompts.emplace_back(v);
+    if (a == "--target")
+      o.target = v;
+    else if (a == "--draft")
+      o.draft = v;
+    else if (a == "--prompt")
+      o.prompts.emplace_back(v);
     else if (a == "--prompts-file") {
       std::ifstream in(v);
       if (!in) fail(std::string("cannot open ") + v);
       for (std::string line; std::getline(in, line);)
         if (!line.empty()) o.prompts.push_back(line);
-    } else if (a == "--repeat") o.repeat = count(a, v);
+    } else if (a == "--repeat")
+      o.repeat = count(a, v);
     else if (a == "--method") {
       if (std::string_view(v) != "sd") fail(std::string("unknown --method ") + v + " (this tool runs: sd)");
-    } else if (a == "--rule") o.rule = v;
-    else if (a == "--gamma") o.gamma = count(a, v);
-    else if (a == "--tokens") o.tokens = count(a, v);
-    else if (a == "--temperature") o.warp.temperature = number(a, v);
-    else if (a == "--top-k") o.warp.top_k = static_cast<int>(count(a, v));
-    else if (a == "--top-p") o.warp.top_p = number(a, v);
-    else if (a == "--min-p") o.warp.min_p = number(a, v);
-    else if (a == "--seed") o.seed = count(a, v);
-    else if (a == "--ctx") o.ctx = static_cast<std::uint32_t>(count(a, v));
-    else if (a == "--threads") o.threads = static_cast<int>(count(a, v));
-    else if (a == "--policy") o.policy = v;
-    else fail("unknown option " + std::string(a) + " (--help lists the options)");
+    } else if (a == "--rule")
+      o.rule = v;
+    else if (a == "--gamma")
+      o.gamma = count(a, v);
+    else if (a == "--tokens")
+      o.tokens = count(a, v);
+    else if (a == "--temperature")
+      o.warp.temperature = number(a, v);
+    else if (a == "--top-k")
+      o.warp.top_k = static_cast<int>(count(a, v));
+    else if (a == "--top-p")
+      o.warp.top_p = number(a, v);
+    else if (a == "--min-p")
+      o.warp.min_p = number(a, v);
+    else if (a == "--seed")
+      o.seed = count(a, v);
+    else if (a == "--ctx")
+      o.ctx = static_cast<std::uint32_t>(count(a, v));
+    else if (a == "--threads")
+      o.threads = static_cast<int>(count(a, v));
+    else if (a == "--policy")
+      o.policy = v;
+    else
+      fail("unknown option " + std::string(a) + " (--help lists the options)");
   }
   if (o.target.empty() || o.draft.empty()) fail("--target and --draft are required (--help lists the options)");
   if (o.prompts.empty()) o.prompts.emplace_back("Once upon a time");
@@ -183,8 +208,8 @@ int run(Policy policy, const options& o) {
       total.merge(decoder.stats(e.request));
       const auto t = decoder.tokens(e.request);
       texts[e.request - handles.front()] = lc::detokenize(target_model, {t.begin(), t.end()});
-      if (e.finished == specdec::finish_reason::error) std::fprintf(stderr, "request %llu: a model returned an unusable row\n",
-                                                                   static_cast<unsigned long long>(e.request));
+      if (e.finished == specdec::finish_reason::error)
+        std::fprintf(stderr, "request %llu: a model returned an unusable row\n", static_cast<unsigned long long>(e.request));
     }
     const auto now = clock::now();
     if (!o.quiet && now - last_progress > std::chrono::seconds(1)) {
@@ -202,8 +227,8 @@ int run(Policy policy, const options& o) {
   std::printf("requests %zu, tokens %zu, seconds %.4f, tokens/s %.2f\n", prompts.size(), emitted, seconds,
               double(emitted) / seconds);
   std::printf("target forwards %zu (llama_decode %zu), positions %zu; draft forwards %zu (llama_decode %zu), positions %zu\n",
-              target.stats().calls, target.engine_stats().decode_calls, target.stats().appended_positions,
-              draft.stats().calls, draft.engine_stats().decode_calls, draft.stats().appended_positions);
+              target.stats().calls, target.engine_stats().decode_calls, target.stats().appended_positions, draft.stats().calls,
+              draft.engine_stats().decode_calls, draft.stats().appended_positions);
   std::printf("drafted %zu, accepted %zu, acceptance %.4f, tokens per target round %.3f\n", total.drafted, total.accepted,
               total.acceptance_rate(), total.tokens_per_target_call());
   return 0;

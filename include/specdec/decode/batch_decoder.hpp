@@ -14,7 +14,7 @@
 //! A step, for every running request: choose its draft length (at most the tokens it may still emit,
 //! minus one for the correction or bonus token of chain and joint rules); draft (chain drafting: one
 //! batched draft forward per drafted position, each row warped with the request's draft parameters
-//! and sampled; a drafter stage: one call per request on its whole context); choose how many drafts
+//! and sampled through the policy (sampling/with_policy.hpp); a drafter stage: one call per request on its whole context); choose how many drafts
 //! the target verifies; one batched target forward of every request's pending tokens and verified
 //! drafts; verification, grouped by kind of request: one batched `verify_from_logits` through the execution
 //! policy for chain-drafted requests (it warps only the rows it reads, and q is the row the draft was
@@ -69,6 +69,7 @@
 #include "specdec/model/sequence.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
+#include "specdec/sampling/with_policy.hpp"
 
 namespace specdec {
 
@@ -607,7 +608,7 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
     if (r->options.drafter || r->gamma <= j) continue;
     const std::span<const float> logits(logits_.data() + row++ * vocab_, vocab_);
     const std::span<float> q(q_probs_.data() + (r->slot + j) * vocab_, vocab_);
-    if (warp_logits(logits, q, r->options.draft_params) != row_status::ok) {
+    if (warp_logits(policy_, logits, q, r->options.draft_params) != row_status::ok) {
       // No usable draft row: the request drafts no further; the round verifies the drafts it has,
       // then the request ends with `error` and `invalid_row` (the draft model is broken for it).
       r->gamma = j;
@@ -615,7 +616,7 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
       continue;
     }
     std::copy(logits.begin(), logits.end(), q_logits_.begin() + static_cast<std::ptrdiff_t>((r->slot + j) * vocab_));
-    const auto x = sample_categorical(std::span<const float>(q),
+    const auto x = sample_categorical(policy_, std::span<const float>(q),
                                       stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
     drafts_[r->slot + j] = x.token;
     r->drafted = j + 1;

@@ -19,7 +19,8 @@ TEST_CASE("requests batched in one llama.cpp context give their tokens alone", "
     r.max_new_tokens = 24 + 4 * i;
     r.target_params = {.temperature = 0.7 + 0.1 * (i % 3), .top_p = 0.95};
     r.draft_params = r.target_params;
-    r.acceptance = i % 2 == 0 ? specdec::request_acceptance{specdec::strict} : specdec::request_acceptance{specdec::sample_and_match};
+    r.acceptance =
+        i % 2 == 0 ? specdec::request_acceptance{specdec::strict} : specdec::request_acceptance{specdec::sample_and_match};
     requests.push_back(std::move(r));
   }
   const auto together = t::decode_all(target, draft, requests, specdec::strict);

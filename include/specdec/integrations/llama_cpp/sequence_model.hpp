@@ -160,7 +160,8 @@ class sequence_model {
     for (std::int32_t i = 0; i < batch_.n_tokens; ++i) {
       if (!batch_.logits[i]) continue;
       const float* row = llama_get_logits_ith(ctx_->get(), i);
-      if (row == nullptr) throw engine_error("specdec::llama_cpp::sequence_model: llama.cpp returned no logits for a requested row");
+      if (row == nullptr)
+        throw engine_error("specdec::llama_cpp::sequence_model: llama.cpp returned no logits for a requested row");
       std::copy_n(row, vocab_, logits.begin() + static_cast<std::ptrdiff_t>(targets_[done_ + k] * vocab_));
       ++k;
     }

@@ -24,7 +24,8 @@ inline std::vector<token_id> tokenize(const model& m, std::string_view text, boo
                                   add_special, /*parse_special=*/false);
   if (n < 0) {  // -n tokens needed
     tokens.resize(static_cast<std::size_t>(-n));
-    n = llama_tokenize(m.vocab(), text.data(), length, tokens.data(), static_cast<std::int32_t>(tokens.size()), add_special, false);
+    n = llama_tokenize(m.vocab(), text.data(), length, tokens.data(), static_cast<std::int32_t>(tokens.size()), add_special,
+                       false);
   }
   if (n < 0) throw engine_error("specdec::llama_cpp::tokenize: llama.cpp could not tokenize the text");
   tokens.resize(static_cast<std::size_t>(n));
