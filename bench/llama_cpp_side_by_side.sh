@@ -7,7 +7,7 @@
 #
 # Without --target/--draft it uses the test models of scripts/make-llama-test-models.py (target and
 # draft-layers2, written into $BUILD_DIR/llama_models when missing).
-# Settings (environment): RUNS (7), TOKENS (256), GAMMA (4), PROMPT ("Once upon a time"),
+# Settings (environment): RUNS (9), TOKENS (1024), GAMMA (4), PROMPT ("Once upon a time"),
 # TEMP (0.8), BUILD_DIR (build-bench: configured and built here when specdec-llama is missing).
 # The rows:
 #   greedy            both greedy (llama.cpp --temp 0; specdec --rule greedy --temperature 0)
@@ -18,7 +18,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNS="${RUNS:-7}" TOKENS="${TOKENS:-256}" GAMMA="${GAMMA:-4}" TEMP="${TEMP:-0.8}"
+RUNS="${RUNS:-9}" TOKENS="${TOKENS:-1024}" GAMMA="${GAMMA:-4}" TEMP="${TEMP:-0.8}"
 PROMPT="${PROMPT:-Once upon a time}"
 BUILD_DIR="$(realpath -m "${BUILD_DIR:-$ROOT/build-bench}")"
 target="" draft=""

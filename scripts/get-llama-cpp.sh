@@ -45,7 +45,8 @@ if [[ ! -f "$sdist" ]]; then
     exit 1
   fi
   tmp="$(mktemp -d "$CACHE/download.XXXXXX")"
-  "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: --dest "$tmp" "llama-cpp-python==$VERSION"
+  # Only this package as a source distribution; its build requirements (for the metadata step) as wheels.
+  "$PYTHON" -m pip download --quiet --no-deps --no-binary llama-cpp-python --dest "$tmp" "llama-cpp-python==$VERSION"
   mv "$tmp"/llama_cpp_python-"$VERSION".tar.gz "$sdist"
   rm -rf "$tmp"
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what specdec's build, tests, benchmarks and examples need on Debian 12 (or Ubuntu):
-# cmake, g++, ninja, Eigen, xsimd, Boost.Math, Catch2 v2, Google Benchmark, gnuplot, NumPy, and clang with its
+# cmake, g++, ninja, Eigen, xsimd, Boost.Math, Catch2 v2, Google Benchmark, gnuplot, NumPy, pip, and clang with its
 # sanitizer/libFuzzer runtimes, clang-format and clang-tidy.
 # Only the missing packages are installed (apt-get, through sudo when not root).
 # Used by scripts/test.sh and scripts/demo.sh (--core: without the clang tools). Set SPECDEC_SKIP_DEPS=1
@@ -23,7 +23,8 @@ packages=(
   libbenchmark-dev # bench/
   gnuplot-nox      # specdec-sim --plot (tools/)
   ninja-build      # the generator of the CMake presets (CMakePresets.json)
-  python3-numpy    # examples/conformance_numpy.py, run by the tools/specdec_conformance_numpy* tests
+  python3-numpy    # examples/conformance_numpy.py and scripts/make-llama-test-models.py (tests)
+  python3-pip      # scripts/get-llama-cpp.sh: llama.cpp's source from PyPI (pip download)
 )
 # What only scripts/test.sh and the analysis scripts need (left out with --core, as scripts/demo.sh does).
 if [[ "${1:-}" != "--core" ]]; then

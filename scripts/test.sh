@@ -8,11 +8,14 @@
 #   fuzz      every libFuzzer harness of tests/fuzz/ for SPECDEC_FUZZ_SECONDS (default 20) each, in the
 #             sanitize build (test preset fuzz). scripts/fuzz.sh runs them longer.
 #   format    scripts/format.sh --check (clang-format).
+# Before the builds, scripts/get-llama-cpp.sh fetches and builds llama.cpp (cached under ~/.cache/specdec),
+# so that both builds include the llama.cpp integration (specdec::llama_cpp, its tests and specdec-llama).
 # Options (environment):
 #   SPECDEC_TEST_STAGES="gcc format"   run only these stages (default: gcc sanitize fuzz format)
 #   BUILD_DIR=/tmp/b, SANITIZE_BUILD_DIR=/tmp/s   other build directories
 #   SPECDEC_CMAKE_ARGS="-DSPECDEC_ENABLE_CUDA=OFF"   extra CMake arguments for every configure
 #   SPECDEC_SKIP_DEPS=1                do not check/install Debian packages
+#   SPECDEC_LLAMA_CPP=0                leave the llama.cpp integration out (no download, no build)
 # CUDA is auto-detected in the gcc stage (nvcc on PATH or in /usr/local/cuda/bin); GPU tests exit 77
 # (skipped) on machines without a GPU. Exits non-zero on the first failing stage.
 set -euo pipefail
@@ -48,6 +51,15 @@ timed() {  # timed NAME COMMAND...: runs the command and records its wall time
 section "dependencies"
 "$ROOT/scripts/install-deps.sh"
 
+# The llama.cpp integration (on by default): the CMake arguments both builds get.
+llama_args=()
+prepare_llama_cpp() {
+  section "llama.cpp: fetch and build the library (scripts/get-llama-cpp.sh)"
+  local cache
+  cache="$("$ROOT/scripts/get-llama-cpp.sh" | tail -1)"
+  llama_args=(-DSPECDEC_ENABLE_LLAMA_CPP=ON "-DSPECDEC_LLAMA_CPP_ROOT=$cache")
+}
+
 stage_gcc() {
   if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
     export PATH="/usr/local/cuda/bin:$PATH"
@@ -58,7 +70,7 @@ stage_gcc() {
     echo "CUDA compiler: none (GPU parts are not built)"
   fi
   section "gcc: configure ($BUILD_DIR)"
-  cmake --preset ci-gcc -S "$ROOT" -B "$BUILD_DIR" "${extra_args[@]}"
+  cmake --preset ci-gcc -S "$ROOT" -B "$BUILD_DIR" "${llama_args[@]}" "${extra_args[@]}"
   section "gcc: build (-j$JOBS)"
   cmake --build "$BUILD_DIR" -j "$JOBS"
   section "gcc: test (-j$JOBS)"
@@ -67,7 +79,7 @@ stage_gcc() {
 
 configure_sanitize() {
   cmake --preset sanitize -S "$ROOT" -B "$SANITIZE_BUILD_DIR" \
-    "-DSPECDEC_FUZZ_SECONDS=${SPECDEC_FUZZ_SECONDS:-20}" "${extra_args[@]}"
+    "-DSPECDEC_FUZZ_SECONDS=${SPECDEC_FUZZ_SECONDS:-20}" "${llama_args[@]}" "${extra_args[@]}"
 }
 
 stage_sanitize() {
@@ -93,6 +105,12 @@ stage_format() {
   section "format: clang-format --dry-run over every tracked C++/CUDA file"
   "$ROOT/scripts/format.sh" --check
 }
+
+if [[ "${SPECDEC_LLAMA_CPP:-1}" == 0 ]]; then
+  llama_args=(-DSPECDEC_ENABLE_LLAMA_CPP=OFF)
+elif wants gcc || wants sanitize || wants fuzz; then
+  timed llama.cpp prepare_llama_cpp
+fi
 
 for stage in gcc sanitize fuzz format; do
   if wants "$stage"; then

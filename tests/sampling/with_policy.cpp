@@ -22,9 +22,12 @@ std::vector<float> random_logits(std::size_t V, std::uint64_t seed) {
 
 template <class Policy>
 void check_against_seq(const Policy& policy) {
-  const std::vector<specdec::warp_params> params{
-      {}, {.temperature = 0.0}, {.temperature = 0.7, .top_k = 40}, {.temperature = 1.3, .top_p = 0.9}, {.min_p = 0.05},
-      {.temperature = 0.8, .top_k = 50, .top_p = 0.95, .min_p = 0.02}};
+  const std::vector<specdec::warp_params> params{{},
+                                                 {.temperature = 0.0},
+                                                 {.temperature = 0.7, .top_k = 40},
+                                                 {.temperature = 1.3, .top_p = 0.9},
+                                                 {.min_p = 0.05},
+                                                 {.temperature = 0.8, .top_k = 50, .top_p = 0.95, .min_p = 0.02}};
   std::size_t rows = 0;
   for (const std::size_t V : {std::size_t{7}, std::size_t{1000}, std::size_t{32000}}) {
     for (std::uint64_t seed = 1; seed <= 6; ++seed) {

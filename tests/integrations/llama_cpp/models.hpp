@@ -83,19 +83,19 @@ inline double relative_difference(std::span<const float> a, std::span<const floa
   return diff / scale;
 }
 
-//! Decodes `requests` in one target and one draft context (a sequence each) with the simd backend
-//! when it is built (seq otherwise), returns every request's tokens in order.
-template <class Rule>
-std::vector<std::vector<token_id>> decode_all(const lc::model& target_model, const lc::model& draft_model,
-                                              std::vector<specdec::request_options> requests, Rule rule) {
+//! Decodes `requests` (each with its own acceptance stage; the default is strict) in one target and
+//! one draft context, a sequence each, with the simd backend when it is built (seq otherwise); returns
+//! every request's tokens in order.
+inline std::vector<std::vector<token_id>> decode_all(const lc::model& target_model, const lc::model& draft_model,
+                                                     std::vector<specdec::request_options> requests) {
   const auto n = static_cast<std::uint32_t>(requests.size());
   lc::context target_ctx(target_model, {.context_per_sequence = 256, .sequences = n, .threads = 1});
   lc::context draft_ctx(draft_model, {.context_per_sequence = 256, .sequences = n, .threads = 1});
   lc::sequence_model target(target_ctx), draft(draft_ctx);
 #if SPECDEC_ENABLE_SIMD
-  specdec::batch_decoder decoder(specdec::exec::simd, target, draft, rule);  // seq's tokens, faster warping
+  specdec::batch_decoder decoder(specdec::exec::simd, target, draft, specdec::strict);  // seq's tokens, faster warping
 #else
-  specdec::batch_decoder decoder(specdec::exec::seq, target, draft, rule);
+  specdec::batch_decoder decoder(specdec::exec::seq, target, draft, specdec::strict);
 #endif
   std::vector<specdec::request_handle> handles;
   for (auto& r : requests) handles.push_back(decoder.add(std::move(r)));

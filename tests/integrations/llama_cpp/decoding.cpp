@@ -1,12 +1,47 @@
+// The llama.cpp integration decoding: greedy speculative decoding equals llama.cpp's own greedy
+// decoding; rollback leaves the state of the kept tokens; requests batched as sequences of one context
+// give the tokens each gives alone.
+//
+// Greedy: token for token over 64 tokens, for several prompts and draft models (every prompt a
+// sequence of one batched context on specdec's side, one token per llama_decode on llama.cpp's).
 // Rollback: after rejected drafts are removed from llama.cpp's KV cache, the target's next-token
 // logits equal those of a fresh context fed only the committed tokens. Tolerance: 1e-4 of the row's
 // largest |logit| (the same positions computed in batches of different shapes differ by float
 // rounding only).
+// Batching: specdec's randomness is addressed by request, and each sequence attends only to its own
+// KV cache.
 // SPECDEC_TEST_LABELS: llama_cpp
 #include "integrations/llama_cpp/models.hpp"
 
 namespace t = specdec_test::llama;
 using specdec::token_id;
+
+TEST_CASE("greedy SD through llama.cpp gives llama.cpp's greedy tokens", "[llama_cpp]") {
+  const auto& target = t::model("target");
+  std::vector<std::vector<specdec::token_id>> reference;
+  for (const auto& p : t::prompts()) reference.push_back(t::llama_greedy(target, t::lc::tokenize(target, p), 64));
+
+  for (const char* draft_name : {"draft-layers1", "draft-noise-0.2", "draft-noise-0.5"}) {
+    for (const std::size_t gamma : {std::size_t{3}, std::size_t{6}}) {
+      std::vector<specdec::request_options> requests;
+      for (const auto& p : t::prompts()) {
+        specdec::request_options r;
+        r.prompt = t::lc::tokenize(target, p);
+        r.gamma = gamma;
+        r.max_new_tokens = 64;
+        r.target_params.temperature = 0.0;
+        r.draft_params.temperature = 0.0;
+        r.acceptance = specdec::greedy;
+        requests.push_back(std::move(r));
+      }
+      const auto tokens = t::decode_all(target, t::model(draft_name), std::move(requests));
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        INFO("draft " << draft_name << ", gamma " << gamma << ", prompt " << i);
+        CHECK(tokens[i] == reference[i]);
+      }
+    }
+  }
+}
 
 TEST_CASE("llama_cpp::sequence_model rollback leaves the state of the kept tokens", "[llama_cpp]") {
   const auto& m = t::model("target");
@@ -72,4 +107,30 @@ TEST_CASE("after the step decoder's rejections, the target's rows are a fresh co
   }
   CHECK(rejections > 0);
   CHECK(checked == 6);
+}
+
+TEST_CASE("requests batched in one llama.cpp context give their tokens alone", "[llama_cpp]") {
+  const auto& target = t::model("target");
+  const auto& draft = t::model("draft-noise-0.2");
+  std::vector<specdec::request_options> requests;
+  for (std::uint32_t i = 0; i < 6; ++i) {
+    specdec::request_options r;
+    r.prompt = t::lc::tokenize(target, t::prompts()[i % t::prompts().size()]);
+    r.seed = 2026 + i / 3;  // two seeds, and the same prompt under different request ids
+    r.request_id = i;
+    r.gamma = 2 + i % 3;
+    r.max_new_tokens = 24 + 4 * i;
+    r.target_params = {.temperature = 0.7 + 0.1 * (i % 3), .top_p = 0.95};
+    r.draft_params = r.target_params;
+    r.acceptance =
+        i % 2 == 0 ? specdec::request_acceptance{specdec::strict} : specdec::request_acceptance{specdec::sample_and_match};
+    requests.push_back(std::move(r));
+  }
+  const auto together = t::decode_all(target, draft, requests);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const auto alone = t::decode_all(target, draft, {requests[i]});
+    INFO("request " << i);
+    REQUIRE(together[i].size() == requests[i].max_new_tokens);
+    CHECK(alone[0] == together[i]);
+  }
 }
