@@ -33,6 +33,13 @@ foreach(_c IN ITEMS simd cuda learn stats conformance llama_cpp)
   endif()
 endforeach()
 
+# Where the build found llama.cpp: the installed config's fallback for find_dependency(llama).
+if(SPECDEC_PACKAGE_HAS_LLAMA_CPP)
+  set(SPECDEC_PACKAGE_LLAMA_DIR "${llama_DIR}")
+else()
+  set(SPECDEC_PACKAGE_LLAMA_DIR "")
+endif()
+
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/specdecConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/specdecConfig.cmake"
