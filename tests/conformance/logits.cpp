@@ -5,7 +5,11 @@
 // and the target's min-p / top-p left out of verification (the verified law is not the request's).
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/lenient.hpp"
@@ -13,6 +17,7 @@
 #include "specdec/acceptance/strict.hpp"
 #include "specdec/conformance/logits.hpp"
 #include "specdec/conformance/specdec_verifiers.hpp"
+#include "specdec/sampling/with_policy.hpp"
 #include "support/sample_scale.hpp"
 
 namespace sc = specdec::conformance;
@@ -102,4 +107,41 @@ TEST_CASE("logits reproductions carry both sides' warping", "[conformance][logit
   CHECK(json.find("\"draft_warp\"") != std::string::npos);
   CHECK(json.find("\"rows\": \"logits\"") != std::string::npos);
   CHECK(json.back() == '}');
+}
+
+namespace {
+//! specdec's strict verify_from_logits told q(x) of every draft (acceptance/draft_side.hpp), as a
+//! drafter that kept them would: q(x) from the draft's warped row, or (the negative control) from its
+//! softmax without the draft's warping, while the rows read for residuals stay right.
+sc::chain_logits_verifier strict_with_q_at_drafts(bool unwarped_q) {
+  return [=](const sc::chain_logit_inputs& in) {
+    const std::size_t V = in.vocab_size;
+    std::vector<float> q_at_drafts, q(V);
+    std::size_t row = 0;
+    for (std::size_t b = 0; b < in.batch_size(); ++b)
+      for (std::int32_t i = 0; i < in.num_drafts[b]; ++i, ++row) {
+        const auto logits = std::span<const float>(in.draft_rows).subspan(row * V, V);
+        const specdec::warp_params w = unwarped_q ? specdec::warp_params{} : in.draft_warp[b];
+        const bool ok = specdec::warp_logits(specdec::exec::seq, logits, std::span<float>(q), w) == specdec::row_status::ok;
+        const auto x = static_cast<std::size_t>(in.draft_tokens[row]);
+        q_at_drafts.push_back(ok && x < V ? q[x] : std::numeric_limits<float>::quiet_NaN());
+      }
+    return sc::detail::verify_chains(
+        in, [&](const specdec::chain_batch<float>& batch, const auto& streams, const specdec::chain_outputs& out) {
+          specdec::verify_from_logits(
+              specdec::exec::seq, specdec::strict, batch, std::span<const specdec::warp_params>(in.target_warp),
+              specdec::draft_side<float>{.params = in.draft_warp, .q_at_drafts = q_at_drafts}, streams, out);
+        });
+  };
+}
+}  // namespace
+
+TEST_CASE("verify_from_logits told q(x) of the drafts passes the logits kit; q(x) of unwarped rows fails it",
+          "[conformance][logits][draft_side]") {
+  const auto given =
+      sc::check_chain_logits_verifier("strict, q(x) given", strict_with_q_at_drafts(false), sc::guarantee::lossless(), options());
+  INFO(sc::to_text(given));
+  CHECK(given.passed());
+  require_law_failure(sc::check_chain_logits_verifier("strict, q(x) of unwarped rows", strict_with_q_at_drafts(true),
+                                                      sc::guarantee::lossless(), options()));
 }

@@ -17,9 +17,9 @@
 //! and sampled through the policy (sampling/with_policy.hpp); a drafter stage: one call per request on its whole context); choose how many drafts
 //! the target verifies; one batched target forward of every request's pending tokens and verified
 //! drafts; verification, grouped by kind of request: one batched `verify_from_logits` through the execution
-//! policy for chain-drafted requests (it warps only the rows it reads, and q is the row the draft was
-//! sampled from), one batched `verify` for stage-drafted chain requests (their q rows come as
-//! probabilities), `verify_tree_from_logits` per tree request (the target scores every node of a request's
+//! policy per group of chain requests (chain-drafted, then stage-drafted), on the target's logits (it
+//! warps only the target rows it reads) and the q rows the drafts were sampled from, handed over as
+//! probabilities (acceptance/draft_side.hpp), `verify_tree_from_logits` per tree request (the target scores every node of a request's
 //! tree in one tree-shaped append), `mtad_verify` and `check_last_token` per request; then commit the
 //! emitted tokens and roll both models back past the rejected drafts (a tree: the target keeps the
 //! accepted path, `TreeSequenceModel::commit_tree`).
@@ -314,16 +314,16 @@ class batch_decoder {
     finish_reason finished = finish_reason::none;
     verify_status status = verify_status::ok;
     // This round.
-    std::size_t gamma = 0;            // the draft length allowed
-    std::size_t drafted = 0;          // tokens drafted
-    std::size_t draft_forwards = 0;   // rows the draft model computed for it (chain drafting)
-    std::size_t verified = 0;         // drafts sent to the target (chain, joint)
-    bool pending_in_draft = false;    // this round appended pending_draft to the draft model
-    bool draft_failed = false;        // the draft model or the drafter stage failed
-    std::size_t drafts_in_draft = 0;  // drafts this round appended to the draft model
-    std::size_t first_emitted = 0;    // output index of this step's first token
-    std::size_t slot = 0;             // offset of its drafts in drafts_ (rows of V in q_probs_, q_logits_)
-    std::size_t drafts_at = 0;        // offset of its verified drafts in drafts_ (slot, or packed)
+    std::size_t gamma = 0;                                           // the draft length allowed
+    std::size_t drafted = 0;                                         // tokens drafted
+    std::size_t draft_forwards = 0;                                  // rows the draft model computed for it (chain drafting)
+    std::size_t verified = 0;                                        // drafts sent to the target (chain, joint)
+    bool pending_in_draft = false;                                   // this round appended pending_draft to the draft model
+    bool draft_failed = false;                                       // the draft model or the drafter stage failed
+    std::size_t drafts_in_draft = 0;                                 // drafts this round appended to the draft model
+    std::size_t first_emitted = 0;                                   // output index of this step's first token
+    std::size_t slot = 0;                                            // offset of its drafts in drafts_ (rows of V in q_probs_)
+    std::size_t drafts_at = 0;                                       // offset of its verified drafts in drafts_ (slot, or packed)
     std::size_t target_row = 0, target_rows = 0, target_drafts = 0;  // its rows of target_logits_; drafts appended
     stage_draft block;                                               // what its drafter stage wrote
     std::vector<std::int32_t> tree_kept;  // a tree: offsets of the accepted path's nodes among the appended nodes
@@ -407,8 +407,8 @@ class batch_decoder {
   std::vector<sequence_append> appends_;
   std::vector<std::int32_t> num_drafts_;
   std::vector<token_id> drafts_, appended_;
-  std::vector<float> logits_, q_logits_, q_probs_, target_logits_, p_probs_;
-  std::vector<warp_params> target_params_, draft_params_;
+  std::vector<float> logits_, q_probs_, target_logits_, p_probs_;
+  std::vector<warp_params> target_params_;
   std::vector<double> log_q_;
   step_timing timing_;
   std::vector<length_request> length_requests_;
@@ -573,7 +573,6 @@ void batch_decoder<P, T, D, R>::assign_slots() {
   }
   drafts_.resize(total);
   q_probs_.resize(total * vocab_);
-  q_logits_.resize(total * vocab_);
   for (request* r : running_) {
     if (!r->options.drafter) continue;
     std::copy(r->block.tokens.begin(), r->block.tokens.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r->slot));
@@ -615,7 +614,6 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
       r->draft_failed = true;
       continue;
     }
-    std::copy(logits.begin(), logits.end(), q_logits_.begin() + static_cast<std::ptrdiff_t>((r->slot + j) * vocab_));
     const auto x = sample_categorical(policy_, std::span<const float>(q),
                                       stream_of(*r).open(static_cast<std::uint32_t>(j), random::purpose::draft).uniform());
     drafts_[r->slot + j] = x.token;
@@ -728,9 +726,11 @@ std::span<const float> batch_decoder<P, T, D, R>::warp_target_rows(const request
   return std::span<const float>(p_probs_).subspan(at * vocab_, rows * vocab_);
 }
 
-//! The chain verification of a group, one call per rule: chain-drafted requests from logits
-//! (`verify_from_logits`), stage-drafted ones from their q rows and the warped target rows (`verify`).
-//! The drafts of each call are packed in place first (a request may verify fewer than its slot holds).
+//! The chain verification of a group, one call per rule: `verify_from_logits` on the target's logits
+//! and the q rows the drafts were sampled from (acceptance/draft_side.hpp: chain drafting warped them
+//! with `warp_logits` on the policy, as the verifier would, and a stage hands them over), so no draft
+//! row is warped again and a target row only where it is read. The drafts of each call are packed in
+//! place first (a request may verify fewer than its slot holds).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::verify_chains(verify_group g) {
   auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == g; });
@@ -755,21 +755,18 @@ template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceR
 template <AcceptanceRule Chain>
 void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*>::iterator first,
                                                    typename std::vector<request*>::iterator last, const Chain& rule) {
-  const bool from_logits = (*first)->group == verify_group::chain;
-  std::vector<float>& q_rows = from_logits ? q_logits_ : q_probs_;
   const std::size_t begin = (*first)->slot, first_row = (*first)->target_row;
   std::size_t at = begin, target_rows = 0;
   num_drafts_.clear();
   streams_.clear();
   target_params_.clear();
-  draft_params_.clear();
   for (auto it = first; it != last; ++it) {
     request& r = **it;
     if (at != r.slot) {  // only after a request drafted or verified fewer than its slot holds
       std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot), r.verified,
                   drafts_.begin() + static_cast<std::ptrdiff_t>(at));
-      std::copy_n(q_rows.begin() + static_cast<std::ptrdiff_t>(r.slot * vocab_), r.verified * vocab_,
-                  q_rows.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
+      std::copy_n(q_probs_.begin() + static_cast<std::ptrdiff_t>(r.slot * vocab_), r.verified * vocab_,
+                  q_probs_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
     }
     r.drafts_at = at;
     at += r.verified;
@@ -777,32 +774,21 @@ void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*
     num_drafts_.push_back(static_cast<std::int32_t>(r.verified));
     streams_.push_back(stream_of(r));
     target_params_.push_back(r.options.target_params);
-    draft_params_.push_back(r.options.draft_params);
   }
   const std::size_t count = num_drafts_.size();
   batch_.layout.assign_packed(num_drafts_);
   batch_.vocab_size = vocab_;
   batch_.draft_tokens = std::span<const token_id>(drafts_).subspan(begin, at - begin);
-  batch_.draft_rows = std::span<const float>(q_rows).subspan(begin * vocab_, (at - begin) * vocab_);
+  batch_.draft_rows = std::span<const float>(q_probs_).subspan(begin * vocab_, (at - begin) * vocab_);
+  batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, target_rows * vocab_);
   const std::size_t stride = batch_.layout.max_drafts() + 1;
   out_tokens_.resize(count * stride);
   out_accepted_.resize(count);
   out_status_.resize(count);
   const chain_outputs out{out_tokens_, out_accepted_, out_status_};
-  if (from_logits) {
-    batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, target_rows * vocab_);
-    verify_from_logits(policy_, rule, batch_, std::span<const warp_params>(target_params_),
-                       std::span<const warp_params>(draft_params_), std::span<const random::request_stream>(streams_), out);
-  } else {
-    p_probs_.resize(target_rows * vocab_);
-    std::size_t row = 0;
-    for (auto it = first; it != last; ++it) {
-      warp_target_rows(**it, 0, (*it)->target_rows, row);
-      row += (*it)->target_rows;
-    }
-    batch_.target_rows = std::span<const float>(p_probs_);
-    verify(policy_, rule, batch_, std::span<const random::request_stream>(streams_), out);
-  }
+  verify_from_logits(policy_, rule, batch_, std::span<const warp_params>(target_params_),
+                     draft_side<float>{.rows = draft_rows_kind::probabilities}, std::span<const random::request_stream>(streams_),
+                     out);
   for (std::size_t k = 0; k < count; ++k) take_chain_row(*first[static_cast<std::ptrdiff_t>(k)], k, stride);
 }
 

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/draft_side.hpp"
 #include "specdec/acceptance/status.hpp"
 #include "specdec/acceptance/typical.hpp"
 #include "specdec/core/batch.hpp"
@@ -39,6 +41,8 @@ struct probability_rows {
   std::size_t b;
   row_ref<T> target(std::size_t i) { return {batch.target_row(b, i), true}; }
   row_ref<T> draft(std::size_t i) { return {batch.draft_row(b, i), true}; }
+  //! q_i(x_i) without reading row i, when the caller gave it (never here).
+  std::optional<double> draft_at_token(std::size_t) const { return std::nullopt; }
 };
 
 //! The whole-row steps of a verification, as seq performs them. A backend supplies a struct with the
@@ -93,16 +97,27 @@ struct seq_kernels {
   }
 };
 
-//! Rows warped from logits on demand (only the rows that are read), into scratch rows.
+//! Target rows warped from logits on demand (only the rows that are read), into a scratch row; the
+//! draft side as `draft_side` describes it (acceptance/draft_side.hpp): logits warped on demand too,
+//! or the q rows themselves, and optionally q_i(x_i) given so that row i is read only where needed.
 template <class T, class Kernels = seq_kernels>
 struct warped_logit_rows {
   const chain_batch<T>& batch;
   std::size_t b;
-  warp_params target_params, draft_params;
+  warp_params target_params;
+  const warp_params* draft_params;  //!< null: the draft rows are q itself
+  std::span<const T> q_at_drafts;   //!< empty, or q_i(x_i) per draft row of the batch
   std::vector<T>& target_scratch;
   std::vector<T>& draft_scratch;
   row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch); }
-  row_ref<T> draft(std::size_t i) { return warp(batch.draft_row(b, i), draft_params, draft_scratch); }
+  row_ref<T> draft(std::size_t i) {
+    if (draft_params == nullptr) return {batch.draft_row(b, i), true};
+    return warp(batch.draft_row(b, i), *draft_params, draft_scratch);
+  }
+  std::optional<double> draft_at_token(std::size_t i) const {
+    if (q_at_drafts.empty()) return std::nullopt;
+    return static_cast<double>(q_at_drafts[batch.layout.draft_row(b, i)]);
+  }
 
  private:
   static row_ref<T> warp(std::span<const T> logits, const warp_params& w, std::vector<T>& scratch) {
@@ -149,6 +164,36 @@ struct request_checks {
   }
 };
 
+//! The draft's q at position i of a walk: q_i(x_i) from the caller when the rows provider has it, and
+//! row i read (and checked) once, only when it is needed (acceptance/draft_side.hpp).
+template <class K, class T, class Rows>
+class draft_position {
+ public:
+  draft_position(Rows& rows, request_checks<K, T>& checks, std::size_t i) : rows_(rows), checks_(checks), i_(i) {}
+  //! Row i; nullptr when it is unusable (the request's status says why).
+  const row_ref<T>* row() {
+    if (!row_) {
+      row_ = rows_.draft(i_);
+      usable_ = checks_.row(*row_);
+    }
+    return usable_ ? &*row_ : nullptr;
+  }
+  //! q_i(x): given, or read from row i; nullopt when the row is unusable.
+  std::optional<double> at(token_id x) {
+    if (const std::optional<double> given = rows_.draft_at_token(i_)) return given;
+    const row_ref<T>* r = row();
+    if (r == nullptr) return std::nullopt;
+    return static_cast<double>(r->values[static_cast<std::size_t>(x)]);
+  }
+
+ private:
+  Rows& rows_;
+  request_checks<K, T>& checks_;
+  std::size_t i_;
+  std::optional<row_ref<T>> row_;
+  bool usable_ = false;
+};
+
 //! The token typical acceptance emits from the row p whose threshold is `threshold` (finite):
 //! argmax p, or a sample of p restricted to p(v) >= threshold with the (position, resample) uniform.
 template <class K, class T>
@@ -185,16 +230,19 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
     const row_ref<T> p = rows.target(i);
     if (!checks.row(p)) return 0;
     target_at_draft[i] = static_cast<double>(p.values[x]);
-    const row_ref<T> q = rows.draft(i);
-    if (!checks.row(q)) return 0;
-    draft_at_draft[i] = static_cast<double>(q.values[x]);
+    draft_position<K, T, Rows> q(rows, checks, i);
+    const std::optional<double> qx = q.at(drafts[i]);
+    if (!qx) return 0;
+    draft_at_draft[i] = *qx;
     if (!usable_scalar(target_at_draft[i]) || !usable_scalar(draft_at_draft[i])) {
       checks.status |= verify_status::invalid_row;
       return 0;
     }
     if (draft_at_draft[i] == 0.0) {
       checks.status |= verify_status::draft_prob_zero;
-      if (!K::has_mass(q.values)) {  // as for strict: a q without mass is unusable, not a residual of p
+      const row_ref<T>* row = q.row();
+      if (row == nullptr) return 0;
+      if (!K::has_mass(row->values)) {  // as for strict: a q without mass is unusable, not a residual of p
         checks.status |= verify_status::invalid_row;
         return 0;
       }
@@ -269,10 +317,12 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
           emit_sample(K::sample_categorical(p.values, stream.open(pos, purpose::resample).uniform()), i);
           return static_cast<std::int32_t>(i);
         }
-        const row_ref<T> q = rows.draft(i);
-        if (!check(q)) return static_cast<std::int32_t>(i);
+        // q_i(x) given by the caller, or row i read and checked (acceptance/draft_side.hpp).
+        draft_position<K, T, Rows> q(rows, checks, i);
+        const std::optional<double> q_at_x = q.at(x);
+        if (!q_at_x) return static_cast<std::int32_t>(i);
         const double px = static_cast<double>(p.values[static_cast<std::size_t>(x)]);
-        const double qx = static_cast<double>(q.values[static_cast<std::size_t>(x)]);
+        const double qx = *q_at_x;
         if (!usable_scalar(px) || !usable_scalar(qx)) {
           status |= verify_status::invalid_row;
           return static_cast<std::int32_t>(i);
@@ -281,7 +331,9 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
         if (qx == 0.0) {
           status |= verify_status::draft_prob_zero;
           // Only now can q have no mass at all; such a row is unusable (status.hpp), not a residual of p.
-          if (!K::has_mass(q.values)) {
+          const row_ref<T>* row = q.row();
+          if (row == nullptr) return static_cast<std::int32_t>(i);
+          if (!K::has_mass(row->values)) {
             status |= verify_status::invalid_row;
             return static_cast<std::int32_t>(i);
           }
@@ -291,7 +343,10 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
           tokens[i] = x;
           continue;
         }
-        const residual_result r = K::sample_residual(p.values, q.values, rule, stream.open(pos, purpose::resample).uniform());
+        const row_ref<T>* q_row = q.row();
+        if (q_row == nullptr) return static_cast<std::int32_t>(i);
+        const residual_result r =
+            K::sample_residual(p.values, q_row->values, rule, stream.open(pos, purpose::resample).uniform());
         if (r.used_fallback) status |= verify_status::residual_fallback;
         emit_sample(r.sample, i);
         return static_cast<std::int32_t>(i);
@@ -373,24 +428,29 @@ void verify_with(const Rule& rule, const chain_batch<T>& batch, std::span<const 
   verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) { return probability_rows<T>{batch, b}; });
 }
 
-//! Chain verification from logits with the row kernels `K`, warping each row that is read.
+//! Chain verification from logits with the row kernels `K`, warping each target row that is read;
+//! the draft side as `draft` says (acceptance/draft_side.hpp).
 template <class K, AcceptanceRule Rule, class T>
 void verify_from_logits_with(const Rule& rule, const chain_batch<T>& batch, std::span<const warp_params> target_params,
-                             std::span<const warp_params> draft_params, std::span<const random::request_stream> streams,
+                             const draft_side<T>& draft, std::span<const random::request_stream> streams,
                              const chain_outputs& out, const verify_options& options) {
   check_shapes(batch, reads_draft_distribution<Rule>, streams, out);
   const std::size_t B = batch.layout.batch_size();
   SPECDEC_EXPECTS(target_params.size() == B, "one warp_params per request is required");
-  SPECDEC_EXPECTS(draft_params.empty() || draft_params.size() == B,
+  const bool draft_logits = draft.rows == draft_rows_kind::logits;
+  SPECDEC_EXPECTS(!draft_logits || draft.params.empty() || draft.params.size() == B,
                   "draft_params must be empty (same as target) or one per request");
+  SPECDEC_EXPECTS(draft.q_at_drafts.empty() || draft.q_at_drafts.size() == batch.draft_tokens.size(),
+                  "q_at_drafts must be empty or hold one value per draft row");
   for (const auto& w : target_params) validate(w);
-  for (const auto& w : draft_params) validate(w);
+  if (draft_logits)
+    for (const auto& w : draft.params) validate(w);
   // Two scratch rows per thread, kept from call to call: a decode loop calling this every step
   // allocates nothing once they are V long.
   thread_local std::vector<T> target_scratch, draft_scratch;
   verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) {
-    return warped_logit_rows<T, K>{
-        batch, b, target_params[b], draft_params.empty() ? target_params[b] : draft_params[b], target_scratch, draft_scratch};
+    const warp_params* draft_params = !draft_logits ? nullptr : draft.params.empty() ? &target_params[b] : &draft.params[b];
+    return warped_logit_rows<T, K>{batch, b, target_params[b], draft_params, draft.q_at_drafts, target_scratch, draft_scratch};
   });
 }
 }  // namespace detail
@@ -402,12 +462,13 @@ void verify(const Rule& rule, const chain_batch<T>& batch, std::span<const rando
   detail::verify_with<seq_kernels>(rule, batch, streams, out, options);
 }
 
-//! Sequential chain verification from logits, warping each row that is read with the request's parameters.
+//! Sequential chain verification from logits, warping each target row that is read with the request's
+//! parameters; the draft side as `draft` says (acceptance/draft_side.hpp).
 template <AcceptanceRule Rule, class T>
 void verify_from_logits(const Rule& rule, const chain_batch<T>& batch, std::span<const warp_params> target_params,
-                        std::span<const warp_params> draft_params, std::span<const random::request_stream> streams,
-                        const chain_outputs& out, const verify_options& options) {
-  detail::verify_from_logits_with<seq_kernels>(rule, batch, target_params, draft_params, streams, out, options);
+                        const draft_side<T>& draft, std::span<const random::request_stream> streams, const chain_outputs& out,
+                        const verify_options& options) {
+  detail::verify_from_logits_with<seq_kernels>(rule, batch, target_params, draft, streams, out, options);
 }
 
 }  // namespace specdec::backend::seq

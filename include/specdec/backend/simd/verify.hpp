@@ -83,15 +83,16 @@ void verify(const Rule& rule, const chain_batch<T>& batch, std::span<const rando
   seq::detail::verify_with<verify_kernels<Arch>>(rule, batch, streams, out, options);
 }
 
-//! Chain verification from logits with the simd kernels: each row that is read is warped by
-//! `backend::simd::warp_logits` with its request's parameters.
+//! Chain verification from logits with the simd kernels: each target row that is read is warped by
+//! `backend::simd::warp_logits` with its request's parameters; the draft side as `draft` says
+//! (acceptance/draft_side.hpp).
 //! \throws specdec::error on the same shape and parameter errors as seq.
 template <class Arch, AcceptanceRule Rule, class T>
 void verify_from_logits(const Rule& rule, const chain_batch<T>& batch, std::span<const warp_params> target_params,
-                        std::span<const warp_params> draft_params, std::span<const random::request_stream> streams,
-                        const chain_outputs& out, const verify_options& options) {
+                        const draft_side<T>& draft, std::span<const random::request_stream> streams, const chain_outputs& out,
+                        const verify_options& options) {
   SPECDEC_REQUIRE_SIMD_ARCH(Arch, "specdec::verify_from_logits");
-  seq::detail::verify_from_logits_with<verify_kernels<Arch>>(rule, batch, target_params, draft_params, streams, out, options);
+  seq::detail::verify_from_logits_with<verify_kernels<Arch>>(rule, batch, target_params, draft, streams, out, options);
 }
 
 }  // namespace specdec::backend::simd
