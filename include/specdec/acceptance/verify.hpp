@@ -144,11 +144,14 @@ void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batc
 //! when the values given are what `warp_logits` on the same policy gives. Target rows are logits,
 //! warped with `target_params` where they are read. seq and simd (the cuda backend takes draft
 //! logits only, through the overload above).
+//! `Draft` is deduced, so `draft` must be a `draft_side<T>` object: a bare `{}` still means the
+//! overload above (draft logits warped with the target's parameters).
 //! \throws specdec::error as the overload above, and when `q_at_drafts` is neither empty nor one
 //! value per draft row.
-template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T, class Draft>
+  requires std::same_as<Draft, draft_side<T>>
 void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
-                        std::span<const warp_params> target_params, const draft_side<T>& draft,
+                        std::span<const warp_params> target_params, const Draft& draft,
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
