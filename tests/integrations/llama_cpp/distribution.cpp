@@ -85,7 +85,7 @@ specdec::stats::gof_result first_two_tokens(Acceptance acceptance, std::size_t s
 }  // namespace
 
 TEST_CASE("strict SD through llama.cpp samples the target's law of the first two tokens", "[llama_cpp]") {
-  const std::size_t samples = static_cast<std::size_t>(specdec_test::scaled_sample_count(4000, 1000));
+  const std::size_t samples = static_cast<std::size_t>(specdec_test::scaled_sample_count(2000, 1000));
   const auto strict = first_two_tokens(specdec::request_acceptance{specdec::strict}, samples);
   INFO("strict: " << strict);
   CHECK(strict.impossible == 0);
