@@ -155,7 +155,7 @@ if [[ $PREBUILT -eq 1 ]]; then
 else
   section "configure ($BUILD_DIR)"
   if configure "$BUILD_DIR" -DSPECDEC_BUILD_TESTS=ON -DSPECDEC_BUILD_BENCH=ON -DSPECDEC_BUILD_EXAMPLES=ON \
-       -DSPECDEC_ENABLE_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$ARCH" > "$RESULTS/configure.log" 2>&1; then
+       -DSPECDEC_ENABLE_CUDA=ON -DSPECDEC_BUILD_GPU_PROGRAMS=ON "-DCMAKE_CUDA_ARCHITECTURES=$ARCH" > "$RESULTS/configure.log" 2>&1; then
     record PASS configure
   else
     tail -n 30 "$RESULTS/configure.log" >&2

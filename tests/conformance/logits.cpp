@@ -5,6 +5,7 @@
 // and the target's min-p / top-p left out of verification (the verified law is not the request's).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -142,6 +143,15 @@ TEST_CASE("verify_from_logits told q(x) of the drafts passes the logits kit; q(x
       sc::check_chain_logits_verifier("strict, q(x) given", strict_with_q_at_drafts(false), sc::guarantee::lossless(), options());
   INFO(sc::to_text(given));
   CHECK(given.passed());
-  require_law_failure(sc::check_chain_logits_verifier("strict, q(x) of unwarped rows", strict_with_q_at_drafts(true),
-                                                      sc::guarantee::lossless(), options()));
+  // Where the two sides warp alike (v8, equal parameters) the unwarped q(x) is off by less, and that
+  // law fails with less power (p ~ 1e-8 at the sanitizer build's quarter of the samples); the
+  // configurations that warp the draft differently fail with p = 0.
+  const auto unwarped = sc::check_chain_logits_verifier("strict, q(x) of unwarped rows", strict_with_q_at_drafts(true),
+                                                        sc::guarantee::lossless(), options());
+  INFO(sc::to_text(unwarped));
+  REQUIRE_FALSE(unwarped.passed());
+  double smallest_p = 1.0;
+  for (const auto& c : unwarped.checks)
+    if (c.name.rfind("exact_law/", 0) == 0 && !c.passed) smallest_p = std::min(smallest_p, c.figure("p_value"));
+  CHECK(smallest_p < 1e-12);
 }
