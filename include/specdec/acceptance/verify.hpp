@@ -106,6 +106,35 @@ void verify(const exec::cuda_policy& policy, const Rule& rule, const chain_batch
 }
 #endif
 
+//! `verify_from_logits` with the draft side described by `draft` (acceptance/draft_side.hpp): the
+//! draft's rows as logits or as the warped q rows themselves, and optionally q_i(x_i) of every draft
+//! row, so that a drafter that kept what it sampled from spares the verifier warping the draft rows
+//! again (strict then reads about what sample-and-match reads). Same tokens as the overload below
+//! when the values given are what `warp_logits` on the same policy gives. Target rows are logits,
+//! warped with `target_params` where they are read. seq and simd (the cuda backend takes draft
+//! logits only, through the overload below).
+//! `Draft` is deduced, so `draft` must be a `draft_side<T>` object: a bare `{}` still means the
+//! overload below (draft logits warped with the target's parameters).
+//! \throws specdec::error as the overload below, and when `q_at_drafts` is neither empty nor one
+//! value per draft row.
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T, class Draft>
+  requires std::same_as<Draft, draft_side<T>>
+void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
+                        std::span<const warp_params> target_params, const Draft& draft,
+                        std::span<const random::request_stream> streams, const chain_outputs& out,
+                        const verify_options& options = {}) {
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
+  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
+                "specdec::verify_from_logits with a draft_side runs on exec::seq and exec::simd; with exec::cuda pass the "
+                "draft's logits and warp_params");
+#if SPECDEC_ENABLE_SIMD
+  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
+    return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, batch, target_params, draft, streams, out, options);
+#endif
+  (void)policy;
+  backend::seq::verify_from_logits(rule, batch, target_params, draft, streams, out, options);
+}
+
 //! Verifies from logits: each row that is read is warped with its request's parameters first
 //! (temperature, top-k, top-p, min-p). `draft_params` empty means the draft used the target's
 //! parameters; either way q is the warped row the draft token was sampled from.
@@ -127,43 +156,8 @@ void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batc
     return backend::cuda::verify_from_logits(policy.stream, rule, logits_batch, target_params, draft_params, streams, out,
                                              options);
 #endif
-#if SPECDEC_ENABLE_SIMD
-  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
-    return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(
-        rule, logits_batch, target_params, draft_side<T>{.params = draft_params}, streams, out, options);
-#endif
-  (void)policy;
-  backend::seq::verify_from_logits(rule, logits_batch, target_params, draft_side<T>{.params = draft_params}, streams, out,
-                                   options);
-}
-
-//! `verify_from_logits` with the draft side described by `draft` (acceptance/draft_side.hpp): the
-//! draft's rows as logits or as the warped q rows themselves, and optionally q_i(x_i) of every draft
-//! row, so that a drafter that kept what it sampled from spares the verifier warping the draft rows
-//! again (strict then reads about what sample-and-match reads). Same tokens as the overload above
-//! when the values given are what `warp_logits` on the same policy gives. Target rows are logits,
-//! warped with `target_params` where they are read. seq and simd (the cuda backend takes draft
-//! logits only, through the overload above).
-//! `Draft` is deduced, so `draft` must be a `draft_side<T>` object: a bare `{}` still means the
-//! overload above (draft logits warped with the target's parameters).
-//! \throws specdec::error as the overload above, and when `q_at_drafts` is neither empty nor one
-//! value per draft row.
-template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T, class Draft>
-  requires std::same_as<Draft, draft_side<T>>
-void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
-                        std::span<const warp_params> target_params, const Draft& draft,
-                        std::span<const random::request_stream> streams, const chain_outputs& out,
-                        const verify_options& options = {}) {
-  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
-                "specdec::verify_from_logits with a draft_side runs on exec::seq and exec::simd; with exec::cuda pass the "
-                "draft's logits and warp_params");
-#if SPECDEC_ENABLE_SIMD
-  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
-    return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, batch, target_params, draft, streams, out, options);
-#endif
-  (void)policy;
-  backend::seq::verify_from_logits(rule, batch, target_params, draft, streams, out, options);
+  if constexpr (exec::backend_of<Policy> != exec::backend::cuda)  // seq and simd: the draft_side overload above
+    verify_from_logits(policy, rule, logits_batch, target_params, draft_side<T>{.params = draft_params}, streams, out, options);
 }
 
 //! The result of verifying one chain.
