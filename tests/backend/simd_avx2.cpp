@@ -1,4 +1,5 @@
 // SPECDEC_TEST_COMPILE_OPTIONS: -mavx2 -mfma
+// SPECDEC_TEST_LABELS: simd_isa
 //
 // The simd backend against seq for SSE4.2 and AVX2 (the cases are in simd_cases.hpp). Compiled with
 // -mavx2 -mfma when the compiler accepts them; each case first checks that the CPU runs the ISA

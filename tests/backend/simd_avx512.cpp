@@ -1,4 +1,5 @@
 // SPECDEC_TEST_COMPILE_OPTIONS: -mavx512f -mavx512cd -mavx512dq -mavx512bw -mavx2 -mfma
+// SPECDEC_TEST_LABELS: simd_isa
 //
 // The simd backend against seq for AVX-512 (the cases are in simd_cases.hpp): that it compiles
 // wherever the compiler accepts the flags, and that it runs and agrees with seq where the CPU has

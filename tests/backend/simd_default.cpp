@@ -1,3 +1,5 @@
+// SPECDEC_TEST_LABELS: simd_isa
+//
 // The simd backend against seq, for xsimd's default architecture of the default compile flags (SSE2
 // on x86-64 without -march; NEON64 on AArch64). The cases are in simd_cases.hpp; simd_avx2.cpp and
 // simd_avx512.cpp run them for wider ISAs.
