@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What CI runs (.ci/run): installs what is missing, then runs these stages and prints the time of each.
-#   gcc       g++ Release build of the tests, benchmarks and examples with warnings as errors (CMake
-#             preset ci-gcc, in ./build); the whole CTest suite.
-#   sanitize  clang++ build with AddressSanitizer + UndefinedBehaviorSanitizer and warnings as errors
-#             (preset sanitize, in ./build-sanitize); the whole CTest suite except the fuzz runs, the
-#             slowest statistical tests at SPECDEC_TEST_SAMPLE_SCALE (default 0.25) of their samples.
+#   gcc       g++ Release build of the tests (at -O1), benchmarks and examples with warnings as errors
+#             (CMake preset ci-gcc, in ./build); the whole CTest suite.
+#   sanitize  clang++ -O0 build with AddressSanitizer + UndefinedBehaviorSanitizer and warnings as errors
+#             (preset sanitize, in ./build-sanitize) of every test but those labelled statistical or
+#             simd_isa (they need an optimised build); its CTest suite except the fuzz runs, the tests
+#             that take a sample scale at SPECDEC_TEST_SAMPLE_SCALE (default 0.25) of their samples.
 #   fuzz      every libFuzzer harness of tests/fuzz/ for SPECDEC_FUZZ_SECONDS (default 20) each, in the
 #             sanitize build (test preset fuzz). scripts/fuzz.sh runs them longer.
 #   format    scripts/format.sh --check (clang-format).

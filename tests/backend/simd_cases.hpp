@@ -562,9 +562,10 @@ TEMPLATE_LIST_TEST_CASE("simd sample_masked ignores what the row holds at masked
 // ---- warping: top-k, top-p, min-p -----------------------------------------------------------------
 
 namespace specdec_simd_test {
-inline const specdec::warp_params warp_cases[] = {
-    {1.0, 50, 0.9, 0.0}, {0.7, 0, 0.9, 0.0}, {1.0, 0, 0.5, 0.05}, {2.0, 10, 1.0, 0.0}, {1.0, 0, 0.99, 0.0},
-    {1.0, 1, 1.0, 0.0},  {1.0, 3, 0.3, 0.5}, {0.0, 0, 1.0, 0.0},  {1.0, 0, 1.0, 0.2},  {1.3, 100, 0.95, 0.02}};
+inline const specdec::warp_params warp_cases[] =
+    {{1.0, 50, 0.9, 0.0}, {0.7, 0, 0.9, 0.0},     {1.0, 0, 0.5, 0.05}, {2.0, 10, 1.0, 0.0},
+     {1.0, 0, 0.99, 0.0}, {1.0, 1, 1.0, 0.0},     {1.0, 3, 0.3, 0.5},  {0.0, 0, 1.0, 0.0},
+     {1.0, 0, 1.0, 0.2},  {1.3, 100, 0.95, 0.02}, {0.7, 0, 1.0, 0.05}};  // the last: the min-p path of sample_logits (no top-k, no top-p)
 }
 
 TEMPLATE_LIST_TEST_CASE("simd filters on probability rows give seq's rows", "[simd][warp]", specdec_simd_archs) {

@@ -14,6 +14,12 @@
 //!   before its filters and its inverse CDF (token boundaries move by ~1e-7 relative, and a top-p or
 //!   min-p boundary can move when a cumulative mass is that close to its goal). Tests measure
 //!   agreement above 99.9 % on random rows and uniforms.
+//! - min_p > 0 with no top-k and no top-p (**min-p path**): p >= min_p * max p is
+//!   exp((x - max) / T) >= min_p, so the candidates are the logits >= max + T ln(min_p) (less a margin
+//!   for rounding), gathered in one pass after the max; their weights e are computed as above and
+//!   kept when e >= min_p (the maximum's weight is 1), then `sample_sparse`. No exp is taken outside
+//!   the candidates. It differs from seq where the sparse path does (seq rounds p = e / sum before
+//!   comparing), and is tested the same way.
 //! - otherwise (**dense path**): `backend::simd::warp_logits` into a scratch row, then
 //!   `backend::simd::sample_categorical` (agreement as stated in backend/simd/warp.hpp).
 //! - temperature 0: the argmax (lowest id on ties), exact; u is not used.
@@ -44,11 +50,42 @@ namespace specdec::backend::simd {
 //! The largest top_k that takes the sparse path.
 inline constexpr int sparse_top_k_limit = 4096;
 
+namespace detail {
+//! The min-p path of `sample_logits` (see the file comment). \pre T > 0, min_p in (0, 1]
+template <class Arch, class T>
+sample_result sample_min_p(std::span<const T> logits, const warp_params& w, double u) {
+  double m = 0.0;
+  const row_status s = logit_row_max<Arch>(logits, m);
+  if (s != row_status::ok) return {no_token, s, 0.0};
+  // e(x) rounds to T with relative error 2^-digits, i.e. x moves by T 2^-digits: a margin of 16 such
+  // steps keeps every logit whose rounded weight can reach min_p.
+  const double bound =
+      m + w.temperature * std::log(w.min_p) - w.temperature * std::ldexp(1.0, 4 - std::numeric_limits<T>::digits);
+  T from = static_cast<T>(bound);
+  if (static_cast<double>(from) > bound) from = std::nextafter(from, -std::numeric_limits<T>::infinity());
+  std::vector<token_id> tokens;
+  indices_at_least<Arch>(logits, from, tokens);
+  std::vector<double> weights;
+  weights.reserve(tokens.size());
+  std::size_t kept = 0;
+  for (const token_id t : tokens) {
+    const T e = static_cast<T>(std::exp((static_cast<double>(logits[static_cast<std::size_t>(t)]) - m) / w.temperature));
+    if (static_cast<double>(e) < w.min_p) continue;
+    tokens[kept++] = t;
+    weights.push_back(static_cast<double>(e));
+  }
+  tokens.resize(kept);
+  return sample_sparse(logits.size(), tokens, weights, u);
+}
+}  // namespace detail
+
 //! Samples one token from softmax-and-warp(logits) with the uniform u (see the file comment).
 //! \throws specdec::error on invalid `w`
 template <class Arch, class T>
 sample_result sample_logits(std::span<const T> logits, const warp_params& w, double u) {
   validate(w);
+  if (w.temperature > 0.0 && w.top_k == 0 && w.top_p == 1.0 && w.min_p > 0.0 && detail::vector_row_type<T>)
+    return detail::sample_min_p<Arch>(logits, w, u);
   if (w.temperature == 0.0 || w.top_k < 1 || w.top_k > sparse_top_k_limit || !detail::vector_row_type<T>) {
     double m = 0.0;
     const row_status s = logit_row_max<Arch>(logits, m);
