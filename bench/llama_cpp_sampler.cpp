@@ -105,7 +105,8 @@ std::string joined(std::initializer_list<std::string_view> parts) {
 }
 
 std::string shape_name(std::size_t V, bool dram, std::size_t gamma = 0) {
-  return joined({gamma ? "gamma=" : "", gamma ? std::to_string(gamma) + " " : "", "V=", std::to_string(V), dram ? " dram" : " cache"});
+  return joined(
+      {gamma ? "gamma=" : "", gamma ? std::to_string(gamma) + " " : "", "V=", std::to_string(V), dram ? " dram" : " cache"});
 }
 
 // ---- one token from a logit row -----------------------------------------------------------------
@@ -207,8 +208,9 @@ void register_all() {
         for_each_compared([&](auto backend) {
           using Backend = decltype(backend);
           const std::string name = joined({"BM_sample/", sc.name, "/", backend_name<Backend>(), "/", shape_name(V, dram)});
-          benchmark::RegisterBenchmark(name.c_str(), [=, &sc](benchmark::State& st) { bench_sample<Backend>(st, sc, V, dram); })
-              ->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(name.c_str(), [=, &sc](benchmark::State& st) {
+            bench_sample<Backend>(st, sc, V, dram);
+          })->Unit(benchmark::kMicrosecond);
         });
       for (const std::size_t gamma : {std::size_t{4}, std::size_t{8}})
         for_each_compared([&](auto backend) {
@@ -249,8 +251,8 @@ void print_ratios() {
                                : llama->cpu_per_call / r.cpu_per_call;
     std::printf("| %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2fx |\n", r.kernel.c_str(), r.shape.c_str(),
                 format_time(llama->cpu_per_call).c_str(), format_time(seq->cpu_per_call).c_str(),
-                format_time(r.cpu_per_call).c_str(), llama->cpu_per_call / r.cpu_per_call, llama->cpu_per_call / seq->cpu_per_call,
-                per_row);
+                format_time(r.cpu_per_call).c_str(), llama->cpu_per_call / r.cpu_per_call,
+                llama->cpu_per_call / seq->cpu_per_call, per_row);
   }
 }
 
