@@ -1,3 +1,4 @@
+// SPECDEC_TEST_LABELS: statistical
 // Monte-Carlo simulator of block and token-wise verification (simulate/block.hpp) against the exact
 // laws of theory/block.hpp: the paper's example (Sun et al., arXiv 2403.10444), random
 // context-independent pairs, a context-dependent Markov pair and the n-gram pair on a truncated

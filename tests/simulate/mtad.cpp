@@ -1,3 +1,4 @@
+// SPECDEC_TEST_LABELS: statistical
 // Monte-Carlo simulator of MTAD's verification (simulate/mtad.hpp) on context-free draft/target
 // pairs: the law of the tokens per iteration against exact enumeration of the V^gamma drafts, and
 // the bounds of theory/mtad.hpp (Theorem 3.6 with ||log p - log q||_inf <= U, Lemma A.1) on the

@@ -1,3 +1,4 @@
+// SPECDEC_TEST_LABELS: statistical
 // Monte-Carlo simulators of standard SD (simulate/sd.hpp) against the closed forms of theory/sd.hpp
 // (Leviathan et al. 2023 eq. (1), Thm 3.8, Thm 3.11, the position-dependent and variance forms)
 // and against exact enumeration of the 2^gamma accept/reject patterns; the token process against

@@ -1,3 +1,4 @@
+// SPECDEC_TEST_LABELS: statistical
 // Monte-Carlo simulators of SPRINTER (simulate/sprinter.hpp) against theory/sprinter.hpp: the
 // i.i.d. verifier on r acceptable tokens (Thm 3.3 law and eq. (3), Thm 3.4 eq. (4), the variance),
 // including the grid of the paper's Figures 5 and 6; one position on actual tokens (Thm 3.1's law,

@@ -1,3 +1,4 @@
+// SPECDEC_TEST_LABELS: statistical
 // Monte-Carlo simulator of SV's accepted length (simulate/sv.hpp) against theory/sv.hpp: the law
 // P_gamma(N = n) (appendix D eq. (3)), E(N | gamma) (eq. (4)), Var(N | gamma) and the goodput
 // estimate of eq. (6) over span and callable latency profiles. Within 5 standard errors, fixed

@@ -1,3 +1,4 @@
+// SPECDEC_TEST_LABELS: statistical
 // Monte-Carlo simulator of tree verification under per-node acceptance (simulate/tree.hpp) against
 // theory/tree.hpp: E[A] within 5 standard errors, the law of the accepted length and of the node where
 // the path ends cell by cell; a negative control (a formula that ignores the sibling order) must fail
