@@ -27,7 +27,7 @@
 //! simulators (histograms with the same sizes, since `count_tally::add(v, n)` grows them as the CPU
 //! loop's adds do). Scratch memory is allocated on the stream (stream-ordered) and freed.
 //!
-//! Throughput target: >= 10^9 simulated draft tokens per second on an H100 (bench/cuda_part2.cu).
+//! Throughput target: >= 10^9 simulated draft tokens per second on an H100 (bench/cuda_simulate_top_w_indicators.cu).
 #pragma once
 
 #include <cuda_runtime.h>

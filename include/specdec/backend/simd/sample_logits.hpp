@@ -51,6 +51,15 @@ namespace specdec::backend::simd {
 inline constexpr int sparse_top_k_limit = 4096;
 
 namespace detail {
+//! The largest T that is <= x: -inf below T's range, where the standard leaves a plain conversion
+//! undefined (IEEE hardware gives -inf; a huge temperature makes the margins below that large). \pre x <= the largest finite T, x not NaN
+template <class T>
+T round_down_to(double x) noexcept {
+  if (!(x >= static_cast<double>(std::numeric_limits<T>::lowest()))) return -std::numeric_limits<T>::infinity();
+  const T t = static_cast<T>(x);
+  return static_cast<double>(t) > x ? std::nextafter(t, -std::numeric_limits<T>::infinity()) : t;
+}
+
 //! The min-p path of `sample_logits` (see the file comment). \pre T > 0, min_p in (0, 1]
 template <class Arch, class T>
 sample_result sample_min_p(std::span<const T> logits, const warp_params& w, double u) {
@@ -61,10 +70,8 @@ sample_result sample_min_p(std::span<const T> logits, const warp_params& w, doub
   // steps keeps every logit whose rounded weight can reach min_p.
   const double bound =
       m + w.temperature * std::log(w.min_p) - w.temperature * std::ldexp(1.0, 4 - std::numeric_limits<T>::digits);
-  T from = static_cast<T>(bound);
-  if (static_cast<double>(from) > bound) from = std::nextafter(from, -std::numeric_limits<T>::infinity());
   std::vector<token_id> tokens;
-  indices_at_least<Arch>(logits, from, tokens);
+  indices_at_least<Arch>(logits, round_down_to<T>(bound), tokens);
   std::vector<double> weights;
   weights.reserve(tokens.size());
   std::size_t kept = 0;
@@ -110,10 +117,7 @@ sample_result sample_logits(std::span<const T> logits, const warp_params& w, dou
   std::vector<double> weights;
   if (kth) {
     const double slack = w.temperature * std::ldexp(1.0, 2 - std::numeric_limits<T>::digits);  // 4 rounding steps of t
-    T from = static_cast<T>(static_cast<double>(*kth) - slack);
-    if (static_cast<double>(from) > static_cast<double>(*kth) - slack)
-      from = std::nextafter(from, -std::numeric_limits<T>::infinity());
-    indices_at_least<Arch>(logits, from, tokens);
+    indices_at_least<Arch>(logits, detail::round_down_to<T>(static_cast<double>(*kth) - slack), tokens);
     for (const token_id t : tokens) m = std::max(m, static_cast<double>(logits[static_cast<std::size_t>(t)]));
     if (m == std::numeric_limits<double>::infinity()) return {no_token, row_status::not_finite, 0.0};
     const T kth_weight = weight_of(*kth);

@@ -1,5 +1,6 @@
-// GPU benchmarks of CUDA part 2 (backend/cuda/{simulate,top_w,indicators}.cuh), each against the
-// seq backend on the same inputs, measured in the same run:
+// GPU benchmarks of the CUDA simulators, top-W and SV indicators
+// (backend/cuda/{simulate,top_w,indicators}.cuh), each against the seq backend on the same inputs,
+// measured in the same run:
 //  - BM_cuda_sd_chain/alpha%/gamma, BM_cuda_sd_chain_positions/gamma, BM_cuda_sprinter_chain/fp%/r:
 //    the Monte-Carlo chains, 2^25 draws per call; `draft_tokens_per_s` (target: >= 1e9 on an H100)
 //    and `speedup_over_seq` (against one core running the CPU simulator on the same stream);
@@ -11,7 +12,7 @@
 // (`bytes_per_second`, `fraction_of_bw`) count the bytes a kernel must read once, against the
 // read-bandwidth probe of bench/cuda_common.cuh. Once per benchmark (not at every repetition), the
 // output is checked against seq on a small case (SkipWithError on a mismatch) and seq is timed.
-//   bench_cuda_part2            (15 repetitions, aggregates only: quote the median)
+//   bench_cuda_simulate_top_w_indicators            (15 repetitions, aggregates only: quote the median)
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -202,7 +203,8 @@ void BM_cuda_top_w(benchmark::State& state) {
     const std::span<const double> row0 = std::span<const double>(host).first(n);
     const double cpu_s = host_seconds([&] { specdec::top_w_indices(row0, w, expected); });
     bool agrees = true;
-    if (mode == specdec::beam_mode::search) {  // row 0 against seq (the Gumbel keys: tests/backend/cuda_part2.cu)
+    if (mode ==
+        specdec::beam_mode::search) {  // row 0 against seq (the Gumbel keys: tests/backend/cuda_simulate_top_w_indicators.cu)
       call();
       const auto got = out.download();
       for (std::size_t k = 0; k < expected.size(); ++k) agrees = agrees && got[k] == static_cast<std::int64_t>(expected[k]);
@@ -292,4 +294,6 @@ BENCHMARK(BM_cuda_indicators)->ArgsProduct({{8, 64, 512}, {32000, 128256}})->Use
 
 }  // namespace
 
-int main(int argc, char** argv) { return specdec_bench::gpu_benchmark_main(argc, argv, "bench_cuda_part2", g_bandwidth); }
+int main(int argc, char** argv) {
+  return specdec_bench::gpu_benchmark_main(argc, argv, "bench_cuda_simulate_top_w_indicators", g_bandwidth);
+}
