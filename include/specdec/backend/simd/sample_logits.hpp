@@ -52,12 +52,20 @@ inline constexpr int sparse_top_k_limit = 4096;
 
 namespace detail {
 //! The largest T that is <= x: -inf below T's range, where the standard leaves a plain conversion
-//! undefined (IEEE hardware gives -inf; a huge temperature makes the margins below that large). \pre x <= the largest finite T, x not NaN
+//! undefined (IEEE hardware gives -inf; a huge temperature makes the margins below that large).
+//! \pre x <= the largest finite T, x not NaN
 template <class T>
 T round_down_to(double x) noexcept {
   if (!(x >= static_cast<double>(std::numeric_limits<T>::lowest()))) return -std::numeric_limits<T>::infinity();
   const T t = static_cast<T>(x);
   return static_cast<double>(t) > x ? std::nextafter(t, -std::numeric_limits<T>::infinity()) : t;
+}
+
+//! A candidate's weight T(exp((x - max) / temperature)): seq's softmax value before normalising,
+//! rounded to the row's type as seq rounds it. Shared by the top-k and min-p paths.
+template <class T>
+T rounded_weight(T x, double max, double temperature) noexcept {
+  return static_cast<T>(std::exp((static_cast<double>(x) - max) / temperature));
 }
 
 //! The min-p path of `sample_logits` (see the file comment). \pre T > 0, min_p in (0, 1]
@@ -76,7 +84,7 @@ sample_result sample_min_p(std::span<const T> logits, const warp_params& w, doub
   weights.reserve(tokens.size());
   std::size_t kept = 0;
   for (const token_id t : tokens) {
-    const T e = static_cast<T>(std::exp((static_cast<double>(logits[static_cast<std::size_t>(t)]) - m) / w.temperature));
+    const T e = rounded_weight(logits[static_cast<std::size_t>(t)], m, w.temperature);
     if (static_cast<double>(e) < w.min_p) continue;
     tokens[kept++] = t;
     weights.push_back(static_cast<double>(e));
@@ -112,7 +120,7 @@ sample_result sample_logits(std::span<const T> logits, const warp_params& w, dou
   const std::optional<T> kth = kth_largest<Arch>(logits, static_cast<std::size_t>(w.top_k), &nan);
   if (nan) return {no_token, row_status::not_finite, 0.0};
   double m = -std::numeric_limits<double>::infinity();
-  const auto weight_of = [&](T x) { return static_cast<T>(std::exp((static_cast<double>(x) - m) / w.temperature)); };
+  const auto weight_of = [&](T x) { return detail::rounded_weight(x, m, w.temperature); };
   std::vector<token_id> tokens;
   std::vector<double> weights;
   if (kth) {
