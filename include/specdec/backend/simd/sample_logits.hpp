@@ -1,6 +1,7 @@
 //! \file backend/simd/sample_logits.hpp
 //! \brief One token from a row of logits with sampling parameters (temperature, top-k, top-p,
-//! min-p), on the simd backend, without materialising the warped row when a top-k is set.
+//! min-p), on the simd backend, without materialising the warped row when a top-k or a min-p alone is
+//! set, and without sorting the row for a top-p alone.
 //!
 //! The seq reference is `warp_logits` followed by `sample_categorical` on the warped row.
 //! - top_k in [1, `sparse_top_k_limit`] (**sparse path**): the k-th largest logit by a threshold
@@ -20,17 +21,35 @@
 //!   kept when e >= min_p (the maximum's weight is 1), then `sample_sparse`. No exp is taken outside
 //!   the candidates. It differs from seq where the sparse path does (seq rounds p = e / sum before
 //!   comparing), and is tested the same way.
+//! - top_p < 1 with no top-k and no min-p (**top-p path**): the row maximum, then one pass that writes
+//!   the weights e = exp((x - max) / T) (the vector softmax's, backend/simd/softmax.hpp: float rows
+//!   take xsimd's float exp) to a scratch row and sums them in double (Z); the cut, seq's top-p
+//!   threshold on e with goal top_p * Z, is found without sorting the row (`top_p_cut`): no entry
+//!   below (1 - top_p) Z / V can be kept, and the band between that floor and the maximum is narrowed
+//!   by 4 geometric pivots per level (one pass for their exact double masses, one branch-free pass that
+//!   gathers the chosen band) until at most `top_p_sort_limit` entries remain, which `threshold_in`
+//!   sorts; ties at the cut are kept. Then the entries below the cut are zeroed and
+//!   `backend::simd::sample_categorical` samples the row (the same token as `sample_sparse` on the
+//!   kept entries: the contract adds +0 exactly). Cost: the max pass, the exp pass, 2 passes over the
+//!   row for level 0, shrinking passes after it, the zeroing and the sampling pass; no sort of the row.
+//!   It differs from seq where the dense path does: the weights are within softmax.hpp's bound of
+//!   seq's, and seq normalises (rounding p once more) before its filter and its inverse CDF, so a
+//!   token boundary or the top-p boundary moves when a cumulative mass is within rounding of u Z or
+//!   of the goal. Tests measure agreement (tests/sampling/simd_sample_logits.cpp: every one of 6080
+//!   draws at V up to 128256, ~30000 kept tokens included).
 //! - otherwise (**dense path**): `backend::simd::warp_logits` into a scratch row, then
 //!   `backend::simd::sample_categorical` (agreement as stated in backend/simd/warp.hpp).
 //! - temperature 0: the argmax (lowest id on ties), exact; u is not used.
 //! The returned `mass` is the total weight sampled: about 1 on the dense path (a normalised row), the
-//! sum of exp((x - max) / T) over the surviving candidates on the sparse path.
+//! sum of exp((x - max) / T) over the surviving candidates on the sparse, min-p and top-p paths.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -92,6 +111,123 @@ sample_result sample_min_p(std::span<const T> logits, const warp_params& w, doub
   tokens.resize(kept);
   return sample_sparse(logits.size(), tokens, weights, u);
 }
+
+//! The masses sum_v [row_v >= pivots_j] row_v, j < P: double sums in lane order, one pass.
+template <class Arch, class T, std::size_t P>
+std::array<double, P> masses_at_least(std::span<const T> row, const std::array<T, P>& pivots) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size;
+  std::array<dbatch<Arch>, 2 * P> acc;
+  acc.fill(dbatch<Arch>(0.0));
+  std::array<B, P> at;
+  for (std::size_t j = 0; j < P; ++j) at[j] = B(pivots[j]);
+  const auto add = [&](const B& x) {
+    for (std::size_t j = 0; j < P; ++j) accumulate<Arch, T>(xsimd::select(x >= at[j], x, B(T(0))), acc[2 * j], acc[2 * j + 1]);
+  };
+  const std::size_t full = row.size() / n * n;
+  for (std::size_t v = 0; v < full; v += n) add(B::load_unaligned(row.data() + v));
+  if (full < row.size()) add(load_partial<B>(row.data() + full, row.size() - full, T(0)));
+  std::array<double, P> mass;
+  for (std::size_t j = 0; j < P; ++j) mass[j] = lanes_sum<Arch>(acc[2 * j], acc[2 * j + 1]);
+  return mass;
+}
+
+//! The entries of a row in [lo, hi) gathered by `gather_band`: their number, least and largest.
+template <class T>
+struct band_summary {
+  std::size_t size;
+  T least, most;
+};
+
+//! Writes the entries of `row` in [lo, hi) to `out` (room for row.size() plus a batch), in row order,
+//! without a branch per entry (`compress_greater`). \pre lo > 0
+template <class Arch, class T>
+band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const B tau(std::nextafter(lo, -inf)), upper(hi), none(-inf);
+  B least(inf), most(-inf);
+  std::size_t size = 0;
+  const auto take = [&](const B& x) {
+    const B y = xsimd::select(x < upper, x, none);
+    size += compress_greater<Arch>(y, tau, out + size);
+    most = xsimd::max(most, y);                                    // (y < hi)
+    least = xsimd::min(least, xsimd::select(y > tau, y, B(inf)));  // (y >= lo)
+  };
+  const std::size_t full = row.size() / n * n;
+  for (std::size_t v = 0; v < full; v += n) take(B::load_unaligned(row.data() + v));
+  if (full < row.size()) take(load_partial<B>(row.data() + full, row.size() - full, -inf));
+  alignas(64) std::array<T, n> low, high;
+  least.store_aligned(low.data());
+  most.store_aligned(high.data());
+  return {size, *std::min_element(low.begin(), low.end()), *std::max_element(high.begin(), high.end())};
+}
+
+//! seq's top-p threshold (`threshold_in` on the whole row) of a row of weights in [0, 1] whose mass
+//! reaches `goal` at or above `lo`: the value c with S(> c) < goal <= S(>= c), S(>= c) the mass of the
+//! entries >= c. A band [lo, hi) that holds c, and the mass `above` of the entries >= hi, are narrowed
+//! with `pivots` thresholds spaced geometrically from the band's maximum down to lo (one pass for
+//! their masses, exact double sums, and one that gathers the chosen band) until the band holds at
+//! most `top_p_sort_limit` entries, which `threshold_in` sorts. \pre 0 < lo <= 1
+template <class Arch, class T>
+T top_p_cut(std::span<const T> row, double goal, T lo) {
+  constexpr std::size_t pivots = 4, n = xsimd::batch<T, Arch>::size;
+  constexpr int max_levels = 12;  // (then the band is sorted whatever its size)
+  T hi = std::numeric_limits<T>::infinity(), top = T(1);
+  double above = 0.0;
+  // Two buffers (not zero-filled: no pass over them) that the levels' bands alternate between.
+  std::array<std::unique_ptr<T[]>, 2> buffer{std::make_unique_for_overwrite<T[]>(row.size() + n), nullptr};
+  std::span<const T> in = row;  // the whole row at level 0 (entries outside [lo, hi) too), then the band
+  for (int level = 0;; ++level) {
+    if (in.size() <= top_p_sort_limit || level == max_levels) {
+      if (level == 0) in = std::span<const T>(buffer[0].get(), gather_band<Arch>(row, lo, hi, buffer[0].get()).size);
+      std::vector<T> band(in.begin(), in.end());
+      const T least = band.empty() ? lo : *std::min_element(band.begin(), band.end());
+      return threshold_in(band, above, goal, least);
+    }
+    std::array<T, pivots> at;  // at[0] = top > at[1] > ... >= lo (rounded down: duplicates are harmless)
+    for (std::size_t j = 0; j < pivots; ++j)
+      at[j] = round_down_to<T>(static_cast<double>(top) *
+                               std::pow(static_cast<double>(lo) / static_cast<double>(top), static_cast<double>(j) / pivots));
+    at[0] = top;
+    const std::array<double, pivots> mass = masses_at_least<Arch>(in, at);
+    std::size_t j = 0;
+    while (j < pivots && above + mass[j] < goal) ++j;
+    // The new band [at[j], at[j - 1]): at[-1] is hi, at[pivots] is lo.
+    const T new_lo = j < pivots ? at[j] : lo, new_hi = j > 0 ? at[j - 1] : hi;
+    if (j > 0) above += mass[j - 1];
+    auto& out = buffer[static_cast<std::size_t>(level + 1) % 2];
+    if (!out) out = std::make_unique_for_overwrite<T[]>(in.size() + n);
+    const band_summary<T> got = gather_band<Arch>(in, new_lo, new_hi, out.get());
+    in = std::span<const T>(out.get(), got.size);
+    lo = new_lo;
+    hi = new_hi;
+    if (in.empty()) return lo;                    // (rounding: keep every entry >= lo)
+    if (got.least == got.most) return got.least;  // ties only, e.g. at[0]'s
+    top = got.most;
+  }
+}
+
+//! The top-p path of `sample_logits` (see the file comment). \pre T > 0, top_p in (0, 1), the
+//! temperature is one the vector softmax takes (`vector_temperature`)
+template <class Arch, class T>
+sample_result sample_top_p(std::span<const T> logits, const warp_params& w, double u) {
+  double m = 0.0;
+  const row_status s = logit_row_max<Arch>(logits, m);
+  if (s != row_status::ok) return {no_token, s, 0.0};
+  const auto owner = std::make_unique_for_overwrite<T[]>(logits.size());  // (not zero-filled: no pass over it)
+  const std::span<T> e(owner.get(), logits.size());
+  const double z = sum_scaled_exp<Arch, true>(logits, m, w.temperature, e.data());  // >= 1: the maximum's is 1
+  const double goal = w.top_p * z;
+  // No entry below (z - goal) / V is kept: the entries below c weigh less than V c, so those above
+  // it reach z - V c >= goal. (Less a relative 2^-20 for the rounding of the sums.)
+  const double floor = (z - goal) / static_cast<double>(logits.size()) * (1.0 - std::ldexp(1.0, -20));
+  const T lo = std::clamp(round_down_to<T>(floor), std::numeric_limits<T>::denorm_min(), T(1));
+  const T cut = top_p_cut<Arch>(std::span<const T>(e), goal, lo);
+  zero_below<Arch>(e, cut);
+  return sample_categorical<Arch>(std::span<const T>(e), u);
+}
 }  // namespace detail
 
 //! Samples one token from softmax-and-warp(logits) with the uniform u (see the file comment).
@@ -101,6 +237,9 @@ sample_result sample_logits(std::span<const T> logits, const warp_params& w, dou
   validate(w);
   if (w.temperature > 0.0 && w.top_k == 0 && w.top_p == 1.0 && w.min_p > 0.0 && detail::vector_row_type<T>)
     return detail::sample_min_p<Arch>(logits, w, u);
+  if (w.temperature > 0.0 && w.top_k == 0 && w.top_p < 1.0 && w.min_p == 0.0 && detail::vector_row_type<T> &&
+      detail::vector_temperature<T>(w.temperature))
+    return detail::sample_top_p<Arch>(logits, w, u);
   if (w.temperature == 0.0 || w.top_k < 1 || w.top_k > sparse_top_k_limit || !detail::vector_row_type<T>) {
     double m = 0.0;
     const row_status s = logit_row_max<Arch>(logits, m);
