@@ -87,7 +87,7 @@ bool same(const sim::count_tally& a, const sim::count_tally& b) {
 }
 
 //! The common part of the simulator benchmarks: `run(policy_is_gpu, options)` returns an
-//! sd::chain_result-like result (histogram `accepted`, `draft_tokens`); a GPU call simulates
+//! sd::iteration_tally-like result (histogram `accepted`, `draft_tokens`); a GPU call simulates
 //! `gpu_call_draws` draws, the seq reference `seq_draws`, the check case `check_draws`.
 template <class Run>
 void bm_simulator(benchmark::State& state, const char* family, int args, std::uint64_t gpu_call_draws, std::uint64_t seq_draws,
@@ -269,9 +269,9 @@ void BM_cuda_indicators(benchmark::State& state) {
   const seq_reference& ref = once("indicators", state, 2, [&] {
     std::vector<double> hs(n), ha(n);
     const double cpu_s = host_seconds([&] {
-      specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(h.draft),
-                                            std::span<const float>(h.companion), std::span<const specdec::token_id>(h.tokens), v,
-                                            std::span<double>(hs), std::span<double>(ha));
+      specdec::estimate::compute_indicators(
+          specdec::exec::seq, specdec::row_batch<const float>(h.draft, v), specdec::row_batch<const float>(h.companion, v),
+          std::span<const specdec::token_id>(h.tokens), std::span<double>(hs), std::span<double>(ha));
     });
     call();
     const auto gs = ds.download(), ga = da.download();

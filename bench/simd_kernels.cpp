@@ -301,7 +301,8 @@ void register_backend(std::size_t V, bool dram) {
       double s[1], a[1];
       const auto d = b.prob_row(i), c = b.prob_row(i + 1);
       if constexpr (is_seq)
-        specdec::estimate::compute_indicators(specdec::exec::seq, d, c, t, b.V, s, a);
+        specdec::estimate::compute_indicators(specdec::exec::seq, specdec::row_batch<const float>(d, b.V),
+                                              specdec::row_batch<const float>(c, b.V), t, s, a);
       else
         specdec::backend::simd::compute_indicators<Arch>(d, c, std::span<const token_id>(t), b.V, std::span<double>(s),
                                                          std::span<double>(a));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what specdec's build, tests, benchmarks and examples need on Debian 12 (or Ubuntu):
 # cmake, g++, ninja, Eigen, xsimd, Boost.Math, Catch2 v2, Google Benchmark, gnuplot, NumPy, pip, and clang with its
-# sanitizer/libFuzzer runtimes, clang-format and clang-tidy.
+# sanitizer/libFuzzer runtimes, clang-format, clang-tidy and doxygen.
 # Only the missing packages are installed (apt-get, through sudo when not root).
 # Used by scripts/test.sh and scripts/demo.sh (--core: without the clang tools). Set SPECDEC_SKIP_DEPS=1
 # to skip this step.
@@ -33,6 +33,7 @@ if [[ "${1:-}" != "--core" ]]; then
     libclang-rt-dev  # clang's AddressSanitizer, UBSan and libFuzzer runtimes
     clang-format     # scripts/format.sh
     clang-tidy       # scripts/tidy.sh
+    doxygen          # the API reference (target docs; the docs stage of scripts/test.sh)
   )
 fi
 

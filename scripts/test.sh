@@ -9,13 +9,15 @@
 #   fuzz      every libFuzzer harness of tests/fuzz/ for SPECDEC_FUZZ_SECONDS (default 20) each, in the
 #             sanitize build (test preset fuzz). scripts/fuzz.sh runs them longer.
 #   format    scripts/format.sh --check (clang-format).
+#   docs      the Doxygen API reference (target docs of the gcc build, docs/Doxyfile.in): any warning,
+#             such as an undocumented public entity, fails it (a configure of its own, in ./build-docs).
 # Before the gcc stage, scripts/get-llama-cpp.sh fetches and builds llama.cpp (cached under ~/.cache/specdec),
 # so that the gcc build includes the llama.cpp integration (specdec::llama_cpp, its tests and specdec-llama).
 # The sanitize build leaves it out: the sanitizers instrument specdec's code, not llama.cpp's, and the
 # time of a second build of it and of its tests is what keeps CI under its limit.
 # Options (environment):
-#   SPECDEC_TEST_STAGES="gcc format"   run only these stages (default: gcc sanitize fuzz format)
-#   BUILD_DIR=/tmp/b, SANITIZE_BUILD_DIR=/tmp/s   other build directories
+#   SPECDEC_TEST_STAGES="gcc format"   run only these stages (default: gcc sanitize fuzz format docs)
+#   BUILD_DIR=/tmp/b, SANITIZE_BUILD_DIR=/tmp/s, DOCS_BUILD_DIR=/tmp/d   other build directories
 #   SPECDEC_CMAKE_ARGS="-DSPECDEC_ENABLE_CUDA=OFF"   extra CMake arguments for every configure
 #   SPECDEC_SKIP_DEPS=1                do not check/install Debian packages
 #   SPECDEC_LLAMA_CPP=0                leave the llama.cpp integration out (no download, no build)
@@ -27,7 +29,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$(realpath -m "${BUILD_DIR:-$ROOT/build}")"
 SANITIZE_BUILD_DIR="$(realpath -m "${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}")"
-STAGES="${SPECDEC_TEST_STAGES:-gcc sanitize fuzz format}"
+DOCS_BUILD_DIR="$(realpath -m "${DOCS_BUILD_DIR:-$ROOT/build-docs}")"
+STAGES="${SPECDEC_TEST_STAGES:-gcc sanitize fuzz format docs}"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 extra_args=()
 if [[ -n "${SPECDEC_CMAKE_ARGS:-}" ]]; then
@@ -38,8 +41,8 @@ source "$ROOT/scripts/lib.sh"
 
 for stage in $STAGES; do
   case "$stage" in
-    gcc | sanitize | fuzz | format) ;;
-    *) echo "scripts/test.sh: unknown stage '$stage' (gcc, sanitize, fuzz, format)" >&2; exit 2 ;;
+    gcc | sanitize | fuzz | format | docs) ;;
+    *) echo "scripts/test.sh: unknown stage '$stage' (gcc, sanitize, fuzz, format, docs)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -117,13 +120,20 @@ stage_format() {
   "$ROOT/scripts/format.sh" --check
 }
 
+stage_docs() {
+  section "docs: the Doxygen API reference, warnings as errors"
+  cmake -S "$ROOT" -B "$DOCS_BUILD_DIR" -DSPECDEC_BUILD_DOCS=ON -DSPECDEC_BUILD_TESTS=OFF -DSPECDEC_BUILD_BENCH=OFF \
+    -DSPECDEC_BUILD_EXAMPLES=OFF -DSPECDEC_INSTALL=OFF >/dev/null
+  cmake --build "$DOCS_BUILD_DIR" --target docs
+}
+
 if [[ "${SPECDEC_LLAMA_CPP:-1}" == 0 ]]; then
   llama_args=(-DSPECDEC_ENABLE_LLAMA_CPP=OFF)
 elif wants gcc; then
   timed llama.cpp prepare_llama_cpp
 fi
 
-for stage in gcc sanitize fuzz format; do
+for stage in gcc sanitize fuzz format docs; do
   if wants "$stage"; then
     timed "$stage" "stage_$stage"
   fi

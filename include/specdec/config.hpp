@@ -30,8 +30,11 @@
 //! What `SPECDEC_EXPECTS` does when a precondition fails:
 //! 0 = throw specdec::error (default), 1 = assert, 2 = nothing.
 #define SPECDEC_CONTRACTS_THROW 0
+//! 1: a failed precondition prints its message and aborts, like assert() (nothing is checked under NDEBUG).
 #define SPECDEC_CONTRACTS_ASSERT 1
+//! 2: preconditions are not checked.
 #define SPECDEC_CONTRACTS_OFF 2
+//! The contract mode, one of the three above: SPECDEC_CONTRACTS_THROW unless defined before including specdec.
 #ifndef SPECDEC_CONTRACTS
 #define SPECDEC_CONTRACTS SPECDEC_CONTRACTS_THROW
 #endif

@@ -25,7 +25,8 @@ namespace specdec::detail {
 }
 }  // namespace specdec::detail
 
-// Unevaluated, but still a use of what the condition names (no unused-parameter warnings).
+//! Checks nothing: the condition and message are unevaluated, but still a use of what the condition names
+//! (no unused-parameter warnings).
 #define SPECDEC_DETAIL_UNCHECKED(cond, message) \
   do {                                          \
     (void)sizeof(!(cond));                      \
@@ -33,6 +34,8 @@ namespace specdec::detail {
   } while (false)
 
 #if SPECDEC_CONTRACTS == SPECDEC_CONTRACTS_THROW
+//! Checks the precondition `cond`: when false, throws `specdec::error` with `message`, naming the function and
+//! the condition (or what SPECDEC_CONTRACTS selects instead; see the file comment).
 #define SPECDEC_EXPECTS(cond, message)                                              \
   do {                                                                              \
     if (!(cond)) ::specdec::detail::contract_violation(__func__, #cond, (message)); \

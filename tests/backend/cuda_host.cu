@@ -47,6 +47,7 @@
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
 #include "specdec/sampling/top_w.hpp"
+#include "specdec/simulate/with_policy.hpp"
 
 namespace {
 

@@ -36,14 +36,19 @@ using specdec::random::purpose;
 using specdec::random::stream_address;
 namespace cu = specdec::backend::cuda;
 
-static_assert(specdec::cuda_verifies_tree<specdec::target_only_rule> && specdec::cuda_verifies_tree<specdec::greedy_rule> &&
-              specdec::cuda_verifies_tree<specdec::sample_and_match_rule> && specdec::cuda_verifies_tree<specdec::strict_rule> &&
-              specdec::cuda_verifies_tree<specdec::recursive_rejection_rule>);
-static_assert(!specdec::cuda_verifies_tree<specdec::k_seq_rule> && !specdec::cuda_verifies_tree<specdec::typical_rule>);
+static_assert(specdec::backend::cuda::verifies_tree<specdec::target_only_rule> &&
+              specdec::backend::cuda::verifies_tree<specdec::greedy_rule> &&
+              specdec::backend::cuda::verifies_tree<specdec::sample_and_match_rule> &&
+              specdec::backend::cuda::verifies_tree<specdec::strict_rule> &&
+              specdec::backend::cuda::verifies_tree<specdec::recursive_rejection_rule>);
+static_assert(!specdec::backend::cuda::verifies_tree<specdec::k_seq_rule> &&
+              !specdec::backend::cuda::verifies_tree<specdec::typical_rule>);
 static_assert(cu::verifies_tree<specdec::strict_rule> && !cu::verifies_tree<specdec::k_seq_rule> &&
               !cu::verifies_tree<specdec::typical_rule>);
-static_assert(specdec::cuda_verifies<specdec::block_rule> && !specdec::cuda_verifies_from_logits<specdec::block_rule>);
-static_assert(!specdec::cuda_verifies<specdec::typical_rule> && specdec::cuda_verifies_from_logits<specdec::strict_rule>);
+static_assert(specdec::backend::cuda::verifies_chain<specdec::block_rule> &&
+              !specdec::backend::cuda::verifies_chain_from_logits<specdec::block_rule>);
+static_assert(!specdec::backend::cuda::verifies_chain<specdec::typical_rule> &&
+              specdec::backend::cuda::verifies_chain_from_logits<specdec::strict_rule>);
 
 }  // namespace
 

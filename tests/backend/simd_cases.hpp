@@ -348,6 +348,7 @@ TEMPLATE_LIST_TEST_CASE("specdec::verify with a simd policy runs the simd backen
 #include "specdec/distributions/divergence.hpp"
 #include "specdec/distributions/softmax.hpp"
 #include "specdec/distributions/warp.hpp"
+#include "specdec/estimate/indicators.hpp"
 #include "specdec/sampling/top_w.hpp"
 
 namespace specdec_simd_test {
@@ -960,8 +961,8 @@ TEMPLATE_LIST_TEST_CASE("simd SV indicators: S within 1e-12 of seq's, A identica
       c.insert(c.end(), cr.begin(), cr.end());
     }
     std::vector<double> sa(n), aa(n), sb(n), ab(n);
-    specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(d), std::span<const float>(c), tokens, V, sa,
-                                          aa);
+    specdec::estimate::compute_indicators(specdec::exec::seq, specdec::row_batch<const float>(d, V),
+                                          specdec::row_batch<const float>(c, V), tokens, sa, aa);
     specdec::backend::simd::compute_indicators<Arch>(std::span<const float>(d), std::span<const float>(c), tokens, V, sb, ab);
     CAPTURE(V);
     CHECK(aa == ab);

@@ -48,8 +48,9 @@ TEST_CASE("S = 1 - TV and the batched form equals the per-row one", "[estimate][
     tokens.push_back(t);
   }
   std::vector<double> S(n), A(n);
-  est::compute_indicators(specdec::exec::seq, std::span<const float>(d_rows), std::span<const float>(c_rows),
-                          std::span<const token_id>(tokens), V, std::span<double>(S), std::span<double>(A));
+  est::compute_indicators(specdec::exec::seq, specdec::row_batch<const float>(d_rows, V),
+                          specdec::row_batch<const float>(c_rows, V), std::span<const token_id>(tokens), std::span<double>(S),
+                          std::span<double>(A));
   for (std::size_t i = 0; i < n; ++i) {
     const auto d = std::span<const float>(d_rows).subspan(i * V, V), c = std::span<const float>(c_rows).subspan(i * V, V);
     CHECK(S[i] == est::similarity(d, c));
@@ -83,16 +84,20 @@ TEST_CASE("indicators: bad input gives clear errors", "[estimate][indicators][ba
   // Shapes of the batched form.
   std::vector<double> S(1), A(1);
   const std::vector<token_id> one{0}, two{0, 1};
-  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(two), 2,
+  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, specdec::row_batch<const double>(sp(good), 2),
+                                          specdec::row_batch<const double>(sp(good), 2), std::span<const token_id>(two),
                                           std::span<double>(S), std::span<double>(A)),
                   specdec::error);
-  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(one), 0,
+  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, specdec::row_batch<const double>(sp(good), 0),
+                                          specdec::row_batch<const double>(sp(good), 0), std::span<const token_id>(one),
                                           std::span<double>(S), std::span<double>(A)),
                   specdec::error);
-  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, sp(good), sp(with_nan), std::span<const token_id>(one), 2,
+  CHECK_THROWS_AS(est::compute_indicators(specdec::exec::seq, specdec::row_batch<const double>(sp(good), 2),
+                                          specdec::row_batch<const double>(sp(with_nan), 2), std::span<const token_id>(one),
                                           std::span<double>(S), std::span<double>(A)),
                   specdec::error);
-  CHECK_NOTHROW(est::compute_indicators(specdec::exec::seq, sp(good), sp(good), std::span<const token_id>(one), 2,
+  CHECK_NOTHROW(est::compute_indicators(specdec::exec::seq, specdec::row_batch<const double>(sp(good), 2),
+                                        specdec::row_batch<const double>(sp(good), 2), std::span<const token_id>(one),
                                         std::span<double>(S), std::span<double>(A)));
   CHECK(S[0] == 1.0);
   CHECK(A[0] == 1.0);

@@ -39,12 +39,12 @@ TEST_CASE("compute_indicators on exec::simd agrees with exec::seq", "[estimate][
       tokens.push_back(t);
     }
     std::vector<double> s_seq(n), a_seq(n), s_simd(n), a_simd(n);
-    specdec::estimate::compute_indicators(specdec::exec::seq, std::span<const float>(d_rows), std::span<const float>(c_rows),
-                                          std::span<const token_id>(tokens), V, std::span<double>(s_seq),
-                                          std::span<double>(a_seq));
-    specdec::estimate::compute_indicators(specdec::exec::simd, std::span<const float>(d_rows), std::span<const float>(c_rows),
-                                          std::span<const token_id>(tokens), V, std::span<double>(s_simd),
-                                          std::span<double>(a_simd));
+    specdec::estimate::compute_indicators(specdec::exec::seq, specdec::row_batch<const float>(d_rows, V),
+                                          specdec::row_batch<const float>(c_rows, V), std::span<const token_id>(tokens),
+                                          std::span<double>(s_seq), std::span<double>(a_seq));
+    specdec::estimate::compute_indicators(specdec::exec::simd, specdec::row_batch<const float>(d_rows, V),
+                                          specdec::row_batch<const float>(c_rows, V), std::span<const token_id>(tokens),
+                                          std::span<double>(s_simd), std::span<double>(a_simd));
     for (std::size_t i = 0; i < n; ++i) {
       CAPTURE(V, i);
       CHECK(std::abs(s_simd[i] - s_seq[i]) <= 1e-12);
@@ -52,10 +52,11 @@ TEST_CASE("compute_indicators on exec::simd agrees with exec::seq", "[estimate][
     }
     // The same errors: a NaN in a companion row.
     c_rows[1] = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_AS(specdec::estimate::compute_indicators(specdec::exec::simd, std::span<const float>(d_rows),
-                                                          std::span<const float>(c_rows), std::span<const token_id>(tokens), V,
-                                                          std::span<double>(s_simd), std::span<double>(a_simd)),
-                    specdec::error);
+    CHECK_THROWS_AS(
+        specdec::estimate::compute_indicators(specdec::exec::simd, specdec::row_batch<const float>(d_rows, V),
+                                              specdec::row_batch<const float>(c_rows, V), std::span<const token_id>(tokens),
+                                              std::span<double>(s_simd), std::span<double>(a_simd)),
+        specdec::error);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "specdec/distributions/warp.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
+#include "support/sample_scale.hpp"
 
 namespace {
 
@@ -100,12 +101,15 @@ TEST_CASE("simd sample_logits' top-p path agrees with seq's warp + sample", "[si
   // is that close to the goal).
   specdec::random::philox_stream s(specdec::random::stream_address{0x70B, 1, 0, 0, specdec::random::purpose::user});
   std::size_t draws = 0, agree = 0, outside = 0;
+  const bool reduced = specdec_test::sample_scale() < 1.0;
   for (const std::size_t V : {std::size_t{7}, std::size_t{1000}, std::size_t{32000}, std::size_t{128256}})
     for (const double top_p : {1e-6, 0.5, 0.9, 0.999})
       for (const double temperature : {1.0, 0.7, 1.6})
         for (const double sd : {2.0, 6.0})
           for (const bool ties : {false, true}) {
             if (V == 128256 && (ties || temperature == 1.6 || sd == 6.0)) continue;  // (time: seq sorts the whole row)
+            // Scaled builds (the sanitizers, SPECDEC_TEST_SAMPLE_SCALE < 1) keep one wide row shape per V.
+            if (reduced && V >= 32000 && (ties || temperature != 1.0 || sd != 2.0 || (V == 128256 && top_p != 0.9))) continue;
             const auto l = random_logits(s, V, sd, ties);
             const specdec::warp_params w{.temperature = temperature, .top_p = top_p};
             std::vector<float> probs(V);

@@ -71,7 +71,7 @@ int run(std::span<const std::string> args) {
   for (const double a : s.alpha)
     if (!(a >= 0 && a <= 1)) throw usage_error("--alpha values must be in [0, 1]");
   if (!(s.t_d >= 0) || !(s.slope >= 0)) throw usage_error("--t-d and --slope must be >= 0");
-  if (policy_of(o) != mc_policy::seq) throw usage_error("specdec-sim lengths runs on the seq policy only");
+  if (policy_of(o) != specdec::exec::backend::seq) throw usage_error("specdec-sim lengths runs on the seq policy only");
   const std::uint64_t rounds = o.draws();
   if (rounds == 0) throw usage_error("--draws (rounds) must be > 0");
   const auto latency = [&s](int k) { return s.latency(k); };

@@ -1,12 +1,13 @@
-// The cuda side of specdec-sim --policy cuda (see monte_carlo.hpp): the GPU simulators of
-// backend/cuda/simulate.cuh on the default stream. Compiled only when the tool is built with CUDA.
+// The cuda side of specdec-sim --policy cuda (see monte_carlo.hpp): the GPU simulators through
+// the policy entries of simulate/with_policy.hpp, on the default stream. Compiled only when the tool
+// is built with CUDA.
 #include <cuda_runtime_api.h>
 
 #include <stdexcept>
 #include <string>
 
 #include "monte_carlo.hpp"
-#include "specdec/backend/cuda/simulate.cuh"
+#include "specdec/simulate/with_policy.hpp"
 
 namespace specdec_sim::gpu {
 
@@ -20,15 +21,15 @@ void require_device() {
                              (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")");
 }
 
-sim::sd::chain_result sd_chain(double alpha, int gamma, const sim::run_options& options) {
+sim::sd::iteration_tally sd_chain(double alpha, int gamma, const sim::run_options& options) {
   return sim::sd::chain(specdec::exec::cuda, alpha, gamma, options);
 }
 
-sim::sd::chain_result sv_accepted(std::span<const double> a, int gamma, const sim::run_options& options) {
+sim::sd::iteration_tally sv_accepted(std::span<const double> a, int gamma, const sim::run_options& options) {
   return sim::sv::accepted(specdec::exec::cuda, a, gamma, options);
 }
 
-sim::sprinter::chain_result sprinter_chain(double eta_tp, double eta_fp, int r, const sim::run_options& options) {
+sim::sprinter::run_tally sprinter_chain(double eta_tp, double eta_fp, int r, const sim::run_options& options) {
   return sim::sprinter::verifier_chain(specdec::exec::cuda, eta_tp, eta_fp, r, options);
 }
 

@@ -35,7 +35,7 @@ struct settings {
   std::optional<double> c_hat;  // nullopt: the operations factor uses c_hat = c
   int max_gamma = 128;
   std::uint64_t draws = 0, seed = 1;
-  mc_policy policy = mc_policy::seq;
+  specdec::exec::backend policy = specdec::exec::backend::seq;
 };
 
 // Simulated SD iterations per (alpha, gamma), each run once (the stream depends on the point only,
@@ -43,7 +43,7 @@ struct settings {
 class mc_cache {
  public:
   explicit mc_cache(const settings& s) : s_(s) {}
-  const sim::sd::chain_result& at(double alpha, int gamma) {
+  const sim::sd::iteration_tally& at(double alpha, int gamma) {
     const auto key = std::make_pair(alpha, gamma);
     auto it = cache_.find(key);
     if (it == cache_.end())
@@ -56,7 +56,7 @@ class mc_cache {
 
  private:
   const settings& s_;
-  std::map<std::pair<double, int>, sim::sd::chain_result> cache_;
+  std::map<std::pair<double, int>, sim::sd::iteration_tally> cache_;
 };
 
 // Column indices of the CSV table (see run()).

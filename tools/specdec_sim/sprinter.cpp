@@ -105,7 +105,7 @@ int run(std::span<const std::string> args) {
     if (!(x >= 0 && x < 1)) throw usage_error("--eta-fp values must be in [0, 1) (E[N] is infinite at 1)");
   if (!(s.t_d >= 0) || !(s.t_v >= 0)) throw usage_error("--t-d and --t-v must be >= 0");
   const std::uint64_t draws = o.draws();
-  const mc_policy policy = policy_of(o);
+  const specdec::exec::backend policy = policy_of(o);
 
   table csv{{"eta_tp", "eta_fp", "r", "t_d", "t_v", "expected_tokens", "tokens_sd", "expected_stopping_time", "mc_tokens",
              "mc_tokens_se", "mc_stopping_time", "mc_stopping_time_se", "mc_draws"},

@@ -118,7 +118,7 @@ int run(std::span<const std::string> args) {
     if (!(l > 0) || !std::isfinite(l)) throw usage_error("latencies must be finite and > 0");
   const bool count_target = o.flag_set("count-target-token");
   const std::uint64_t draws = o.draws();
-  const mc_policy policy = policy_of(o);
+  const specdec::exec::backend policy = policy_of(o);
   const std::span<const double> as(a), ls(latency);
 
   // The goodput curve and its optimum (optimize/sv_length.hpp's brute force: smallest gamma on ties).

@@ -118,7 +118,7 @@ int run_tree(std::span<const std::string> args) {
     throw usage_error("--budget takes one integer in 1..4096");
   for (const int k : arities)
     if (k < 2) throw usage_error("--arity values must be >= 2");
-  if (policy_of(o) != mc_policy::seq) throw usage_error("specdec-sim tree runs on the seq policy only");
+  if (policy_of(o) != specdec::exec::backend::seq) throw usage_error("specdec-sim tree runs on the seq policy only");
   const auto budget = static_cast<std::size_t>(budget_arg[0]);
   const std::uint64_t draws = o.draws();
 
@@ -252,7 +252,7 @@ int run_block(std::span<const std::string> args) {
   if (np.size() != 1 || np[0] < 0 || np[0] > 16) throw usage_error("--pairs takes one integer in 0..16");
   if (nv.size() != 1 || nv[0] < 2) throw usage_error("--vocab takes one integer >= 2");
   if (std::pow(double(nv[0]), double(mg[0])) > double(1 << 24)) throw usage_error("--vocab ^ --max-gamma must be <= 2^24");
-  if (policy_of(o) != mc_policy::seq) throw usage_error("specdec-sim block runs on the seq policy only");
+  if (policy_of(o) != specdec::exec::backend::seq) throw usage_error("specdec-sim block runs on the seq policy only");
   const std::uint64_t draws = o.draws(), pair_seed = o.count("pair-seed");
 
   std::vector<row_pair> pairs{{"paper's example (V = 2)", {1.0 / 3.0, 2.0 / 3.0}, {2.0 / 3.0, 1.0 / 3.0}}};

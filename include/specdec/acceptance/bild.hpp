@@ -35,6 +35,7 @@ class bild_rule {
   explicit bild_rule(double rollback_threshold = 5.0) : threshold_(rollback_threshold) {
     SPECDEC_EXPECTS(rollback_threshold >= 0.0, "specdec::bild_rule: the rollback threshold must be >= 0");
   }
+  //! The rollback threshold on -log p_L(x): a draft scoring above it is rolled back.
   double rollback_threshold() const noexcept { return threshold_; }
 
  private:

@@ -33,9 +33,11 @@ namespace specdec {
 
 //! The block verification rule (a chain rule: `specdec::verify(policy, block, ...)`).
 struct block_rule {
+  //! Decided jointly over the whole chain (rule_family::block).
   static constexpr rule_family family = rule_family::block;
 };
 
+//! The block verification rule, as a value: `specdec::verify(policy, specdec::block, ...)`.
 inline constexpr block_rule block{};
 
 //! a_i = min(1, a_{i-1} p / q) from a_{i-1} and the scalars p = p_i(X_i), q = q_i(X_i); 0 when q = 0
@@ -59,6 +61,7 @@ struct block_residual {
   double inverse_weight = 1.0;  //!< 1 / a_tau, a_tau > 0
   //! Accept with probability min(1, a p / q) (the rule whose residual this is).
   SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * q * inverse_weight < p; }
+  //! min(p, q / a): the mass of a token the rule already emits, so the residual is norm(max(0, a p - q)).
   SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept {
     const double scaled = q * inverse_weight;
     return scaled < p ? scaled : p;

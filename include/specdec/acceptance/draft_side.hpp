@@ -33,6 +33,7 @@ enum class draft_rows_kind : unsigned char {
 //! The draft side of `verify_from_logits` (see the file comment).
 template <class T>
 struct draft_side {
+  //! What `batch.draft_rows` hold: the draft's logits (the default) or the warped q rows.
   draft_rows_kind rows = draft_rows_kind::logits;
   //! With logits rows: one per request, or empty for the target's parameters. Unused otherwise.
   std::span<const warp_params> params{};

@@ -9,10 +9,13 @@
 
 namespace specdec {
 
+//! The greedy verification rule: accept x iff x == argmax p (see the file comment).
 struct greedy_rule {
+  //! Decided by argmax p, without q or random numbers (rule_family::greedy).
   static constexpr rule_family family = rule_family::greedy;
 };
 
+//! The greedy rule, as a value to pass to `verify` or `verify_tree`.
 inline constexpr greedy_rule greedy{};
 
 }  // namespace specdec

@@ -33,15 +33,16 @@ namespace specdec {
 
 //! Selects SPRINTER's last-token check for a request of the step decoder.
 struct last_token_rule {};
+//! The last-token rule, as the value a request of the step decoder selects.
 inline constexpr last_token_rule last_token{};
 
 //! What the target's check of x_n produced: the emitted token (x_n, or the residual's sample), whether
 //! x_n was kept, and the status (`residual_fallback` when the residual had no mass and p was sampled;
 //! `invalid_row` when p or q cannot be read, with no token).
 struct last_token_result {
-  token_id token = no_token;
-  bool kept = false;
-  verify_status status = verify_status::ok;
+  token_id token = no_token;                 //!< x_n when kept, else the residual's sample; no_token on `invalid_row`
+  bool kept = false;                         //!< whether x_n passed the target's test
+  verify_status status = verify_status::ok;  //!< ok, `residual_fallback` or `invalid_row`
 };
 
 //! Checks the last draft x (drafted at stream position `position`) against the target row p, given

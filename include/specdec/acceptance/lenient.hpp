@@ -30,14 +30,18 @@ namespace specdec {
 //! Accept iff u * l * q(x) < p(x), lenience l > 0.
 class lenient_rule {
  public:
+  //! A rejection-family rule (acceptance/concepts.hpp).
   static constexpr rule_family family = rule_family::rejection;
 
   //! \throws specdec::error unless l is finite and > 0.
   explicit lenient_rule(double lenience) : l_(lenience) {
     SPECDEC_EXPECTS(std::isfinite(lenience) && lenience > 0.0, "lenience must be finite and > 0");
   }
+  //! The lenience l.
   double lenience() const noexcept { return l_; }
+  //! True iff u * l * q < p: accepts x with probability min(1, p / (l q)), where p = p(x), q = q(x), u ~ U[0, 1).
   SPECDEC_HOST_DEVICE bool accepts(double p, double q, double u) const noexcept { return u * l_ * q < p; }
+  //! a = min(q, p / l), the mass of a token the test already emits; the residual is norm(max(0, p - a)).
   SPECDEC_HOST_DEVICE double accepted_mass(double p, double q) const noexcept {
     const double cap = p / l_;
     return cap < q ? cap : q;

@@ -51,45 +51,61 @@ enum class tree_method : unsigned char {
 
 //! Recursive rejection sampling: candidates drawn from q without replacement.
 struct recursive_rejection_rule {
+  //! Verified with `tree_method::recursive_rejection`.
   static constexpr tree_method method = tree_method::recursive_rejection;
 };
+//! Recursive rejection sampling, as a value to pass to `verify_tree`.
 inline constexpr recursive_rejection_rule recursive_rejection{};
 
 //! SpecTr's K-SEQ selection among k i.i.d. candidates (rho solved per node, `k_seq_rho`).
 struct k_seq_rule {
+  //! Verified with `tree_method::k_seq`.
   static constexpr tree_method method = tree_method::k_seq;
 };
+//! SpecTr's K-SEQ, as a value to pass to `verify_tree`.
 inline constexpr k_seq_rule k_seq{};
 
 //! The deterministic-candidate rule: q(c) := 1 for each distinct sibling.
 struct target_only_rule {
+  //! Verified with `tree_method::target_only`.
   static constexpr tree_method method = tree_method::target_only;
 };
+//! The target-only rule, as a value to pass to `verify_tree`.
 inline constexpr target_only_rule target_only{};
 
 //! The tree method of a rule: the rules above name theirs; `strict`, `greedy`, `sample_and_match`
 //! and `typical_rule` are chain rules that also verify trees.
 template <class Rule>
 struct tree_method_of {};
+//! The rules that name their method (`Rule::method`): the three above.
 template <class Rule>
   requires requires { Rule::method; }
 struct tree_method_of<Rule> {
+  //! The rule's own `Rule::method`.
   static constexpr tree_method value = Rule::method;
 };
+//! `strict` on a tree: SpecInfer's multi-step sampling.
 template <>
 struct tree_method_of<strict_rule> {
+  //! tree_method::multi_step.
   static constexpr tree_method value = tree_method::multi_step;
 };
+//! `greedy` on a tree: descend into the child equal to argmax p.
 template <>
 struct tree_method_of<greedy_rule> {
+  //! tree_method::greedy.
   static constexpr tree_method value = tree_method::greedy;
 };
+//! `sample_and_match` on a tree: descend into the child equal to the node's sample y ~ p.
 template <>
 struct tree_method_of<sample_and_match_rule> {
+  //! tree_method::sample_and_match.
   static constexpr tree_method value = tree_method::sample_and_match;
 };
+//! `typical_rule` on a tree (lossy).
 template <>
 struct tree_method_of<typical_rule> {
+  //! tree_method::typical.
   static constexpr tree_method value = tree_method::typical;
 };
 
@@ -151,8 +167,11 @@ double k_seq_rho(std::span<const T> p, std::span<const T> q, std::size_t k) {
 //! r_{j+1} ~ max(0, r_j / M_j - q), r_j = max(0, p - s_j q) where s_0 = 0 and s_{j+1} = s_j + M_j
 //! (M_j = the mass of r_j, M_0 = 1), so r is never materialised. s = 1 is strict's residual, to the bit.
 struct scaled_draft_residual {
+  //! s >= 0, the multiple of q already accepted (K-SEQ's rho*, or s_j after j rejected siblings); 1 is strict's residual.
   double scale = 1.0;
+  //! True iff u * s * q < p: accepts x with probability min(1, p / (s q)), where p = p(x), q = q(x), u ~ U[0, 1).
   SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * scale * q < p; }
+  //! min(p, s q): the residual is norm(max(0, p - s q)).
   SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept {
     const double scaled = scale * q;
     return scaled < p ? scaled : p;

@@ -11,10 +11,13 @@
 
 namespace specdec {
 
+//! The sample-and-match rule: accept x iff x == y, y ~ p (see the file comment).
 struct sample_and_match_rule {
+  //! Decided by the target's own sample, without q (rule_family::sample_and_match).
   static constexpr rule_family family = rule_family::sample_and_match;
 };
 
+//! The sample-and-match rule, as a value to pass to `verify` or `verify_tree`.
 inline constexpr sample_and_match_rule sample_and_match{};
 
 }  // namespace specdec

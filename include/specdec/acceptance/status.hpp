@@ -21,10 +21,13 @@ enum class verify_status : std::uint8_t {
   not_normalised = 1 << 4,     //!< error: a row's sum is off by more than the tolerance (only when checked)
 };
 
+//! The union of two sets of flags.
 constexpr verify_status operator|(verify_status a, verify_status b) noexcept {
   return static_cast<verify_status>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
 }
+//! Adds the flags of b to a; returns a.
 constexpr verify_status& operator|=(verify_status& a, verify_status b) noexcept { return a = a | b; }
+//! True iff s and `flag` share a set bit (for a single flag: s has it).
 constexpr bool has_flag(verify_status s, verify_status flag) noexcept {
   return (static_cast<std::uint8_t>(s) & static_cast<std::uint8_t>(flag)) != 0;
 }
@@ -48,6 +51,7 @@ struct verify_options {
   //! Sum every row that is read and flag `not_normalised` when |sum - 1| > tolerance. Off by
   //! default: it reads whole rows that the rule would otherwise only gather from.
   bool check_normalisation = false;
+  //! The largest |sum - 1| accepted when `check_normalisation` is on.
   double normalisation_tolerance = 1e-3;
 };
 

@@ -18,12 +18,15 @@ namespace specdec {
 
 //! The lossless rule: accept iff u * q(x) < p(x).
 struct strict_rule {
+  //! A rejection-family rule (acceptance/concepts.hpp).
   static constexpr rule_family family = rule_family::rejection;
+  //! True iff u * q < p: accepts x with probability min(1, p / q), where p = p(x), q = q(x), u ~ U[0, 1).
   SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * q < p; }
   //! q(v) min(1, p(v)/q(v)) = min(p(v), q(v)): the residual is norm(max(0, p - q)).
   SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept { return q < p ? q : p; }
 };
 
+//! The strict rule, as a value to pass to `verify` or `verify_tree`.
 inline constexpr strict_rule strict{};
 
 }  // namespace specdec

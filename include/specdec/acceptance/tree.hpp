@@ -22,107 +22,73 @@
 
 #include "specdec/acceptance/multi_candidate.hpp"
 #include "specdec/acceptance/status.hpp"
-#include "specdec/backend/seq/verify_tree.hpp"
 #include "specdec/core/tree.hpp"
-#include "specdec/exec/dispatch.hpp"
+#include "specdec/exec/backends.hpp"
 #include "specdec/random/stream.hpp"
-
-#if SPECDEC_ENABLE_SIMD
-#include "specdec/backend/simd/verify_tree.hpp"
-#endif
-#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-#include "specdec/backend/cuda/verify_tree.cuh"  // CUDA headers only in CUDA translation units
-#endif
 
 namespace specdec {
 
-//! Whether the cuda backend verifies trees with `Rule`: target_only, greedy, sample_and_match,
-//! strict (multi-step sampling) and recursive_rejection (backend/cuda/verify_tree.cuh); k_seq and
-//! typical_rule have no cuda kernel.
-template <TreeRule Rule>
-inline constexpr bool cuda_verifies_tree = (tree_method_of<Rule>::value != tree_method::k_seq) &&
-                                           (tree_method_of<Rule>::value != tree_method::typical);
-
 //! Verifies a batch of token trees against target probabilities.
+//! \param policy  the backend: `exec::seq`, `exec::simd`, `exec::cuda` (exec/policy.hpp)
 //! \param rule    strict (SpecInfer), recursive_rejection, k_seq, target_only, greedy,
 //!                sample_and_match, typical_rule{...}
 //! \param batch   the trees, their node tokens, draft rows q (rules that read q: the warped rows
 //!                the children were drawn from) and target rows p, as probabilities
 //! \param streams one per request
-//! With `exec::cuda` (rules: `cuda_verifies_tree`) the spans of `batch` and `out` are device memory,
-//! the layout and the streams host memory; the call is asynchronous on the policy's stream and
-//! allocates a workspace on it (see the workspace overload); the outputs are seq's, bit for bit.
+//! \param out     per request: the accepted path (node ids, root first), the tokens, the number
+//!                accepted, the status
+//! \param options what the verifier may read and report (acceptance/status.hpp)
+//! With `exec::cuda` (every rule but k_seq and typical_rule: `backend::cuda::verifies_tree`) the
+//! spans of `batch` and `out` are device memory, the layout and the streams host memory; the call is
+//! asynchronous on the policy's stream and allocates a workspace on it (see the workspace overload);
+//! the outputs are seq's, bit for bit.
 //! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream;
 //! specdec::cuda_error on a CUDA error
 template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
 void verify_tree(const Policy& policy, const Rule& rule, const tree_batch<T>& batch,
                  std::span<const random::request_stream> streams, const tree_outputs& out, const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_tree");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda || tree_method_of<Rule>::value != tree_method::k_seq,
-                "specdec::verify_tree: k_seq (SpecTr K-SEQ) has no cuda kernel; verify with exec::seq or exec::simd");
-  static_assert(
-      exec::backend_of<Policy> != exec::backend::cuda || tree_method_of<Rule>::value != tree_method::typical,
-      "specdec::verify_tree: typical_rule (typical acceptance) has no cuda kernel; verify with exec::seq or exec::simd");
-#if SPECDEC_ENABLE_SIMD
-  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
-    return backend::simd::verify_tree<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
-#endif
-#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-  if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
-    return backend::cuda::verify_tree(policy.stream, rule, batch, streams, out, options);
-#endif
-  (void)policy;
-  backend::seq::verify_tree(rule, batch, streams, out, options);
+  exec::dispatch<algorithm::verify_tree>(policy, rule, batch, streams, out, options);
 }
 
-#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-//! Device bytes of the workspace `verify_tree(exec::cuda, ..., workspace)` needs (ask once per shape,
-//! allocate, reuse every step).
-template <TreeRule Rule, class T>
-std::size_t verify_tree_workspace_bytes(const exec::cuda_policy&, const Rule& rule, const tree_batch<T>& batch,
+//! Device bytes of the workspace `verify_tree(policy, ..., workspace)` needs on a backend with device
+//! workspaces (cuda; ask once per shape, allocate, reuse every step).
+template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
+std::size_t verify_tree_workspace_bytes(const Policy& policy, const Rule& rule, const tree_batch<T>& batch,
                                         const verify_options& options = {}) {
-  static_assert(cuda_verifies_tree<Rule>, "specdec::verify_tree_workspace_bytes: k_seq and typical_rule have no cuda kernel");
-  return backend::cuda::verify_tree_workspace_bytes(rule, batch, options);
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_tree_workspace_bytes");
+  return exec::dispatch<algorithm::verify_tree_workspace_bytes>(policy, rule, batch, options);
 }
 
-//! `verify_tree` on the GPU with a caller-owned device workspace of `verify_tree_workspace_bytes(...)` bytes.
-template <TreeRule Rule, class T>
-void verify_tree(const exec::cuda_policy& policy, const Rule& rule, const tree_batch<T>& batch,
+//! `verify_tree` with a caller-owned device workspace of `verify_tree_workspace_bytes(...)` bytes (cuda).
+template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
+void verify_tree(const Policy& policy, const Rule& rule, const tree_batch<T>& batch,
                  std::span<const random::request_stream> streams, const tree_outputs& out, std::span<std::byte> workspace,
                  const verify_options& options = {}) {
-  static_assert(cuda_verifies_tree<Rule>, "specdec::verify_tree: k_seq and typical_rule have no cuda kernel");
-  backend::cuda::verify_tree(policy.stream, rule, batch, streams, out, workspace, options);
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_tree");
+  exec::dispatch<algorithm::verify_tree_in_workspace>(policy, rule, batch, streams, out, workspace, options);
 }
-#endif
 
 //! Verifies a batch of token trees from target logits: each target row the walk reads is warped
 //! first with its request's parameters (temperature, top-k, top-p, min-p), and only those rows (an
 //! EAGLE tree of 60 nodes typically reads one to a few). Draft rows are the probabilities the
 //! candidates were drawn from, as a tree drafter writes them. Same tokens as `verify_tree` on the
-//! warped rows. Host backends only.
+//! warped rows. Host backends (seq, simd); on a device backend warp the rows and call `verify_tree`.
 //! \throws specdec::error as `verify_tree`, and without one valid `warp_params` per request
 template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
 void verify_tree_from_logits(const Policy& policy, const Rule& rule, const tree_batch<T>& logits_batch,
                              std::span<const warp_params> target_params, std::span<const random::request_stream> streams,
                              const tree_outputs& out, const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_tree_from_logits");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda,
-                "specdec::verify_tree_from_logits: no cuda path; warp the rows and call verify_tree with exec::cuda");
-#if SPECDEC_ENABLE_SIMD
-  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
-    return backend::simd::verify_tree_from_logits<exec::simd_arch_t<Policy>>(rule, logits_batch, target_params, streams, out,
-                                                                             options);
-#endif
-  (void)policy;
-  backend::seq::verify_tree_from_logits(rule, logits_batch, target_params, streams, out, options);
+  exec::dispatch<algorithm::verify_tree_from_logits>(policy, rule, logits_batch, target_params, streams, out, options);
 }
 
 //! The result of verifying one tree.
 struct tree_result {
-  std::vector<token_id> tokens;    //!< accepted tokens, then the correction or bonus token
-  std::vector<std::int32_t> path;  //!< accepted node ids, root (0) first
-  std::int32_t num_accepted = 0;
-  verify_status status = verify_status::ok;
+  std::vector<token_id> tokens;              //!< accepted tokens, then the correction or bonus token
+  std::vector<std::int32_t> path;            //!< accepted node ids, root (0) first
+  std::int32_t num_accepted = 0;             //!< drafted nodes accepted
+  verify_status status = verify_status::ok;  //!< ok, or what was wrong with the request's data
 };
 
 //! Verifies one request's tree given by a parent per node (`parents[0] = no_node`), a token per node,

@@ -38,10 +38,12 @@ enum class typical_correction : unsigned char {
 
 //! Typical acceptance with threshold min(epsilon, delta exp(-H(p))).
 struct typical_rule {
+  //! Decided by p alone against the entropy threshold (rule_family::typical).
   static constexpr rule_family family = rule_family::typical;
   double epsilon = 0.09;    //!< the hard threshold (Medusa's posterior_threshold)
   double delta = 0.3;       //!< the entropy-scaled threshold's factor (Medusa's posterior_alpha)
   double log_offset = 0.0;  //!< H uses log(p + log_offset); Medusa and vLLM V0 use 1e-5
+  //! The token emitted after the accepted prefix (argmax p by default).
   typical_correction correction = typical_correction::argmax;
 
   //! \throws specdec::error unless epsilon, delta are finite and >= 0 and log_offset is finite and >= 0

@@ -20,99 +20,58 @@
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/draft_side.hpp"
 #include "specdec/acceptance/status.hpp"
-#include "specdec/backend/seq/verify.hpp"
 #include "specdec/core/batch.hpp"
-#include "specdec/exec/dispatch.hpp"
+#include "specdec/exec/backends.hpp"
 #include "specdec/random/stream.hpp"
-
-#if SPECDEC_ENABLE_SIMD
-#include "specdec/backend/simd/verify.hpp"  // xsimd is included only when the simd backend is enabled
-#endif
-#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-#include "specdec/backend/cuda/verify.cuh"  // CUDA headers only in CUDA translation units
-#include "specdec/backend/cuda/verify_block.cuh"
-#endif
 
 namespace specdec {
 
-//! Whether the cuda backend has kernels for a rule's family (typical has none; block verification
-//! has one for probabilities, backend/cuda/verify_block.cuh, and none from logits).
-template <AcceptanceRule Rule>
-inline constexpr bool cuda_verifies = Rule::family == rule_family::rejection || Rule::family == rule_family::greedy ||
-                                      Rule::family == rule_family::sample_and_match || Rule::family == rule_family::block;
-
-//! Whether the cuda backend's fused path (`verify_from_logits`) has kernels for a rule's family.
-// clang-format off
-template <AcceptanceRule Rule>
-inline constexpr bool cuda_verifies_from_logits = cuda_verifies<Rule> && Rule::family != rule_family::block;
-// clang-format on
-
 //! Verifies a batch of drafted chains against target probabilities.
+//! \param policy  the backend: `exec::seq`, `exec::simd`, `exec::cuda` (exec/policy.hpp)
 //! \param rule    strict, lenient_rule{l}, greedy, sample_and_match, block (acceptance/block.hpp),
 //!                typical_rule{...} (lossy, acceptance/typical.hpp)
 //! \param batch   drafted tokens, draft rows q (the warped rows the drafts were sampled from) and
 //!                target rows p, as probabilities
 //! \param streams one per request
+//! \param out     per request: the emitted tokens (accepted drafts, then one correction or bonus
+//!                token, then -1), the number accepted, the status
+//! \param options what the verifier may read and report (acceptance/status.hpp)
 //! With `exec::cuda` the spans of `batch` and `out` are device memory, the call is asynchronous on
-//! the policy's stream, and a workspace is allocated on that stream (see the workspace overload).
+//! the policy's stream, and a workspace is allocated on that stream (see the workspace overload);
+//! typical acceptance has no cuda kernel (a compile-time error says so).
 //! \throws specdec::error on shape mismatches (V, row counts, output sizes) or a missing stream;
 //! specdec::cuda_error on a CUDA error.
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
 void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
             const chain_outputs& out, const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
-  static_assert(exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies<Rule>,
-                "specdec::verify: typical acceptance (typical_rule) has no cuda kernel; use exec::seq or exec::simd");
-#if SPECDEC_ENABLE_SIMD
-  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
-    return backend::simd::verify<exec::simd_arch_t<Policy>>(rule, batch, streams, out, options);
-#endif
-  if constexpr (exec::backend_of<Policy> == exec::backend::cuda) {
-#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-    if constexpr (Rule::family == rule_family::block)
-      backend::cuda::verify_block(policy.stream, rule, batch, streams, out, options);
-    else
-      backend::cuda::verify(policy.stream, rule, batch, streams, out, options);
-#endif
-  } else {  // (not instantiated for cuda)
-    (void)policy;
-    backend::seq::verify(rule, batch, streams, out, options);
-  }
+  exec::dispatch<algorithm::verify>(policy, rule, batch, streams, out, options);
 }
 
-#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-//! Device bytes of the workspace `verify(exec::cuda, ..., workspace)` needs (CUB's two-phase pattern:
-//! ask once per shape, allocate, reuse every step).
-template <AcceptanceRule Rule, class T>
-std::size_t verify_workspace_bytes(const exec::cuda_policy&, const Rule& rule, const chain_batch<T>& batch,
+//! Device bytes of the workspace `verify(policy, ..., workspace)` needs, on a backend with device
+//! workspaces (cuda; CUB's two-phase pattern: ask once per shape, allocate, reuse every step).
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
+std::size_t verify_workspace_bytes(const Policy& policy, const Rule& rule, const chain_batch<T>& batch,
                                    const verify_options& options = {}) {
-  static_assert(cuda_verifies<Rule>, "specdec::verify_workspace_bytes: no cuda kernel for this rule");
-  if constexpr (Rule::family == rule_family::block)
-    return backend::cuda::verify_block_workspace_bytes(rule, batch, options);
-  else
-    return backend::cuda::verify_workspace_bytes(rule, batch, options);
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_workspace_bytes");
+  return exec::dispatch<algorithm::verify_workspace_bytes>(policy, rule, batch, options);
 }
 
-//! `verify` on the GPU with a caller-owned device workspace of `verify_workspace_bytes(...)` bytes.
-template <AcceptanceRule Rule, class T>
-void verify(const exec::cuda_policy& policy, const Rule& rule, const chain_batch<T>& batch,
-            std::span<const random::request_stream> streams, const chain_outputs& out, std::span<std::byte> workspace,
-            const verify_options& options = {}) {
-  static_assert(cuda_verifies<Rule>, "specdec::verify: no cuda kernel for this rule");
-  if constexpr (Rule::family == rule_family::block)
-    backend::cuda::verify_block(policy.stream, rule, batch, streams, out, workspace, options);
-  else
-    backend::cuda::verify(policy.stream, rule, batch, streams, out, workspace, options);
+//! `verify` with a caller-owned device workspace of `verify_workspace_bytes(...)` bytes (cuda).
+template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
+void verify(const Policy& policy, const Rule& rule, const chain_batch<T>& batch, std::span<const random::request_stream> streams,
+            const chain_outputs& out, std::span<std::byte> workspace, const verify_options& options = {}) {
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify");
+  exec::dispatch<algorithm::verify_in_workspace>(policy, rule, batch, streams, out, workspace, options);
 }
-#endif
 
 //! `verify_from_logits` with the draft side described by `draft` (acceptance/draft_side.hpp): the
 //! draft's rows as logits or as the warped q rows themselves, and optionally q_i(x_i) of every draft
 //! row, so that a drafter that kept what it sampled from spares the verifier warping the draft rows
 //! again (strict then reads about what sample-and-match reads). Same tokens as the overload below
 //! when the values given are what `warp_logits` on the same policy gives. Target rows are logits,
-//! warped with `target_params` where they are read. seq and simd (the cuda backend takes draft
-//! logits only, through the overload below).
+//! warped with `target_params` where they are read. Host backends (seq, simd); a device backend
+//! takes the draft's logits and warp_params (the overload below).
 //! `Draft` is deduced, so `draft` must be a `draft_side<T>` object: a bare `{}` still means the
 //! overload below (draft logits warped with the target's parameters).
 //! \throws specdec::error as the overload below, and when `q_at_drafts` is neither empty nor one
@@ -127,44 +86,36 @@ void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batc
   static_assert(exec::backend_of<Policy> != exec::backend::cuda,
                 "specdec::verify_from_logits with a draft_side runs on exec::seq and exec::simd; with exec::cuda pass the "
                 "draft's logits and warp_params");
-#if SPECDEC_ENABLE_SIMD
-  if constexpr (exec::backend_of<Policy> == exec::backend::simd)
-    return backend::simd::verify_from_logits<exec::simd_arch_t<Policy>>(rule, batch, target_params, draft, streams, out, options);
-#endif
-  (void)policy;
-  backend::seq::verify_from_logits(rule, batch, target_params, draft, streams, out, options);
+  exec::dispatch<algorithm::verify_from_logits>(policy, rule, batch, target_params, draft, streams, out, options);
 }
 
 //! Verifies from logits: each row that is read is warped with its request's parameters first
 //! (temperature, top-k, top-p, min-p). `draft_params` empty means the draft used the target's
 //! parameters; either way q is the warped row the draft token was sampled from.
-//! With `exec::cuda` the path is fused (no probability row is stored, only a few scalars per row;
-//! device memory as for `verify`) and takes temperatures, top-k, top-p and min-p: a filtered row's
-//! weights are exactly the float probabilities of `backend::cuda::warp_logits` (also for double
-//! logits), agreeing with seq within the bounds of backend/cuda/verify.cuh.
+//! A backend that registers `algorithm::verify_from_logits_fused` runs its fused path (cuda: no
+//! probability row is stored, only a few scalars per row; device memory as for `verify`; temperatures,
+//! top-k, top-p and min-p: a filtered row's weights are exactly the float probabilities of
+//! `backend::cuda::warp_logits`, also for double logits, agreeing with seq within the bounds of
+//! backend/cuda/verify.cuh; block verification and typical acceptance have no kernel there). The
+//! others run the `draft_side` overload above with `draft_side<T>{.params = draft_params}`.
 template <exec::ExecutionPolicy Policy, AcceptanceRule Rule, class T>
 void verify_from_logits(const Policy& policy, const Rule& rule, const chain_batch<T>& logits_batch,
                         std::span<const warp_params> target_params, std::span<const warp_params> draft_params,
                         std::span<const random::request_stream> streams, const chain_outputs& out,
                         const verify_options& options = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::verify_from_logits");
-  static_assert(
-      exec::backend_of<Policy> != exec::backend::cuda || cuda_verifies_from_logits<Rule>,
-      "specdec::verify_from_logits: block verification and typical acceptance have no cuda kernel from logits; use exec::seq or exec::simd");
-#if SPECDEC_ENABLE_CUDA && SPECDEC_CUDA_TRANSLATION_UNIT
-  if constexpr (exec::backend_of<Policy> == exec::backend::cuda)
-    return backend::cuda::verify_from_logits(policy.stream, rule, logits_batch, target_params, draft_params, streams, out,
-                                             options);
-#endif
-  if constexpr (exec::backend_of<Policy> != exec::backend::cuda)  // seq and simd: the draft_side overload above
+  if constexpr (exec::implements<exec::backend_of<Policy>, algorithm::verify_from_logits_fused>)
+    exec::dispatch<algorithm::verify_from_logits_fused>(policy, rule, logits_batch, target_params, draft_params, streams, out,
+                                                        options);
+  else
     verify_from_logits(policy, rule, logits_batch, target_params, draft_side<T>{.params = draft_params}, streams, out, options);
 }
 
 //! The result of verifying one chain.
 struct chain_result {
-  std::vector<token_id> tokens;  //!< accepted drafts then the correction or bonus token (no padding)
-  std::int32_t num_accepted = 0;
-  verify_status status = verify_status::ok;
+  std::vector<token_id> tokens;              //!< accepted drafts then the correction or bonus token (no padding)
+  std::int32_t num_accepted = 0;             //!< drafts accepted
+  verify_status status = verify_status::ok;  //!< ok, or what was wrong with the request's data
 };
 
 //! Verifies one request's chain: `draft_probs` is [n][V], `target_probs` is [n + 1][V].

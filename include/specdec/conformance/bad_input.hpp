@@ -32,9 +32,9 @@ enum class expectation {
 //! One case: a batch whose every request is the bad one (usually one; a rare-event case repeats it).
 template <class Inputs>
 struct bad_input_case {
-  std::string name;
-  expectation expect = expectation::report;
-  Inputs batch;
+  std::string name;                          //!< the case's name in the report (bad_input/`name`)
+  expectation expect = expectation::report;  //!< what the verifier must do with the request
+  Inputs batch;                              //!< the inputs, each request the bad one
   //! For `succeed`: every token must be this one (V = 1 cases); -1: any.
   token_id only_token = -1;
   //! For `succeed`: the number of tokens due (an empty chain emits one); 0: any.

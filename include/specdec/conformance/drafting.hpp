@@ -19,21 +19,24 @@ namespace specdec::conformance {
 
 //! A Markov pair for a check: how it is made (conformance/sequence_law.hpp).
 struct model_config {
-  std::string name;
-  std::size_t vocab = 4;
+  std::string name;             //!< the configuration's name in reports
+  std::size_t vocab = 4;        //!< V, the vocabulary size
   double mix = 0.5;             //!< draft = (1 - mix) target + mix other
   double zero_fraction = 0.2;   //!< entries set to 0 (`sparsify`)
   std::size_t equal_every = 0;  //!< contexts with q = p
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;       //!< seeds the pair's rows and the zero entries
 };
 
 //! The pair's distributions in double (the exact laws; the drafts are drawn from q) and the float
 //! rows handed to the verifier: the same probabilities, or the logits they are warped from
 //! (conformance/logits.hpp).
 struct model_tables {
-  markov_pair pair;
-  std::vector<float> target_f, draft_f;
+  markov_pair pair;                      //!< the exact laws p and q, in double
+  std::vector<float> target_f, draft_f;  //!< the float draft rows handed to the verifier, [V][V]
+  //! \var target_f
+  //! The float target rows handed to the verifier, [V][V].
 
+  //! The pair `c` describes; the rows handed over are its probabilities.
   explicit model_tables(const model_config& c) : pair(make_markov_pair(c.vocab, c.seed, c.mix)) {
     sparsify(pair, c.seed, c.zero_fraction, c.equal_every);
     target_f.assign(pair.target.begin(), pair.target.end());
@@ -42,10 +45,13 @@ struct model_tables {
   //! Given rows (e.g. logits) whose distributions are `distributions`.
   model_tables(markov_pair distributions, std::vector<float> target_rows, std::vector<float> draft_rows)
       : pair(std::move(distributions)), target_f(std::move(target_rows)), draft_f(std::move(draft_rows)) {}
+  //! V, the vocabulary size.
   std::size_t vocab() const noexcept { return pair.vocab; }
+  //! The target's row after the token `last`, as handed to the verifier.
   std::span<const float> target_row(std::size_t last) const {
     return std::span<const float>(target_f).subspan(last * pair.vocab, pair.vocab);
   }
+  //! The draft's row after the token `last`, as handed to the verifier.
   std::span<const float> draft_row(std::size_t last) const {
     return std::span<const float>(draft_f).subspan(last * pair.vocab, pair.vocab);
   }
@@ -89,13 +95,14 @@ inline void append_identity(request_identities& ids, std::uint64_t seed, std::ui
 
 //! One request's part of a batch: where it stands and who it is.
 struct request_spec {
-  std::size_t last = 0;  //!< the last committed token (the Markov context)
-  std::size_t gamma = 1;
-  std::uint64_t seed = 0;
-  std::uint64_t request_id = 0;
-  std::uint64_t step = 0;
+  std::size_t last = 0;          //!< the last committed token (the Markov context)
+  std::size_t gamma = 1;         //!< the number of tokens drafted
+  std::uint64_t seed = 0;        //!< the request's seed (request_identities::seeds)
+  std::uint64_t request_id = 0;  //!< the request's id
+  std::uint64_t step = 0;        //!< the request's verification step
 };
 
+//! A chain batch of no request over a vocabulary of `vocab` tokens.
 inline chain_inputs empty_chain_batch(std::size_t vocab) {
   chain_inputs in;
   in.vocab_size = vocab;
@@ -119,6 +126,7 @@ inline void append_chain_request(chain_inputs& in, const model_tables& m, const 
   detail::append_identity(in, r.seed, r.request_id, r.step);
 }
 
+//! A tree batch of no request over a vocabulary of `vocab` tokens, whose siblings are drawn by `sampling`.
 inline tree_inputs empty_tree_batch(std::size_t vocab, sibling_sampling sampling) {
   tree_inputs in;
   in.vocab_size = vocab;

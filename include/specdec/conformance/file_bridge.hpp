@@ -4,19 +4,19 @@
 //! `specdec-conformance` command (tools/specdec_conformance/) runs so that a Python sampler can be
 //! checked without C++ bindings (docs/conformance.md, examples/conformance_numpy.py).
 //!
-//! Call k of a run lives in <dir>/call_<k> (k zero-padded to 6 digits):
+//! Call k of a run lives in `<dir>/call_<k>` (k zero-padded to 6 digits):
 //!
 //!   inputs/meta.json        {"form": "chain" | "chain_logits" | "tree", "call": k, "vocab_size": V, "batch_size": B,
 //!                            "max_drafts" | "max_nodes": ..., ["sampling": ...,] "digest": "..."}
-//!   inputs/<array>.npy      chains: num_drafts int32 [B], offsets int64 [B+1], draft_tokens int32 [N],
+//!   inputs/`<array>`.npy    chains: num_drafts int32 [B], offsets int64 [B+1], draft_tokens int32 [N],
 //!                           draft_probs float32 [N, V], target_probs float32 [N + B, V], seeds,
 //!                           request_ids, steps uint64 [B]  (N = sum num_drafts; the fields of chain_inputs)
 //!                           trees: num_nodes int32 [B], offsets int64 [B+1], parents int32 [N],
 //!                           tokens int32 [N], draft_probs, target_probs float32 [N, V], seeds,
 //!                           request_ids, steps uint64 [B]  (N = sum num_nodes; the fields of tree_inputs)
 //!                           chains from logits: the chain's arrays with logits in draft_probs and
-//!                           target_probs, and for <side> in target, draft: <side>_temperature,
-//!                           <side>_top_p, <side>_min_p float64 [B], <side>_top_k int32 [B]
+//!                           target_probs, and for `<side>` in target, draft: `<side>_temperature`,
+//!                           `<side>_top_p`, `<side>_min_p` float64 [B], `<side>_top_k` int32 [B]
 //!   outputs/tokens.npy      written by the verifier: int32 or int64 [B, W], request b's emitted tokens
 //!                           (accepted drafts, then the correction or bonus token) padded with -1 at the
 //!                           end; its presence marks the call answered, so write it last
@@ -62,10 +62,12 @@ namespace bridge_detail {
 //! A 64-bit digest of a call's inputs (not cryptographic: it notices a changed option or kit).
 class digest {
  public:
+  //! Mixes one 64-bit word into the digest.
   void add(std::uint64_t word) noexcept {
     h_ = (h_ ^ word) * 0x9E3779B97F4A7C15ull;
     h_ ^= h_ >> 29;
   }
+  //! Mixes in an array: its name, its length, then each value (floats and doubles by their bits).
   template <class T>
   void add_array(std::string_view name, std::span<const T> values) {
     add_text(name);
@@ -79,10 +81,12 @@ class digest {
         add(static_cast<std::uint64_t>(v));
     }
   }
+  //! Mixes in a string: its length, then each byte.
   void add_text(std::string_view s) noexcept {
     add(s.size());
     for (const char c : s) add(static_cast<unsigned char>(c));
   }
+  //! The digest as 16 lowercase hexadecimal digits.
   std::string hex() const {
     char buf[17];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h_));
@@ -111,21 +115,24 @@ inline std::string json_field(std::string_view json, std::string_view key) {
   return value;
 }
 
+//! The name meta.json gives a sibling sampling: "independent" or "without_replacement".
 inline const char* sampling_name(sibling_sampling s) {
   return s == sibling_sampling::independent ? "independent" : "without_replacement";
 }
 
 //! One array of a call's inputs, encoded.
 struct named_file {
-  std::string name;
-  std::string bytes;
+  std::string name;   //!< the file name, with its .npy extension
+  std::string bytes;  //!< the encoded .npy file
 };
 
+//! Appends the array `values` of shape `shape`, encoded as `<name>.npy`.
 template <class T>
 void add_file(std::vector<named_file>& files, std::string name, const std::vector<T>& values, std::vector<std::size_t> shape) {
   files.push_back({std::move(name) + ".npy", npy::encode<T>(values, shape)});
 }
 
+//! The largest entry of v, as a size (0 when v is empty).
 template <class T>
 std::size_t max_of(const std::vector<T>& v) {
   std::size_t m = 0;
@@ -133,12 +140,14 @@ std::size_t max_of(const std::vector<T>& v) {
   return m;
 }
 
+//! Mixes the requests' seeds, request ids and steps into d.
 inline void add_identity(digest& d, const request_identities& in) {
   d.add_array<std::uint64_t>("seeds", in.seeds);
   d.add_array<std::uint64_t>("request_ids", in.request_ids);
   d.add_array<std::uint64_t>("steps", in.steps);
 }
 
+//! The digest of a chain call's inputs (what meta.json stores and a replay compares).
 inline std::string digest_of(const chain_inputs& in) {
   digest d;
   d.add_text("chain");
@@ -152,6 +161,7 @@ inline std::string digest_of(const chain_inputs& in) {
   return d.hex();
 }
 
+//! The digest of a tree call's inputs, its sibling sampling included.
 inline std::string digest_of(const tree_inputs& in) {
   digest d;
   d.add_text("tree");
@@ -169,9 +179,14 @@ inline std::string digest_of(const tree_inputs& in) {
 
 //! One side's warping parameters as columns: temperature, top_p, min_p float64 and top_k int32 [B].
 struct warp_columns {
-  std::vector<double> temperature, top_p, min_p;
-  std::vector<std::int32_t> top_k;
+  std::vector<double> temperature, top_p, min_p;  //!< [B]
+  //! \var temperature
+  //! [B]
+  //! \var top_p
+  //! [B]
+  std::vector<std::int32_t> top_k;  //!< [B]
 
+  //! The columns of `w`, one entry per request.
   explicit warp_columns(const std::vector<warp_params>& w) {
     for (const auto& x : w) {
       temperature.push_back(x.temperature);
@@ -182,6 +197,7 @@ struct warp_columns {
   }
 };
 
+//! The digest of a chain call from logits: the chain's digest, then each side's warping columns.
 inline std::string digest_of(const chain_logit_inputs& in) {
   digest d;
   d.add_text(digest_of(static_cast<const chain_inputs&>(in)));
@@ -196,6 +212,7 @@ inline std::string digest_of(const chain_logit_inputs& in) {
   return d.hex();
 }
 
+//! Appends the seeds, request_ids and steps arrays, uint64 [B].
 inline void add_identity_files(std::vector<named_file>& files, const request_identities& in) {
   add_file(files, "seeds", in.seeds, {in.seeds.size()});
   add_file(files, "request_ids", in.request_ids, {in.request_ids.size()});
@@ -204,9 +221,9 @@ inline void add_identity_files(std::vector<named_file>& files, const request_ide
 
 //! One member of a flat JSON object: a number, or a string (`text`) without characters to escape.
 struct json_member {
-  std::string_view key;
-  std::string value;
-  bool text = false;
+  std::string_view key;  //!< the member's name
+  std::string value;     //!< the number's digits, or the string's contents
+  bool text = false;     //!< true: `value` is written as a JSON string
 };
 
 //! A flat JSON object on one line.
@@ -249,7 +266,7 @@ inline std::vector<named_file> input_files(const chain_inputs& in, std::size_t c
 }
 
 //! The files of a chain call from logits: the chain's arrays (rows of logits), each side's warping
-//! columns (<side>_temperature, <side>_top_k, <side>_top_p, <side>_min_p), and meta.json with form
+//! columns (`<side>_temperature`, `<side>_top_k`, `<side>_top_p`, `<side>_min_p`), and meta.json with form
 //! "chain_logits".
 inline std::vector<named_file> input_files(const chain_logit_inputs& in, std::size_t call, const std::string& digest_hex) {
   std::vector<named_file> files = input_files(static_cast<const chain_inputs&>(in), call, digest_hex);
@@ -292,6 +309,8 @@ inline std::vector<named_file> input_files(const tree_inputs& in, std::size_t ca
   return files;
 }
 
+//! The values of `<name>.npy` in `dir`, converted to T. \throws npy::format_error when the file is missing or malformed, its
+//! dtype is not T's, or it does not have `dims` dimensions.
 template <class T>
 std::vector<T> load_values(const std::filesystem::path& dir, const std::string& name, std::size_t dims) {
   const auto path = dir / (name + ".npy");
@@ -302,12 +321,15 @@ std::vector<T> load_values(const std::filesystem::path& dir, const std::string& 
   return npy::values<T>(a, path.string());
 }
 
+//! Reads the seeds, request_ids and steps arrays of `dir` into `in`. \throws npy::format_error as `load_values`.
 inline void read_identity(request_identities& in, const std::filesystem::path& dir) {
   in.seeds = load_values<std::uint64_t>(dir, "seeds", 1);
   in.request_ids = load_values<std::uint64_t>(dir, "request_ids", 1);
   in.steps = load_values<std::uint64_t>(dir, "steps", 1);
 }
 
+//! The value of `key` in the meta.json text `meta`, a non-negative integer. \throws npy::format_error naming `where`/meta.json
+//! when it is absent or not a number.
 inline std::size_t meta_size(const std::string& meta, const char* key, const std::filesystem::path& where) {
   const std::string v = json_field(meta, key);
   if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
@@ -403,6 +425,7 @@ class file_bridge {
   //! Blocks until call_dir/outputs holds an answer; returns false to end the run instead.
   using waiter = std::function<bool(const std::filesystem::path& call_dir)>;
 
+  //! A bridge whose call directories are `dir`/call_000000, `dir`/call_000001, ...
   explicit file_bridge(std::filesystem::path dir) : dir_(std::move(dir)) {}
 
   //! Without a waiter (the default), a call without an answer ends the run (`stop_run`, with
@@ -412,12 +435,15 @@ class file_bridge {
   //! digest is all a replay checks): the run's directory then holds little more than the answers.
   void set_prune_inputs(bool prune) noexcept { prune_ = prune; }
 
+  //! The bridge as a chain verifier for the kit: each call goes through the files.
   chain_verifier chain() {
     return [this](const chain_inputs& in) { return call(in); };
   }
+  //! The bridge as a tree verifier for the kit: each call goes through the files.
   tree_verifier tree() {
     return [this](const tree_inputs& in) { return call(in); };
   }
+  //! The bridge as a chain-from-logits verifier for the kit: each call goes through the files.
   chain_logits_verifier chain_logits() {
     return [this](const chain_logit_inputs& in) { return call(in); };
   }
@@ -429,7 +455,7 @@ class file_bridge {
   //! Why the bridge stopped the run, when it stopped for an error rather than for an answer.
   const std::string& error() const noexcept { return error_; }
 
-  //! <dir>/call_<k>, k zero-padded to 6 digits.
+  //! `<dir>/call_<k>`, k zero-padded to 6 digits.
   std::filesystem::path call_dir(std::size_t k) const {
     char name[32];
     std::snprintf(name, sizeof name, "call_%06zu", k);

@@ -18,6 +18,8 @@
 
 namespace specdec::conformance {
 
+//! Runs the rare-event check (see the file comment) on a chain verifier, `o.impossible_token_trials` requests in calls of at
+//! least 65536; fails at the first emission of token 0, or on any error or report.
 template <class Verifier>
 check_result check_impossible_tokens(const Verifier& verify, const kit_options& o) {
   check_result check{"impossible_tokens", true, {}, {}, {}};

@@ -32,19 +32,24 @@ struct request_identities {
 //! `draft_rows` (q); `target_rows` holds the target's rows (p) at every drafted position and one
 //! more for the bonus token. Rows are packed request after request.
 struct chain_inputs : request_identities {
-  std::size_t vocab_size = 0;
+  std::size_t vocab_size = 0;            //!< V, the vocabulary size
   std::vector<std::int32_t> num_drafts;  //!< [B]
   std::vector<std::int64_t> offsets;     //!< [B + 1] prefix sums of num_drafts
   std::vector<token_id> draft_tokens;    //!< [sum n_b]
   std::vector<float> draft_rows;         //!< [sum n_b][V]
   std::vector<float> target_rows;        //!< [sum (n_b + 1)][V]; request b's rows start at row offsets[b] + b
 
+  //! B, the number of requests.
   std::size_t batch_size() const noexcept { return num_drafts.size(); }
+  //! The packed index of request b's draft i (into `draft_tokens`, and the row of `draft_rows`).
   std::size_t draft_index(std::size_t b, std::size_t i) const noexcept { return static_cast<std::size_t>(offsets[b]) + i; }
+  //! The row of `target_rows` of request b's position i (i = num_drafts[b]: the bonus row).
   std::size_t target_index(std::size_t b, std::size_t i) const noexcept { return static_cast<std::size_t>(offsets[b]) + b + i; }
+  //! Request b's draft row i (q), V entries.
   std::span<const float> draft_row(std::size_t b, std::size_t i) const {
     return std::span<const float>(draft_rows).subspan(draft_index(b, i) * vocab_size, vocab_size);
   }
+  //! Request b's target row i (p), V entries; i = num_drafts[b] is the bonus row.
   std::span<const float> target_row(std::size_t b, std::size_t i) const {
     return std::span<const float>(target_rows).subspan(target_index(b, i) * vocab_size, vocab_size);
   }
@@ -69,20 +74,24 @@ enum class sibling_sampling {
 //! the parent of node i is an earlier node. Node n's draft row is the distribution its children were
 //! drawn from and its target row the target's distribution after the path to n.
 struct tree_inputs : request_identities {
-  std::size_t vocab_size = 0;
-  sibling_sampling sampling = sibling_sampling::independent;
-  std::vector<std::int32_t> num_nodes;  //!< [B] including the root
-  std::vector<std::int64_t> offsets;    //!< [B + 1] prefix sums of num_nodes
-  std::vector<std::int32_t> parents;    //!< [sum num_nodes] local ids; -1 for the root
-  std::vector<token_id> tokens;         //!< [sum num_nodes]; -1 for the root
-  std::vector<float> draft_rows;        //!< [sum num_nodes][V]
-  std::vector<float> target_rows;       //!< [sum num_nodes][V]
+  std::size_t vocab_size = 0;                                 //!< V, the vocabulary size
+  sibling_sampling sampling = sibling_sampling::independent;  //!< how each node's children were drawn
+  std::vector<std::int32_t> num_nodes;                        //!< [B] including the root
+  std::vector<std::int64_t> offsets;                          //!< [B + 1] prefix sums of num_nodes
+  std::vector<std::int32_t> parents;                          //!< [sum num_nodes] local ids; -1 for the root
+  std::vector<token_id> tokens;                               //!< [sum num_nodes]; -1 for the root
+  std::vector<float> draft_rows;                              //!< [sum num_nodes][V]
+  std::vector<float> target_rows;                             //!< [sum num_nodes][V]
 
+  //! B, the number of trees.
   std::size_t batch_size() const noexcept { return num_nodes.size(); }
+  //! The packed index of request b's node n (into `parents`, `tokens` and the rows).
   std::size_t node_index(std::size_t b, std::size_t n) const noexcept { return static_cast<std::size_t>(offsets[b]) + n; }
+  //! The draft row of request b's node n: the distribution its children were drawn from.
   std::span<const float> draft_row(std::size_t b, std::size_t n) const {
     return std::span<const float>(draft_rows).subspan(node_index(b, n) * vocab_size, vocab_size);
   }
+  //! The target row of request b's node n: the target's distribution after the path to n.
   std::span<const float> target_row(std::size_t b, std::size_t n) const {
     return std::span<const float>(target_rows).subspan(node_index(b, n) * vocab_size, vocab_size);
   }
@@ -121,12 +130,15 @@ enum class claim {
 
 //! A claim, with the law it states when it is lossy.
 struct guarantee {
-  claim kind = claim::lossless;
-  emission_law law;    //!< stated_law only
-  std::string name{};  //!< how reports name the claim
+  claim kind = claim::lossless;  //!< the claim
+  emission_law law;              //!< stated_law only
+  std::string name{};            //!< how reports name the claim
 
+  //! The lossless claim: the emitted sequence follows the target's law.
   static guarantee lossless() { return {claim::lossless, {}, "lossless"}; }
+  //! The greedy claim: every emitted token is the target's argmax.
   static guarantee greedy() { return {claim::greedy, {}, "greedy"}; }
+  //! A lossy chain claim: each drafted position emits by `law`; `name` names it in reports.
   static guarantee stated(emission_law law, std::string name) { return {claim::stated_law, std::move(law), std::move(name)}; }
   //! The law of a specdec rejection-family rule (e.g. `lenient_rule{0.5}`), by
   //! `specdec::emission_distribution`.

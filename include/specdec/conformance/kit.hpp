@@ -9,9 +9,9 @@
 //!   std::cout << specdec::conformance::to_text(report);   // or to_json(report)
 //! \endcode
 //! Checks (docs/conformance.md says what each proves and how much it detects):
-//!   exact_law/<config>      the law of the first H emitted tokens (chi-squared, or greedy token for token)
+//!   `exact_law/<config>`    the law of the first H emitted tokens (chi-squared, or greedy token for token)
 //!   determinism, batch_invariance, independence/{request_id,seed,step}   seeded verifiers only
-//!   bad_input/<case>        the catalogue of conformance/bad_input.hpp
+//!   `bad_input/<case>`      the catalogue of conformance/bad_input.hpp
 //!   impossible_tokens       the rare-event check of conformance/impossible_tokens.hpp (chains)
 #pragma once
 

@@ -28,13 +28,18 @@ namespace specdec::conformance {
 
 //! One exact-law configuration: a model pair, the tokens compared, and how much is drafted.
 struct law_config {
-  model_config model;
-  int horizon = 3;
-  std::size_t prompt = 1;
+  model_config model;                        //!< the model pair
+  int horizon = 3;                           //!< H, the number of emitted tokens whose joint law is compared
+  std::size_t prompt = 1;                    //!< the context token before the first emitted one
   std::size_t min_gamma = 1, max_gamma = 4;  //!< chains: request r drafts min + r % (max - min + 1)
   std::vector<std::size_t> branching;        //!< trees: children per node at each depth
   warp_params target_warp, draft_warp;       //!< logits form: how each side's logits are warped
+  //! \var min_gamma
+  //! Chains: the fewest drafts of a request (see `gamma_of`).
+  //! \var target_warp
+  //! Logits form: how the target's logits are warped.
 
+  //! The number of drafts of request `request`: min_gamma + request % (max_gamma - min_gamma + 1).
   std::size_t gamma_of(std::size_t request) const noexcept { return min_gamma + request % (max_gamma - min_gamma + 1); }
 };
 

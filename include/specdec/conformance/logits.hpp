@@ -130,6 +130,7 @@ inline chain_logit_inputs select_requests(const chain_logit_inputs& in, std::spa
   return out;
 }
 
+//! A chain-from-logits batch of no request over a vocabulary of `vocab` tokens.
 inline chain_logit_inputs empty_logit_batch(std::size_t vocab) {
   chain_logit_inputs in;
   static_cast<chain_inputs&>(in) = empty_chain_batch(vocab);

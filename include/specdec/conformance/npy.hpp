@@ -93,9 +93,9 @@ constexpr dtype dtype_of() noexcept {
 
 //! An array read from a file: its dtype, shape and data (little-endian bytes, C order).
 struct array {
-  dtype type = dtype::u1;
-  std::vector<std::size_t> shape;
-  std::string data;
+  dtype type = dtype::u1;          //!< the element type
+  std::vector<std::size_t> shape;  //!< the dimensions
+  std::string data;                //!< the elements' bytes
 
   //! The number of elements: the product of the shape (1 for a 0-d array).
   std::size_t size() const noexcept {
@@ -265,6 +265,7 @@ std::string encode(std::span<const T> values, std::span<const std::size_t> shape
   }
   return out;
 }
+//! `encode` with the shape given as a list, e.g. encode<float>(rows, {n, V}).
 template <class T>
 std::string encode(std::span<const T> values, std::initializer_list<std::size_t> shape) {
   return encode(values, std::span<const std::size_t>(shape.begin(), shape.size()));
@@ -348,6 +349,7 @@ template <class T>
 void save(const std::filesystem::path& path, std::span<const T> values, std::span<const std::size_t> shape) {
   write_file(path, encode(values, shape));
 }
+//! `save` with the shape given as a list.
 template <class T>
 void save(const std::filesystem::path& path, std::span<const T> values, std::initializer_list<std::size_t> shape) {
   write_file(path, encode(values, shape));

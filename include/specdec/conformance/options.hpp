@@ -13,6 +13,7 @@
 
 namespace specdec::conformance {
 
+//! The options of a kit run: its statistical level, its sizes, and what the verifier claims to do.
 struct kit_options {
   //! The false-failure level of each statistical check: a correct verifier fails one with
   //! probability at most alpha.
@@ -43,6 +44,7 @@ struct kit_options {
   //! Progress lines (one per check) when set.
   std::ostream* progress = nullptr;
 
+  //! Whether the check `check_name` is run: `only` is empty, or one of its entries is a prefix of it.
   bool wants(const std::string& check_name) const {
     if (only.empty()) return true;
     for (const auto& prefix : only)

@@ -15,18 +15,20 @@ namespace specdec::conformance {
 
 //! The result of one check.
 struct check_result {
-  std::string name;  //!< e.g. "exact_law/v4_mixed_gamma"
-  bool passed = true;
+  std::string name;                                     //!< e.g. "exact_law/v4_mixed_gamma"
+  bool passed = true;                                   //!< false once one failure was found
   std::string summary;                                  //!< one line: what was checked and what was found
   std::vector<std::pair<std::string, double>> figures;  //!< statistic, p-value, samples, seeds, ...
   //! A minimal reproduction of each failure, as JSON objects: the inputs of one failing request and
   //! what came back, or, for a statistical check, its configuration and the most deviant cell.
   std::vector<std::string> reproductions;
 
+  //! Marks the check failed; the first failure's reason becomes the summary.
   void fail(std::string why) {
     if (passed) summary = std::move(why);
     passed = false;
   }
+  //! The figure named `key`, or NaN when there is none.
   double figure(std::string_view key) const {
     for (const auto& [k, v] : figures)
       if (k == key) return v;
@@ -36,20 +38,23 @@ struct check_result {
 
 //! Everything one kit run found.
 struct report {
-  std::string verifier;   //!< the name the caller gave
-  std::string guarantee;  //!< the claim checked
-  std::vector<check_result> checks;
+  std::string verifier;              //!< the name the caller gave
+  std::string guarantee;             //!< the claim checked
+  std::vector<check_result> checks;  //!< every check run, in order
 
+  //! True iff some check ran and every check passed.
   bool passed() const {
     for (const auto& c : checks)
       if (!c.passed) return false;
     return !checks.empty();
   }
+  //! The number of failed checks.
   std::size_t failures() const {
     std::size_t n = 0;
     for (const auto& c : checks) n += c.passed ? 0 : 1;
     return n;
   }
+  //! The check named `name`, or null.
   const check_result* find(std::string_view name) const {
     for (const auto& c : checks)
       if (c.name == name) return &c;

@@ -33,11 +33,13 @@ namespace specdec::conformance {
 
 //! An order-1 Markov target p(next | prev) and draft q(next | prev), both [V][V] row-major.
 struct markov_pair {
-  std::size_t vocab = 0;
+  std::size_t vocab = 0;       //!< V
   std::vector<double> target;  //!< p[prev * V + next]
   std::vector<double> draft;   //!< q[prev * V + next]
 
+  //! p(. | prev), V entries.
   std::span<const double> p_row(std::size_t prev) const { return std::span<const double>(target).subspan(prev * vocab, vocab); }
+  //! q(. | prev), V entries.
   std::span<const double> q_row(std::size_t prev) const { return std::span<const double>(draft).subspan(prev * vocab, vocab); }
 
   //! The mean over previous tokens of TV(p(. | prev), q(. | prev)).

@@ -52,21 +52,29 @@ class ragged_layout {
     return l;
   }
 
+  //! B, the number of requests.
   std::size_t batch_size() const noexcept { return num_drafts_.size(); }
+  //! n_b, the number of drafts of request b.
   std::size_t num_drafts(std::size_t b) const noexcept { return static_cast<std::size_t>(num_drafts_[b]); }
   //! The widest request (packed) or the padded width: output rows hold max_drafts() + 1 tokens.
   std::size_t max_drafts() const noexcept { return max_drafts_; }
+  //! True for a packed layout (rows concatenated), false for a padded one.
   bool is_packed() const noexcept { return !offsets_.empty(); }
 
+  //! The draft row of request b's draft i: offsets[b] + i packed, b * max_drafts + i padded.
   std::size_t draft_row(std::size_t b, std::size_t i) const noexcept {
     return is_packed() ? static_cast<std::size_t>(offsets_[b]) + i : b * max_drafts_ + i;
   }
+  //! The target row of request b's position i (i = n_b: the bonus row): offsets[b] + b + i packed, b * (max_drafts + 1) + i
+  //! padded.
   std::size_t target_row(std::size_t b, std::size_t i) const noexcept {
     return is_packed() ? static_cast<std::size_t>(offsets_[b]) + b + i : b * (max_drafts_ + 1) + i;
   }
+  //! The number of draft rows: sum n_b packed, B * max_drafts padded.
   std::size_t num_draft_rows() const noexcept {
     return is_packed() ? static_cast<std::size_t>(offsets_.back()) : batch_size() * max_drafts_;
   }
+  //! The number of target rows: sum (n_b + 1) packed, B * (max_drafts + 1) padded.
   std::size_t num_target_rows() const noexcept {
     return is_packed() ? num_draft_rows() + batch_size() : batch_size() * (max_drafts_ + 1);
   }
@@ -92,18 +100,21 @@ constexpr bool holds_rows(std::size_t size, std::size_t rows, std::size_t V) noe
 //! `T` is float or double. Rows are probabilities (`verify`) or logits (`verify_from_logits`).
 template <class T>
 struct chain_batch {
-  ragged_layout layout;
-  std::size_t vocab_size = 0;
+  ragged_layout layout;                    //!< where each request's rows live
+  std::size_t vocab_size = 0;              //!< V, the length of every row
   std::span<const token_id> draft_tokens;  //!< one per draft row
   std::span<const T> draft_rows;           //!< [num_draft_rows][V]; may be empty for rules that never read q
   std::span<const T> target_rows;          //!< [num_target_rows][V]
 
+  //! Request b's draft row i (q), V entries.
   std::span<const T> draft_row(std::size_t b, std::size_t i) const {
     return draft_rows.subspan(layout.draft_row(b, i) * vocab_size, vocab_size);
   }
+  //! Request b's target row i (p), V entries; i = n_b is the bonus row.
   std::span<const T> target_row(std::size_t b, std::size_t i) const {
     return target_rows.subspan(layout.target_row(b, i) * vocab_size, vocab_size);
   }
+  //! Request b's draft i.
   token_id draft_token(std::size_t b, std::size_t i) const { return draft_tokens[layout.draft_row(b, i)]; }
 };
 

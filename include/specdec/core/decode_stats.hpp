@@ -11,10 +11,10 @@ namespace specdec {
 
 //! Counters of one generation. Per-position vectors grow to the longest draft seen.
 struct decode_stats {
-  std::size_t iterations = 0;  //!< verification rounds (one target call each)
-  std::size_t target_calls = 0;
-  std::size_t target_positions = 0;  //!< positions the target scored, summed over calls
-  std::size_t draft_calls = 0;
+  std::size_t iterations = 0;            //!< verification rounds (one target call each)
+  std::size_t target_calls = 0;          //!< target-model calls (one per round that called the target)
+  std::size_t target_positions = 0;      //!< positions the target scored, summed over calls
+  std::size_t draft_calls = 0;           //!< draft-model evaluations, wasted drafts included
   std::size_t drafted = 0;               //!< draft tokens proposed
   std::size_t accepted = 0;              //!< draft tokens accepted
   std::size_t emitted = 0;               //!< tokens appended to the output (accepted + corrections + bonus)

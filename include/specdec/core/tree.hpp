@@ -156,6 +156,7 @@ class tree_layout {
     return from_parents(nodes, parents);
   }
 
+  //! B, the number of trees.
   std::size_t batch_size() const noexcept { return num_nodes_.size(); }
   //! Nodes of request b, the root included.
   std::size_t num_nodes(std::size_t b) const noexcept { return num_nodes_of(b); }
@@ -163,8 +164,11 @@ class tree_layout {
   std::size_t num_rows() const noexcept { return offsets_.empty() ? 0 : static_cast<std::size_t>(offsets_.back()); }
   //! The row of node n of request b.
   std::size_t node_row(std::size_t b, std::size_t n) const noexcept { return static_cast<std::size_t>(offsets_[b]) + n; }
+  //! The parent of request b's node n (local id; `no_node` for the root).
   std::int32_t parent(std::size_t b, std::size_t n) const noexcept { return parent_[node_row(b, n)]; }
+  //! The first child of request b's node n (local id, or `no_node`).
   std::int32_t first_child(std::size_t b, std::size_t n) const noexcept { return first_child_[node_row(b, n)]; }
+  //! The next sibling of request b's node n (local id, or `no_node`).
   std::int32_t next_sibling(std::size_t b, std::size_t n) const noexcept { return next_sibling_[node_row(b, n)]; }
   //! Edges from the root: 0 for the root, the number of drafted tokens on the path to n otherwise.
   std::int32_t depth(std::size_t b, std::size_t n) const noexcept { return depth_[node_row(b, n)]; }
@@ -222,16 +226,19 @@ class tree_layout {
 //! draft rows q per node. `T` is float or double. q may be empty for rules that never read it.
 template <class T>
 struct tree_batch {
-  tree_layout layout;
-  std::size_t vocab_size = 0;
+  tree_layout layout;                //!< the shapes of the trees
+  std::size_t vocab_size = 0;        //!< V, the length of every row
   std::span<const token_id> tokens;  //!< [num_rows]
   std::span<const T> draft_rows;     //!< [num_rows][V] or empty
   std::span<const T> target_rows;    //!< [num_rows][V]
 
+  //! The token of request b's node n (the root's is ignored).
   token_id token(std::size_t b, std::size_t n) const { return tokens[layout.node_row(b, n)]; }
+  //! The target row of request b's node n: p(. | context, path to n), V entries.
   std::span<const T> target_row(std::size_t b, std::size_t n) const {
     return target_rows.subspan(layout.node_row(b, n) * vocab_size, vocab_size);
   }
+  //! The draft row of request b's node n: q(. | context, path to n), V entries.
   std::span<const T> draft_row(std::size_t b, std::size_t n) const {
     return draft_rows.subspan(layout.node_row(b, n) * vocab_size, vocab_size);
   }

@@ -84,9 +84,12 @@ struct chain_acceptance {};
 struct tree_acceptance {
   std::variant<target_only_rule, strict_rule, recursive_rejection_rule, k_seq_rule, greedy_rule, sample_and_match_rule,
                typical_rule>
+      //! The tree rule applied at every node.
       rule{};
 };
 
+//! How the target judges a request's drafts (`request_options::acceptance`): `chain_acceptance` (the decoder's rule), a chain
+//! rule of the request's own, tree verification, MTAD's joint rule, BiLD's rollback rule or SPRINTER's last-token check.
 using request_acceptance = std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule,
                                         block_rule, typical_rule, tree_acceptance, mtad_rule, bild_rule, last_token_rule>;
 
@@ -116,7 +119,7 @@ inline bool same_rule(const request_acceptance& a, const request_acceptance& b) 
 //! A request of the step decoder.
 struct request_options {
   std::vector<token_id> prompt;  //!< not empty (a BOS token starts an unconditional generation)
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;        //!< with `request_id`, names the request's random streams
   std::uint32_t request_id = 0;  //!< with `seed`, names the request's random streams
   warp_params target_params{};   //!< how the target's rows are warped before verification
   warp_params draft_params{};    //!< how the draft's rows are warped before drafting from them
@@ -163,7 +166,7 @@ using request_handle = sequence_id;
 
 //! What a verified-length stage sees of a drafted request (chain and per-request host rules only).
 struct drafted_request {
-  request_handle request = 0;
+  request_handle request = 0;           //!< the request
   const decode_stats* stats = nullptr;  //!< its counters before this round
   std::span<const token_id> context;    //!< prompt and emitted tokens
   std::span<const token_id> drafts;     //!< this round's drafts
@@ -195,6 +198,20 @@ enum class finish_reason : std::uint8_t {
 //! step; the rest of the step is the decoder's own bookkeeping.
 struct step_timing {
   double draft_forward = 0.0, draft_sampling = 0.0, draft_stages = 0.0, target_forward = 0.0, verification = 0.0, total = 0.0;
+  //! \var draft_forward
+  //! The draft model's forwards.
+  //! \var draft_sampling
+  //! Sampling the drafts (warping each draft row).
+  //! \var draft_stages
+  //! The drafter stages: their models and sampling.
+  //! \var target_forward
+  //! The target's forward.
+  //! \var verification
+  //! Verification, host warps of stage-drafted and joint requests included.
+  //! \var total
+  //! The whole step.
+
+  //! The step's time not spent in the parts above: total minus their sum.
   double bookkeeping() const noexcept {
     return total - draft_forward - draft_sampling - draft_stages - target_forward - verification;
   }
@@ -202,14 +219,14 @@ struct step_timing {
 
 //! What a step did for one request. The spans stay valid until the next step.
 struct step_event {
-  request_handle request = 0;
-  std::span<const token_id> tokens;  //!< emitted this step
-  finish_reason finished = finish_reason::none;
-  verify_status status = verify_status::ok;
-  std::size_t drafted = 0;               //!< tokens drafted this round
-  std::size_t verified = 0;              //!< drafts judged: by the target (chain, joint), or the whole run (last_token)
-  std::span<const token_id> drafts;      //!< the drafts sent to the target (chain, joint: the verified ones)
-  std::span<const float> target_logits;  //!< the target's rows for this request ([rows][V]; empty: no target call)
+  request_handle request = 0;                    //!< the request
+  std::span<const token_id> tokens;              //!< emitted this step
+  finish_reason finished = finish_reason::none;  //!< why the request finished, or `none`
+  verify_status status = verify_status::ok;      //!< the flags of this step's verification
+  std::size_t drafted = 0;                       //!< tokens drafted this round
+  std::size_t verified = 0;                      //!< drafts judged: by the target (chain, joint), or the whole run (last_token)
+  std::span<const token_id> drafts;              //!< the drafts sent to the target (chain, joint: the verified ones)
+  std::span<const float> target_logits;          //!< the target's rows for this request ([rows][V]; empty: no target call)
 };
 
 //! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary. `Rule` is the

@@ -36,19 +36,19 @@ namespace specdec {
 
 //! Options of a generation.
 struct decode_options {
-  std::size_t max_new_tokens = 64;
-  warp_params target_params{};  //!< how the target's rows are warped before verification
-  std::uint64_t seed = 0;
-  std::uint32_t request_id = 0;
+  std::size_t max_new_tokens = 64;       //!< the most tokens generated (fewer after the stop token)
+  warp_params target_params{};           //!< how the target's rows are warped before verification
+  std::uint64_t seed = 0;                //!< with `request_id`, names the request's random streams
+  std::uint32_t request_id = 0;          //!< with `seed`, names the request's random streams
   std::optional<token_id> stop_token{};  //!< generation ends after emitting it
-  cost_model cost{};
+  cost_model cost{};                     //!< the simulated times of the draft and target calls (`decode_stats::simulated_time`)
 };
 
 //! The generated tokens (prompt excluded), the counters, and the status of the last verification.
 struct decode_result {
-  std::vector<token_id> tokens;
-  decode_stats stats;
-  verify_status status = verify_status::ok;
+  std::vector<token_id> tokens;              //!< the generated tokens, prompt excluded
+  decode_stats stats;                        //!< the generation's counters
+  verify_status status = verify_status::ok;  //!< the status of the last verification
 };
 
 namespace detail {

@@ -55,7 +55,7 @@ struct sprinter_options {
 
 //! A SPRINTER generation: a `decode_result` (tokens, decode_stats, status) plus `sprinter_stats`.
 struct sprinter_result : decode_result {
-  sprinter_stats sprinter;
+  sprinter_stats sprinter;  //!< SPRINTER's own counters
 };
 
 //! SPRINTER decoding of one request with a `verifier_gated_drafter` (Algorithm 2, repeated until

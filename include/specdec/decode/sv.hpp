@@ -133,14 +133,14 @@ struct sv_stats {
 
 //! A generation by SV: the common result plus SV's counters.
 struct sv_result : decode_result {
-  sv_stats sv;
+  sv_stats sv;  //!< SV's own counters
 };
 
 //! Options of single-request SV.
 struct sv_options {
-  std::size_t gamma_max = 5;      //!< tokens drafted per round (the paper's draft length)
-  sv_mode mode = sv_mode::exact;  //!< what the length decision may look at
-  length_search search = length_search::incremental;
+  std::size_t gamma_max = 5;                          //!< tokens drafted per round (the paper's draft length)
+  sv_mode mode = sv_mode::exact;                      //!< what the length decision may look at
+  length_search search = length_search::incremental;  //!< how the verified length is searched (incremental in exact mode)
   optimize::token_counting counting = optimize::token_counting::accepted_drafts;  //!< goodput numerator
   warp_params companion_params{};                                                 //!< how the companion's logits become P_c
   double t_companion = 0.05;  //!< simulated time of one companion call (all positions)
@@ -150,9 +150,9 @@ struct sv_options {
 //! gamma_max * t_draft + t_companion + t_target(k + 1) (drafting and the companion are spent before the
 //! choice, the target scores k + 1 positions). A `theory::LatencyProfile` for `decode_sv`.
 struct sv_step_latency {
-  cost_model cost{};
-  std::size_t gamma_max = 5;
-  double t_companion = 0.05;
+  cost_model cost{};          //!< the draft and target times
+  std::size_t gamma_max = 5;  //!< gamma_max, the drafts per round
+  double t_companion = 0.05;  //!< the simulated time of one companion call
   //! L(k). \pre k >= 0.
   double operator()(int k) const {
     return static_cast<double>(gamma_max) * cost.t_draft + t_companion + cost.target_time(static_cast<std::size_t>(k) + 1);
@@ -181,7 +181,8 @@ void sv_indicators(const Policy& policy, const C& companion, const warp_params& 
   w.companion_rows.resize(n * V);
   score(companion, context, drafts.first(n - 1), std::span<float>(w.logits));
   warp_rows(w.logits, w.companion_rows, V, companion_params);
-  estimate::compute_indicators(policy, q_rows, std::span<const float>(w.companion_rows), drafts, V, std::span<double>(w.s),
+  estimate::compute_indicators(policy, specdec::row_batch<const float>(q_rows, V),
+                               specdec::row_batch<const float>(w.companion_rows, V), drafts, std::span<double>(w.s),
                                std::span<double>(w.a));
 }
 
@@ -234,10 +235,16 @@ sv_result run_sv_request(Decoder& decoder, request_options o, const sv_options& 
 
 //! Speculative Verification of one request: the step decoder with `drafter` as drafter stage (gamma_max
 //! drafts per round), SV's verified-length stage (`sv_request_lengths`) and the strict rule.
+//! \param policy     the backend: `exec::seq`, `exec::simd`, `exec::cuda` (exec/policy.hpp)
+//! \param target     the target `Model`; its rows are warped with `options.target_params`
 //! \param drafter    proposes gamma_max tokens per round and their q rows (`chain_drafter`)
 //! \param companion  a `Model` over the same vocabulary, run on the same contexts as the drafter
 //! \param estimator  P(accept | S, A), fitted on profiling samples (`profile_sv_indicators`)
 //! \param latency    L(k), the latency of a step that verifies k drafts (e.g. `sv_step_latency`)
+//! \param prompt     the prompt, not empty
+//! \param options    max_new_tokens, seed, request_id, stop token, target warp and cost model
+//! \param sv         SV's options: gamma_max, mode, length search, companion warp and companion time
+//!
 //! Randomness: round r uses request_stream{seed, request_id, r}, as `decode` does. A model's unusable
 //! row ends the generation with `invalid_row` in `status`; the companion's throws.
 //! \pre the models share the vocabulary; options valid. \throws specdec::error on bad options or
@@ -354,7 +361,16 @@ verify_length_stage sv_batch_lengths(Policy policy, const Companion& companion, 
 //! Request b uses request_stream{seed, request_id + b, round}, so its randomness does not depend on the
 //! rest of the batch. Exactness: as for `decode_sv` (exact mode with the first-drop rule is lossless
 //! per request, and requests stay independent).
+//! \param policy          the backend: `exec::seq`, `exec::simd`, `exec::cuda` (exec/policy.hpp)
+//! \param target          the target `Model`; its rows are warped with `options.target_params`
+//! \param draft           the draft `Model`, which drafts the chains
+//! \param draft_params    how the draft's rows are warped before drafting from them
+//! \param companion       a `Model` over the same vocabulary, run on the drafted positions (SV only)
+//! \param estimator       P(accept | S, A), fitted on profiling samples (`profile_sv_indicators`)
 //! \param target_latency  the target's latency for one call scoring P positions in all (P >= 1)
+//! \param prompts         one prompt per request, none empty
+//! \param options         what every request shares (request b's id is options.request_id + b)
+//! \param batch           SV's batch options: gamma_max, the length rule, the scheduler, the round's costs
 //! \pre the models share the vocabulary; options valid. \throws specdec::error on bad options,
 //!      `stop_rule::best_prefix` in exact mode, a bad latency profile, or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile TL>

@@ -72,9 +72,9 @@ inline constexpr warp_params mtad_default_warp{.temperature = 1.0, .top_k = 20, 
 //! Parameters of a beam draft. Defaults: W = 8 (Table 15), sampling without replacement, the
 //! warping of appendix F.
 struct beam_params {
-  std::size_t width = 8;  //!< W >= 1
-  beam_mode mode = beam_mode::sample_without_replacement;
-  warp_params warp = mtad_default_warp;  //!< applied to every q row (use the target's too)
+  std::size_t width = 8;                                   //!< W >= 1
+  beam_mode mode = beam_mode::sample_without_replacement;  //!< how the W beams are picked
+  warp_params warp = mtad_default_warp;                    //!< applied to every q row (use the target's too)
 };
 
 //! Checks a beam_params.

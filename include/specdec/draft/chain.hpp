@@ -22,8 +22,8 @@ namespace specdec {
 
 //! What a drafter wrote: `tokens.size()` drafts and their q rows ([n][V], float).
 struct draft_block {
-  std::vector<token_id> tokens;
-  std::vector<float> q_rows;
+  std::vector<token_id> tokens;  //!< the drafted tokens
+  std::vector<float> q_rows;     //!< [n][V], the warped rows the tokens were sampled from
 };
 
 //! Proposes up to gamma tokens after a context; returns the number of draft-model calls made.
@@ -40,7 +40,9 @@ class chain_drafter {
   //! \throws specdec::error on invalid warp parameters.
   chain_drafter(const DraftModel& model, warp_params params) : model_(&model), params_(params) { validate(params); }
 
+  //! V, the draft model's vocabulary size.
   std::size_t vocab_size() const { return model_->vocab_size(); }
+  //! The warp applied to every draft row.
   const warp_params& params() const noexcept { return params_; }
 
   //! Drafts gamma tokens after `context`. Draw j uses stream position j, purpose draft.

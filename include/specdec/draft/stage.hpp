@@ -20,9 +20,9 @@ namespace specdec {
 //! rows the tokens were sampled from, [n][V]) or `log_q` (the joint log q of every prefix, for the
 //! joint rule of MTAD), and says what drafting cost.
 struct stage_draft {
-  std::vector<token_id> tokens;
-  std::vector<float> q_rows;  //!< [tokens.size()][V], or empty when `log_q` is given
-  std::vector<double> log_q;  //!< log_q[j - 1] = log q(x_{1:j}), or empty
+  std::vector<token_id> tokens;  //!< the drafted tokens
+  std::vector<float> q_rows;     //!< [tokens.size()][V], or empty when `log_q` is given
+  std::vector<double> log_q;     //!< log_q[j - 1] = log q(x_{1:j}), or empty
   //! Leading tokens that are final before the target sees them (SPRINTER: those its verifier
   //! accepted); only the `last_token` rule reads it, and then `kept + 1 == tokens.size()` when
   //! `check_last`, `kept == tokens.size()` otherwise.

@@ -126,7 +126,7 @@ struct drafted_tree {
 //! (`num_nodes`, `parents`) and `tree_batch<float>` (`tokens`, `draft_rows` = `q_rows`) read.
 //! `clear()` keeps the buffers, so packing a batch again allocates nothing once they are large enough.
 struct packed_trees {
-  std::size_t vocab_size = 0;
+  std::size_t vocab_size = 0;           //!< V, the length of every q row
   std::vector<std::int32_t> num_nodes;  //!< [B], the roots included
   std::vector<std::int32_t> parents;    //!< [sum num_nodes], local ids
   std::vector<token_id> tokens;         //!< [sum num_nodes]
@@ -285,9 +285,13 @@ class static_tree_drafter {
     SPECDEC_EXPECTS(shape_.max_candidates() <= model.vocab_size(), "a rank of the tree shape is not below the vocabulary size");
   }
 
+  //! V, the draft model's vocabulary size.
   std::size_t vocab_size() const { return model_->vocab_size(); }
+  //! The shape every drafted tree follows.
   const tree_shape& shape() const noexcept { return shape_; }
+  //! The warp applied to every draft row.
   const warp_params& warp() const noexcept { return warp_; }
+  //! How a node's children are chosen among the candidates of its row.
   tree_sampling sampling() const noexcept { return sampling_; }
 
   //! Drafts the tree after `context` into `out` (its buffers are reused), down to depth `max_depth`
@@ -412,7 +416,9 @@ class dynamic_tree_drafter {
     validate(params_);
   }
 
+  //! V, the draft model's vocabulary size.
   std::size_t vocab_size() const { return model_->vocab_size(); }
+  //! The drafter's parameters.
   const dynamic_tree_params& params() const noexcept { return params_; }
 
   //! Drafts the tree after `context` into `out` (its buffers are reused), down to depth `max_depth`

@@ -153,6 +153,7 @@ class function_features {
   function_features(std::size_t feature_size, F f) : size_(feature_size), f_(std::move(f)) {
     SPECDEC_EXPECTS(feature_size >= 1, "a feature extractor needs at least one feature");
   }
+  //! The number of features f writes.
   std::size_t feature_size() const noexcept { return size_; }
   //! \pre out.size() == feature_size(). \throws specdec::error otherwise, and whatever f throws.
   void extract(const verifier_query& query, std::span<float> out) {
@@ -199,6 +200,7 @@ class draft_row_features {
  public:
   //! The number of features, 10.
   static constexpr std::size_t size = 10;
+  //! The number of features, 10.
   static constexpr std::size_t feature_size() noexcept { return size; }
 
   //! Writes the 10 features of `query`.
@@ -241,7 +243,9 @@ class draft_row_features {
 template <FeatureModel M>
 class model_features {
  public:
+  //! Features of `model`, which must outlive the extractor.
   explicit model_features(const M& model) : model_(&model) {}
+  //! The model's feature size.
   std::size_t feature_size() const { return static_cast<std::size_t>(model_->feature_size()); }
   //! \pre out.size() == feature_size(); query.token in the row. \throws specdec::error otherwise.
   void extract(const verifier_query& query, std::span<float> out) {
@@ -282,6 +286,7 @@ class oracle_features {
   explicit oracle_features(const Target& target, warp_params target_params = {}) : target_(&target), params_(target_params) {
     validate(params_);
   }
+  //! The number of features, 3: {q(x), p(x), u}.
   static constexpr std::size_t feature_size() noexcept { return 3; }
 
   //! \pre out.size() == 3; query.token in the row; q_row.size() == the target's vocabulary.
@@ -326,6 +331,7 @@ struct oracle_noise_verifier {
     SPECDEC_EXPECTS(fp >= 0.0 && fp <= 1.0, "eta_fp must be in [0, 1]");
     validate_lambda(lam);
   }
+  //! The number of features it reads, 3: {q(x), p(x), u} (`oracle_features`).
   static constexpr std::size_t feature_size() noexcept { return 3; }
   //! The probability that the verifier accepts a token with target probability p and draft probability q.
   constexpr double accept_probability(double p, double q) const noexcept { return is_acceptable(p, q, lambda) ? eta_tp : eta_fp; }

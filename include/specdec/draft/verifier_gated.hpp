@@ -101,10 +101,15 @@ class verifier_gated_drafter {
                     "the feature extractor and the verifier disagree on the number of features");
   }
 
+  //! V, the draft model's vocabulary size.
   std::size_t vocab_size() const { return static_cast<std::size_t>(model_->vocab_size()); }
+  //! The warp applied to every draft row.
   const warp_params& params() const noexcept { return params_; }
+  //! The gating parameters.
   const gating_params& gating() const noexcept { return gating_; }
+  //! The verifier that gates the drafts.
   const V& verifier() const noexcept { return verifier_; }
+  //! The feature extractor (mutable: an extractor may keep buffers or state).
   Features& features() noexcept { return features_; }
 
   //! Drafts one run after `context`, at most min(max_run, budget) tokens; writes the tokens and their q

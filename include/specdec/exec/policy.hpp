@@ -22,7 +22,7 @@ enum class backend { seq, simd, cuda };
 
 //! Scalar, simple, the reference oracle every other backend is tested against.
 struct sequenced_policy {
-  static constexpr backend backend_kind = backend::seq;
+  static constexpr backend backend_kind = backend::seq;  //!< the backend this policy selects
 };
 
 //! Stands for xsimd's best architecture for the build flags (`xsimd::default_arch`); the simd
@@ -33,21 +33,21 @@ struct default_arch {};
 //! (each backend header lists which).
 template <class Arch = default_arch>
 struct simd_policy {
-  static constexpr backend backend_kind = backend::simd;
-  using arch_type = Arch;
+  static constexpr backend backend_kind = backend::simd;  //!< the backend this policy selects
+  using arch_type = Arch;                                 //!< the xsimd architecture (or `default_arch`)
 };
 
 //! CUDA kernels on a stream (the default stream unless `.on(stream)` names one).
 struct cuda_policy {
-  static constexpr backend backend_kind = backend::cuda;
-  CUstream_st* stream = nullptr;
+  static constexpr backend backend_kind = backend::cuda;  //!< the backend this policy selects
+  CUstream_st* stream = nullptr;                          //!< the stream kernels run on (nullptr: the default stream)
   //! The same policy on another stream.
   constexpr cuda_policy on(CUstream_st* s) const noexcept { return cuda_policy{s}; }
 };
 
-inline constexpr sequenced_policy seq{};
-inline constexpr simd_policy<> simd{};
-inline constexpr cuda_policy cuda{};
+inline constexpr sequenced_policy seq{};  //!< the seq backend: scalar, the reference
+inline constexpr simd_policy<> simd{};    //!< the simd backend on the widest architecture of the build flags
+inline constexpr cuda_policy cuda{};      //!< the cuda backend on the default stream
 
 //! A type is an execution policy when it names its backend.
 template <class P>

@@ -20,11 +20,12 @@ namespace specdec::exec {
 //! The xsimd architecture type that `Arch` stands for.
 template <class Arch>
 struct resolve_arch {
-  using type = Arch;
+  using type = Arch;  //!< an xsimd architecture stands for itself
 };
+//! `exec::default_arch` stands for `xsimd::default_arch`.
 template <>
 struct resolve_arch<default_arch> {
-  using type = xsimd::default_arch;
+  using type = xsimd::default_arch;  //!< the widest architecture of the build flags
 };
 //! `exec::default_arch` -> `xsimd::default_arch`; any xsimd architecture -> itself.
 template <class Arch>

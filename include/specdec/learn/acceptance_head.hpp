@@ -26,6 +26,7 @@ namespace specdec::learn {
 
 //! The number of draft features.
 inline constexpr std::size_t draft_feature_count = 4;
+//! The features of one draft (`draft_features`).
 using draft_feature_vector = std::array<float, draft_feature_count>;
 
 //! The features of draft x_j: q_j(x_j), the top probability of q_j, its entropy, and j.
@@ -40,7 +41,10 @@ inline draft_feature_vector draft_features(const draft_view& v) {
 //! outlive it.
 class acceptance_recorder {
  public:
+  //! A recorder that adds the examples to `data` (whose feature_size it sets to draft_feature_count).
   explicit acceptance_recorder(verifier_dataset& data) : data_(&data) { data.feature_size = draft_feature_count; }
+  //! Keeps the draft's features; at the next round's first draft, adds the judged drafts of the previous one (accepted, and the
+  //! first rejected). Never stops drafting.
   draft_decision decide(const draft_view& v) {
     labels_.observe(v, draft_features(v), [this](const draft_feature_vector& s, bool accepted) {
       data_->features.insert(data_->features.end(), s.begin(), s.end());
@@ -56,7 +60,8 @@ class acceptance_recorder {
 
 //! The acceptance head: P(accept x_j) = sigmoid(w . standardised s_j + b).
 struct acceptance_head {
-  linear_verifier model{draft_feature_count};
+  linear_verifier model{draft_feature_count};  //!< the trained linear layer over `draft_features`
+  //! P(accept x_j) = sigmoid(w . z + b) for the draft `v` looks at.
   double operator()(const draft_view& v) const {
     const draft_feature_vector s = draft_features(v);
     return model.score(std::span<const float>(s));

@@ -28,14 +28,14 @@ enum class prefix_category : std::uint8_t {
 
 //! Verifier examples, row-major: example i has features [i * feature_size, (i + 1) * feature_size).
 struct verifier_dataset {
-  std::size_t feature_size = 0;
-  double lambda = 1.0;               //!< labels are 1[q(x) <= lambda p(x)]
-  std::vector<float> features;       //!< [n][feature_size]
-  std::vector<std::uint8_t> labels;  //!< 1 = acceptable at lambda
-  std::vector<double> q;             //!< q(x) of the drafted token
-  std::vector<double> p;             //!< p(x) of the drafted token
-  std::vector<double> tv;            //!< d_TV(p, q) of the whole rows at the prefix
-  std::vector<prefix_category> category;
+  std::size_t feature_size = 0;           //!< D, the number of features of an example
+  double lambda = 1.0;                    //!< labels are 1[q(x) <= lambda p(x)]
+  std::vector<float> features;            //!< [n][feature_size]
+  std::vector<std::uint8_t> labels;       //!< 1 = acceptable at lambda
+  std::vector<double> q;                  //!< q(x) of the drafted token
+  std::vector<double> p;                  //!< p(x) of the drafted token
+  std::vector<double> tv;                 //!< d_TV(p, q) of the whole rows at the prefix
+  std::vector<prefix_category> category;  //!< the prefix category of each example
 
   //! The number of examples.
   std::size_t size() const noexcept { return labels.size(); }

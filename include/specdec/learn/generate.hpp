@@ -39,7 +39,7 @@ struct generation_options {
   std::size_t max_completion = 8;  //!< completions (categories b-d) have 1..max_completion tokens
   warp_params draft_params{};      //!< how q is warped (as at inference)
   warp_params target_params{};     //!< how p is warped (as at inference)
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;          //!< seeds the prefixes, completions and drafts
 };
 
 namespace detail {
@@ -91,6 +91,7 @@ class prefix_sampler {
     row_.resize(vocab_);
   }
 
+  //! V, the models' vocabulary size.
   std::size_t vocab_size() const noexcept { return vocab_; }
 
   //! Writes prefix `index` of `category` under `seed` into `prefix`.

@@ -62,9 +62,13 @@ class linear_verifier {
 
   //! The number of features D.
   std::size_t feature_size() const noexcept { return static_cast<std::size_t>(weights_.size()); }
+  //! The weights w, D entries.
   const Eigen::VectorXd& weights() const noexcept { return weights_; }
+  //! The bias b.
   double bias() const noexcept { return bias_; }
+  //! The features' means used to standardise them, D entries.
   const Eigen::VectorXd& mean() const noexcept { return mean_; }
+  //! The features' scales used to standardise them, D entries (all > 0).
   const Eigen::VectorXd& scale() const noexcept { return scale_; }
 
   //! The logit w . z + b of raw features s. \pre s.size() == feature_size(). \throws specdec::error otherwise.

@@ -35,10 +35,10 @@ using roc_point = optimize::sprinter::roc_point;
 //! A ROC curve: points from the strictest threshold (nothing accepted, (0, 0)) to the most lenient
 //! (everything accepted, (1, 1)), one per distinct score, and the area under it.
 struct roc_curve {
-  std::vector<roc_point> points;
-  double auc = 0.0;  //!< trapezoidal area; equals P(s_pos > s_neg) + P(tie) / 2
-  std::size_t positives = 0;
-  std::size_t negatives = 0;
+  std::vector<roc_point> points;  //!< from (0, 0) to (1, 1), one per distinct score
+  double auc = 0.0;               //!< trapezoidal area; equals P(s_pos > s_neg) + P(tie) / 2
+  std::size_t positives = 0;      //!< the examples labelled 1
+  std::size_t negatives = 0;      //!< the examples labelled 0
 };
 
 namespace detail {

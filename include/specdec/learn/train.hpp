@@ -28,17 +28,17 @@ namespace specdec::learn {
 
 //! Options of `train_linear_verifier`.
 struct train_options {
-  double learning_rate = 0.01;  //!< Adam's step size
-  double beta1 = 0.9;           //!< Adam's first-moment decay
-  double beta2 = 0.999;         //!< Adam's second-moment decay
-  double epsilon = 1e-8;        //!< Adam's denominator guard
-  double l2 = 0.0;              //!< weight decay on w (not on b)
-  std::size_t batch_size = 256;
-  std::size_t max_epochs = 200;
+  double learning_rate = 0.01;       //!< Adam's step size
+  double beta1 = 0.9;                //!< Adam's first-moment decay
+  double beta2 = 0.999;              //!< Adam's second-moment decay
+  double epsilon = 1e-8;             //!< Adam's denominator guard
+  double l2 = 0.0;                   //!< weight decay on w (not on b)
+  std::size_t batch_size = 256;      //!< examples per Adam step
+  std::size_t max_epochs = 200;      //!< the most epochs run
   std::size_t patience = 10;         //!< epochs without validation improvement before stopping
   double min_delta = 1e-5;           //!< an improvement smaller than this does not count
   double validation_fraction = 0.2;  //!< part of the data held out for early stopping
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;            //!< seeds the train/validation split and the order of every epoch
 };
 
 //! What happened during training.
@@ -48,14 +48,14 @@ struct training_report {
   double best_validation_loss = 0.0;  //!< mean cross-entropy on the validation part
   double train_loss = 0.0;            //!< mean cross-entropy on the training part, best parameters
   bool stopped_early = false;         //!< patience ran out before max_epochs
-  std::size_t train_size = 0;
-  std::size_t validation_size = 0;
+  std::size_t train_size = 0;         //!< examples trained on
+  std::size_t validation_size = 0;    //!< examples held out for validation
 };
 
 //! A trained verifier and its report.
 struct trained_verifier {
-  linear_verifier verifier;
-  training_report report;
+  linear_verifier verifier;  //!< the verifier with the best validation loss's parameters
+  training_report report;    //!< how the training went
 };
 
 namespace detail {

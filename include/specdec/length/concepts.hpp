@@ -42,8 +42,8 @@ concept LengthPolicy = requires(const L& l, const decode_stats& s) {
 
 //! What one round of a request did: tokens drafted (verified) and accepted.
 struct round_record {
-  std::size_t drafted = 0;
-  std::size_t accepted = 0;
+  std::size_t drafted = 0;   //!< drafts verified this round
+  std::size_t accepted = 0;  //!< drafts accepted this round
 };
 
 //! A stateful per-request length policy: `record(r)` after each round, `next_length(stats)` before the next.
@@ -63,11 +63,11 @@ enum class draft_decision : std::uint8_t {
 //! What a draft stop rule sees after draft x_j (j = position): this round's drafts x_0..x_j and their
 //! q rows ([j + 1][vocab]), and the request's counters before this round.
 struct draft_view {
-  std::size_t position = 0;
-  std::span<const token_id> drafts;
-  std::span<const float> q_rows;
-  std::size_t vocab = 0;
-  const decode_stats* stats = nullptr;
+  std::size_t position = 0;             //!< j, the index of the latest draft in this round
+  std::span<const token_id> drafts;     //!< this round's drafts x_0..x_j
+  std::span<const float> q_rows;        //!< their q rows, [j + 1][vocab]
+  std::size_t vocab = 0;                //!< V, the length of a q row
+  const decode_stats* stats = nullptr;  //!< the request's counters before this round
 
   //! q_j, the row x_j was sampled from.
   std::span<const float> q_row() const { return q_rows.subspan(position * vocab, vocab); }
@@ -86,9 +86,9 @@ concept DraftStopRule = requires(S& s, const draft_view& v) {
 //! What a batch length stage sees of a running request: its counters so far and the longest draft
 //! its own length stage allows this round.
 struct length_request {
-  const decode_stats* stats = nullptr;
-  std::size_t max_length = 0;
-  std::uint64_t request = 0;  //!< the request's handle (stages that keep per-request state key on it)
+  const decode_stats* stats = nullptr;  //!< the request's counters so far
+  std::size_t max_length = 0;           //!< the longest draft its own length stage allows this round
+  std::uint64_t request = 0;            //!< the request's handle (stages that keep per-request state key on it)
 };
 
 //! A stage that chooses every request's draft length of a round together (SV's batch scheduler,

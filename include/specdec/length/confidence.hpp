@@ -55,6 +55,8 @@ class confidence_stop {
   explicit confidence_stop(double threshold = 0.4, bool refit = false) : threshold_(threshold), refit_(refit) {
     SPECDEC_EXPECTS(threshold >= 0.0 && threshold <= 1.0, "specdec::confidence_stop: the threshold must be in [0, 1]");
   }
+  //! Stops after x_j when q_j(x_j) < the threshold; with refitting, first adds last round's judged drafts to the samples and
+  //! re-fits the threshold (false negatives cost 3, see the file comment) once both classes hold more than 5.
   draft_decision decide(const draft_view& v) {
     if (refit_) {
       const std::size_t before = samples_.size();
@@ -67,7 +69,9 @@ class confidence_stop {
     }
     return v.token_probability() < threshold_ ? draft_decision::stop : draft_decision::next;
   }
+  //! The current threshold.
   double threshold() const noexcept { return threshold_; }
+  //! The (q_j(x_j), accepted) samples collected for refitting.
   std::span<const std::pair<double, bool>> samples() const noexcept { return samples_; }
 
  private:

@@ -27,6 +27,7 @@ class cumulative_acceptance_stop {
       : predict_(std::move(predict)), h_(h), min_(min_drafts) {
     SPECDEC_EXPECTS(h >= 0.0 && h <= 1.0, "specdec::cumulative_acceptance_stop: h must be in [0, 1]");
   }
+  //! Multiplies the running product by predict(v) (NaN counts as 0); stops when 1 - product > h, once min_drafts drafts are made.
   draft_decision decide(const draft_view& v) {
     if (v.position == 0) product_ = 1.0;
     const double a = static_cast<double>(predict_(v));

@@ -65,6 +65,7 @@ class step_latency_table {
 //! The goodput-optimal batch-wide draft length over running per-position acceptance.
 class dynamic_goodput_length {
  public:
+  //! The stage with the latency table `itl`, leaving every length at its maximum for the first `warmup` steps.
   explicit dynamic_goodput_length(step_latency_table itl, std::size_t warmup = 10) : itl_(std::move(itl)), warmup_(warmup) {}
 
   //! The stage (`batch_length_stage`).

@@ -27,8 +27,8 @@ inline double entropy_nats(std::span<const float> q) {
 
 //! Drop x_j and stop when 1 - sqrt(lambda H(q_j)) < epsilon.
 struct entropy_stop {
-  double lambda = 0.3;
-  double epsilon = 0.2;
+  double lambda = 0.3;   //!< the scale lambda of H(q_j) in beta_j = 1 - sqrt(lambda H(q_j)), >= 0
+  double epsilon = 0.2;  //!< the threshold on beta_j, <= 1
   //! \throws specdec::error unless lambda >= 0 and epsilon <= 1 (both finite).
   draft_decision decide(const draft_view& v) const {
     SPECDEC_EXPECTS(std::isfinite(lambda) && lambda >= 0.0 && std::isfinite(epsilon) && epsilon <= 1.0,

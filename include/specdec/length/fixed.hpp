@@ -11,7 +11,8 @@ namespace specdec {
 
 //! Always gamma.
 struct fixed_length {
-  std::size_t gamma = 4;
+  std::size_t gamma = 4;  //!< the draft length of every round
+  //! gamma, whatever the counters.
   constexpr std::size_t next_length(const decode_stats&) const noexcept { return gamma; }
 };
 

@@ -23,6 +23,7 @@ class heuristic_length {
       : n_(initial), min_(min), max_(max) {
     SPECDEC_EXPECTS(min >= 1 && min <= initial && initial <= max, "specdec::heuristic_length: needs 1 <= min <= initial <= max");
   }
+  //! The next round's length: the current one.
   std::size_t next_length(const decode_stats&) const noexcept { return n_; }
   //! +2 after a round that drafted and had every draft accepted, -1 after a round with a rejection; a
   //! round without drafts (cut by the budget) changes nothing.
@@ -30,6 +31,7 @@ class heuristic_length {
     if (r.drafted == 0) return;
     n_ = r.accepted == r.drafted ? std::min(n_ + 2, max_) : std::max(n_ - 1, min_);
   }
+  //! The current length.
   std::size_t current() const noexcept { return n_; }
 
  private:

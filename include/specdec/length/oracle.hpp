@@ -50,6 +50,7 @@ class oracle_length {
       }
     }
   }
+  //! The optimal length k* = argmax_k E(k) / T(k), the same for every round.
   std::size_t next_length(const decode_stats&) const noexcept { return k_; }
   //! Expected tokens per unit time of the best length.
   double rate() const noexcept { return rate_; }

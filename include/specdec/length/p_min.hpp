@@ -18,7 +18,7 @@ namespace specdec {
 
 //! Drop x_j and stop when the top probability of q_j is below p_min.
 struct p_min_stop {
-  double p_min = 0.75;
+  double p_min = 0.75;  //!< the least top probability max_v q_j(v) to keep drafting, in [0, 1]
   //! \throws specdec::error unless p_min is in [0, 1].
   draft_decision decide(const draft_view& v) const {
     SPECDEC_EXPECTS(p_min >= 0.0 && p_min <= 1.0, "specdec::p_min_stop: p_min must be in [0, 1]");

@@ -20,6 +20,8 @@ namespace specdec {
 template <class Payload>
 class round_labeler {
  public:
+  //! Keeps `payload` for draft v.position; at a round's first draft, first hands each judged draft of the previous round (the
+  //! accepted ones and the first rejected one) to `emit(payload, accepted)`.
   template <class Emit>
   void observe(const draft_view& v, Payload payload, Emit&& emit) {
     if (v.position == 0) {

@@ -32,7 +32,7 @@ namespace specdec {
 //! read at K = the round's drafted tokens verified (put the per-request bonus positions in it).
 template <theory::LatencyProfile Latency>
 struct sv_batch_length {
-  Latency latency;
+  Latency latency;            //!< L(K): the latency of a target call verifying K drafted tokens
   double t_draft = 0.0;       //!< time of one batched draft forward, >= 0
   double prior = 0.7;         //!< a0: the acceptance assumed at a position never drafted
   double prior_weight = 2.0;  //!< w: how many rounds the prior counts for

@@ -40,10 +40,10 @@ using sequence_id = std::uint64_t;
 //! token j of this append. Row k is then the logits after the state plus the path to its token. Only a
 //! `TreeSequenceModel` takes such appends, and the sequence is extended again only after `commit_tree`.
 struct sequence_append {
-  sequence_id sequence = 0;
-  std::span<const token_id> tokens;
-  std::size_t rows = 0;
-  std::span<const std::int32_t> parents{};
+  sequence_id sequence = 0;                 //!< the sequence the tokens are appended to
+  std::span<const token_id> tokens;         //!< the tokens appended
+  std::size_t rows = 0;                     //!< the number of rows asked for: the logits after each of the last `rows` positions
+  std::span<const std::int32_t> parents{};  //!< empty for a chain; else the parent of each token in this append (-1: the state)
 };
 
 //! A batched, stateful model of many sequences (a KV-cached engine).
@@ -222,6 +222,7 @@ class recomputing_sequence_model : public detail::stored_sequence_model<M> {
   using base::store_;
 
  public:
+  //! Wraps `model`, which must outlive the adapter.
   explicit recomputing_sequence_model(const M& model) : base(model, 0) {}
   using base::vocab_size;
 
@@ -269,14 +270,19 @@ template <class Factory>
   requires StatefulModel<std::invoke_result_t<Factory&>>
 class stateful_sequence_model {
  public:
+  //! The `StatefulModel` type `make()` returns.
   using state_model = std::invoke_result_t<Factory&>;
+  //! An adapter that makes each new sequence's model with `make`, over `vocab` tokens.
   explicit stateful_sequence_model(Factory make, std::size_t vocab) : make_(std::move(make)), vocab_(vocab) {}
 
+  //! V, the vocabulary size.
   std::size_t vocab_size() const { return vocab_; }
+  //! The number of tokens in sequence s's state (0 for a sequence not live).
   std::size_t length(sequence_id s) const {
     const auto it = states_.find(s);
     return it == states_.end() ? 0 : static_cast<std::size_t>(it->second.length());
   }
+  //! The calls, appended positions, rows and rollbacks so far.
   const sequence_model_stats& stats() const noexcept { return stats_; }
 
   //! \throws specdec::error on a broken precondition (nothing is appended then).
@@ -308,6 +314,7 @@ class stateful_sequence_model {
     states_.at(s).rollback(n);
     stats_.rolled_back += n;
   }
+  //! Frees sequence s (a later append starts it again from length 0).
   void release(sequence_id s) { states_.erase(s); }
 
  private:
@@ -321,15 +328,19 @@ class stateful_sequence_model {
 //! a `SequenceModel` over V tokens that holds nothing and refuses to compute.
 class no_sequence_model {
  public:
+  //! A model of `vocab` tokens that holds nothing.
   explicit no_sequence_model(std::size_t vocab) : vocab_(vocab) {}
+  //! V, the vocabulary size.
   std::size_t vocab_size() const noexcept { return vocab_; }
+  //! 0: no sequence holds anything.
   std::size_t length(sequence_id) const noexcept { return 0; }
-  //! 	hrows specdec::error when asked to append anything.
+  //! \throws specdec::error when asked to append anything.
   void forward(std::span<const sequence_append> appends, std::span<float>) {
     SPECDEC_EXPECTS(appends.empty(), "specdec::no_sequence_model: this decoder has no draft model to forward");
   }
-  //! 	hrows specdec::error for n > 0.
+  //! \throws specdec::error for n > 0.
   void rollback(sequence_id, std::size_t n) { SPECDEC_EXPECTS(n == 0, "specdec::no_sequence_model: nothing to roll back"); }
+  //! Does nothing: no sequence holds anything.
   void release(sequence_id) noexcept {}
 
  private:

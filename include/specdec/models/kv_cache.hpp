@@ -25,6 +25,7 @@ class kv_cached_model : public detail::stored_sequence_model<M> {
   using base::store_;
 
  public:
+  //! Wraps `model`, which must outlive the adapter.
   explicit kv_cached_model(const M& model) : base(model, model.vocab_size()) {}
   using base::vocab_size;
 

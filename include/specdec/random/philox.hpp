@@ -16,8 +16,11 @@ namespace specdec::random {
 
 //! Philox's constants (Salmon et al. 2011, section 4): the round multipliers and the Weyl key increments.
 inline constexpr std::uint32_t philox_m0 = 0xD2511F53u;
+//! The second round multiplier.
 inline constexpr std::uint32_t philox_m1 = 0xCD9E8D57u;
+//! The first Weyl key increment (the golden ratio).
 inline constexpr std::uint32_t philox_w0 = 0x9E3779B9u;
+//! The second Weyl key increment (sqrt(3) - 1).
 inline constexpr std::uint32_t philox_w1 = 0xBB67AE85u;
 
 namespace detail {

@@ -30,11 +30,11 @@ enum class purpose : std::uint8_t {
 
 //! The address of a stream: which seed, which request, which step and position, what purpose.
 struct stream_address {
-  std::uint64_t seed = 0;
-  std::uint32_t request = 0;
-  std::uint32_t step = 0;
-  std::uint32_t position = 0;
-  purpose what = purpose::accept;
+  std::uint64_t seed = 0;          //!< the seed (the Philox key)
+  std::uint32_t request = 0;       //!< the request's stable id (not its index in the batch)
+  std::uint32_t step = 0;          //!< the decode step
+  std::uint32_t position = 0;      //!< the position within the step (e.g. the draft index)
+  purpose what = purpose::accept;  //!< what the draws are for
 };
 
 //! The Philox counter and key of block `block` of a stream. Blocks are 24-bit: 2^24 blocks of
@@ -42,6 +42,7 @@ struct stream_address {
 SPECDEC_HOST_DEVICE constexpr std::array<std::uint32_t, 4> stream_counter(const stream_address& a, std::uint32_t block) noexcept {
   return {a.position, (static_cast<std::uint32_t>(a.what) << 24) | (block & 0x00FFFFFFu), a.step, a.request};
 }
+//! The Philox key of a stream: the two 32-bit halves of its seed.
 SPECDEC_HOST_DEVICE constexpr std::array<std::uint32_t, 2> stream_key(const stream_address& a) noexcept {
   return {static_cast<std::uint32_t>(a.seed), static_cast<std::uint32_t>(a.seed >> 32)};
 }
@@ -57,6 +58,7 @@ SPECDEC_HOST_DEVICE constexpr double uniform_at(const stream_address& a, std::ui
 //! Cheap to copy; a copy replays the same draws.
 class philox_stream {
  public:
+  //! The stream at `address`, from its first word.
   SPECDEC_HOST_DEVICE constexpr explicit philox_stream(const stream_address& address) noexcept : address_(address) {}
 
   //! The next random 32-bit word.
@@ -83,6 +85,7 @@ class philox_stream {
     while (u == 0.0) u = uniform();
     return gumbel_from_uniform(u);
   }
+  //! The stream's address.
   SPECDEC_HOST_DEVICE constexpr const stream_address& address() const noexcept { return address_; }
 
  private:
@@ -95,9 +98,9 @@ class philox_stream {
 //! A request's identity for randomness: its seed, a stable id (not its index in the batch) and
 //! the decode step. Positions and purposes are filled in by the algorithm.
 struct request_stream {
-  std::uint64_t seed = 0;
-  std::uint32_t request = 0;
-  std::uint32_t step = 0;
+  std::uint64_t seed = 0;     //!< the seed (the Philox key)
+  std::uint32_t request = 0;  //!< the request's stable id (not its index in the batch)
+  std::uint32_t step = 0;     //!< the decode step
 
   //! The address of the stream for `position` and `what`.
   SPECDEC_HOST_DEVICE constexpr stream_address at(std::uint32_t position, purpose what) const noexcept {

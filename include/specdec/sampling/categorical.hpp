@@ -65,9 +65,9 @@ static_assert(sampling_tile / sampling_strip == sampling_lanes, "one strip per l
 
 //! A sampled token and whether the row was usable. `token` is `no_token` unless status is ok.
 struct sample_result {
-  token_id token = no_token;
-  row_status status = row_status::no_mass;
-  double mass = 0.0;  //!< the total weight Z of the row that was sampled
+  token_id token = no_token;                //!< the sampled token; `no_token` unless status is ok
+  row_status status = row_status::no_mass;  //!< ok, or why the row could not be sampled
+  double mass = 0.0;                        //!< the total weight Z of the row that was sampled
 };
 
 namespace detail {
@@ -261,7 +261,7 @@ struct sparse_tiles {
 //! increasing, in [0, size)), where they are `weights`: the same token, status and mass as the dense
 //! row, since the determinism contract adds +0 exactly (rules 2-5), at a cost proportional to the
 //! number of entries given (plus the number of tiles).
-//! 	hrows specdec::error if the spans differ in length or the tokens are not strictly increasing
+//! \throws specdec::error if the spans differ in length or the tokens are not strictly increasing
 //! in [0, size)
 inline sample_result sample_sparse(std::size_t size, std::span<const token_id> tokens, std::span<const double> weights,
                                    double u) {

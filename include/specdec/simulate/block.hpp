@@ -31,13 +31,16 @@ namespace specdec::simulate::block {
 
 //! The outcome of simulated verifications of gamma-token draft blocks.
 struct verification_result {
-  int gamma = 0;
+  int gamma = 0;           //!< the draft length gamma
   count_tally block;       //!< tau per block: drafts accepted by block verification
   count_tally token_wise;  //!< A per block: drafts accepted by token-wise verification of the same block
   moments gain;            //!< tau - A per block
 
+  //! E[tau]: the mean drafts accepted by block verification, with its standard error.
   estimate block_accepted() const noexcept { return block.summary(); }
+  //! E[A]: the mean drafts accepted by token-wise verification of the same blocks, with its standard error.
   estimate token_wise_accepted() const noexcept { return token_wise.summary(); }
+  //! E[tau - A]: the mean gain of block verification, with its standard error.
   estimate block_gain() const noexcept { return gain.summary(); }
 };
 

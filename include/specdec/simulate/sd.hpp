@@ -97,7 +97,7 @@ inline void check_sd_token_process(std::span<const double> p, std::span<const do
 namespace specdec::simulate::sd {
 
 //! The outcome of simulated SD iterations with gamma drafts each.
-struct chain_result {
+struct iteration_tally {
   int gamma = 0;                   //!< drafts per iteration
   count_tally accepted;            //!< accepted drafts per iteration, A in {0..gamma} (SV's N)
   std::uint64_t draft_tokens = 0;  //!< drafts the simulation examined (accept tests drawn)
@@ -139,7 +139,7 @@ struct chain_result {
 //! trials until the first failure (the process of Leviathan eq. (1), Thm 3.8 and 3.11).
 //! \pre alpha in [0, 1]; gamma >= 0; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline chain_result chain(double alpha, int gamma, const run_options& options) {
+inline iteration_tally chain(double alpha, int gamma, const run_options& options) {
   detail::check_sd_chain(alpha, gamma, options);
   const auto g = static_cast<std::uint64_t>(gamma);
   auto c = detail::run_bernoulli_chain(g, detail::constant_probability{alpha}, options, g + 1);
@@ -152,7 +152,7 @@ inline chain_result chain(double alpha, int gamma, const run_options& options) {
 //! SV's appendix D eq. (3), see simulate/sv.hpp).
 //! \pre every alphas[i] in [0, 1]; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline chain_result chain(std::span<const double> alphas, const run_options& options) {
+inline iteration_tally chain(std::span<const double> alphas, const run_options& options) {
   detail::check_sd_chain(alphas, options);
   const std::uint64_t g = alphas.size();
   auto c = detail::run_bernoulli_chain(g, detail::table_probability{alphas.data()}, options, alphas.size() + 1);
@@ -161,7 +161,7 @@ inline chain_result chain(std::span<const double> alphas, const run_options& opt
 
 //! The outcome of simulated SD iterations on actual tokens.
 struct token_process_result {
-  chain_result chain;                //!< accepted drafts per iteration and drafts examined
+  iteration_tally chain;             //!< accepted drafts per iteration and drafts examined
   count_tally first_token;           //!< the token emitted at position 1 of each iteration (gamma >= 1)
   std::uint64_t first_accepted = 0;  //!< iterations whose first draft was accepted
   std::uint64_t fallbacks = 0;       //!< corrections for which the residual had no mass (p was sampled)

@@ -16,3 +16,4 @@
 #include "specdec/simulate/sv.hpp"
 #include "specdec/simulate/tally.hpp"
 #include "specdec/simulate/tree.hpp"
+#include "specdec/simulate/with_policy.hpp"

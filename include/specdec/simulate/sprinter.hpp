@@ -80,11 +80,13 @@ SPECDEC_HOST_DEVICE sprinter_token_draw sprinter_position(const Rows& rows, doub
 namespace specdec::simulate::sprinter {
 
 //! The outcome of simulated SPRINTER drafting runs with an i.i.d. verifier.
-struct chain_result {
-  double eta_tp = 0.0, eta_fp = 0.0;  //!< the verifier's rates
-  int r = 0;                          //!< acceptable tokens at the head of every draft
-  count_tally accepted;               //!< N per run: tokens the verifier accepted before its first rejection
-  std::uint64_t draft_tokens = 0;     //!< tokens drafted (and verified): N + 1 per run, summed
+struct run_tally {
+  double eta_tp = 0.0, eta_fp = 0.0;  //!< the verifier's false-positive rate
+  //! \var eta_tp
+  //! The verifier's true-positive rate.
+  int r = 0;                       //!< acceptable tokens at the head of every draft
+  count_tally accepted;            //!< N per run: tokens the verifier accepted before its first rejection
+  std::uint64_t draft_tokens = 0;  //!< tokens drafted (and verified): N + 1 per run, summed
 
   //! E[N] (Theorem 3.3, eq. (3)).
   estimate tokens() const noexcept { return accepted.summary(); }
@@ -122,7 +124,7 @@ struct chain_result {
 //! \pre eta_tp, eta_fp in [0, 1]; r >= 0; E[N] finite (not eta_fp = 1 with eta_tp^r > 0, where a
 //!      run never ends); first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline chain_result verifier_chain(double eta_tp, double eta_fp, int r, const run_options& options) {
+inline run_tally verifier_chain(double eta_tp, double eta_fp, int r, const run_options& options) {
   detail::check_verifier_chain(eta_tp, eta_fp, r, options);
   const auto rr = static_cast<std::uint64_t>(r);
   auto c = detail::run_bernoulli_chain(~std::uint64_t{0}, detail::two_phase_probability{eta_tp, eta_fp, rr}, options,

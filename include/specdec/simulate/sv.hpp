@@ -22,7 +22,7 @@ namespace specdec::simulate::sv {
 //! result.accepted is the histogram of N; result.draft_tokens the drafts examined.
 //! \pre 0 <= gamma <= a.size(); a[0..gamma) in [0, 1]; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline sd::chain_result accepted(std::span<const double> a, int gamma, const run_options& options) {
+inline sd::iteration_tally accepted(std::span<const double> a, int gamma, const run_options& options) {
   SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
   SPECDEC_EXPECTS(static_cast<std::size_t>(gamma) <= a.size(), "gamma must be <= a.size()");
   return sd::chain(a.first(static_cast<std::size_t>(gamma)), options);
@@ -35,7 +35,7 @@ inline sd::chain_result accepted(std::span<const double> a, int gamma, const run
 //! \pre L(gamma) finite and > 0 (unless gamma = 0 and count_target_token is false).
 //! \throws specdec::error otherwise.
 template <theory::LatencyProfile L>
-estimate goodput(const sd::chain_result& result, const L& latency, bool count_target_token = false) {
+estimate goodput(const sd::iteration_tally& result, const L& latency, bool count_target_token = false) {
   const estimate n = result.accepted.summary();
   if (result.gamma == 0 && !count_target_token) return affine(n, 0.0, 0.0);
   const double inv = 1.0 / theory::latency_at(latency, result.gamma);

@@ -89,7 +89,9 @@ class moments {
     count_ += other.count_;
   }
 
+  //! The number of draws.
   constexpr std::uint64_t count() const noexcept { return count_; }
+  //! The sample mean (0 without draws).
   constexpr double mean() const noexcept { return mean_; }
   //! Unbiased sample variance (0 for fewer than two draws).
   constexpr double variance() const noexcept { return count_ > 1 ? m2_ / static_cast<double>(count_ - 1) : 0.0; }

@@ -23,8 +23,10 @@
 
 #if __has_include(<boost/math/distributions/chi_squared.hpp>)
 #include <boost/math/distributions/chi_squared.hpp>
+//! 1 when the Boost.Math headers are available (the p-value then comes from Boost.Math), 0 otherwise.
 #define SPECDEC_STATS_HAVE_BOOST_MATH 1
 #else
+//! 1 when the Boost.Math headers are available (the p-value then comes from Boost.Math), 0 otherwise.
 #define SPECDEC_STATS_HAVE_BOOST_MATH 0
 #endif
 
@@ -87,6 +89,7 @@ struct gof_result {
   std::uint64_t n = 0;           //!< total observations
 };
 
+//! Prints the result on one line: the statistic, dof, p-value, N and the cell counts.
 inline std::ostream& operator<<(std::ostream& os, const gof_result& r) {
   return os << "chi2 = " << r.statistic << ", dof = " << r.dof << ", p = " << r.p_value << " (N = " << r.n
             << ", cells = " << r.cells << ", pooled " << r.pooled << ", impossible = " << r.impossible << ")";

@@ -420,6 +420,9 @@ __device__ __noinline__ inline void select_step(select_shared& sh, int level, co
   }
 }
 
+// Doxygen misparses this internal kernel (its __launch_bounds__) as an initializer list: hidden from it.
+//! \cond
+
 //! One pass of the threshold search: one block per (row, chunk), grid = batch * chunks. `first`:
 //! pass 0 (level 0 into `hist0`, usability, maximum; zeroes `hist`); later passes histogram the
 //! current level into `hist`, which their last block zeroes again. `src`: a row source.
@@ -523,6 +526,7 @@ __global__ void __launch_bounds__(block_threads, 3)  // 80 registers: 3 blocks p
       h->msum[d] = 0;
     }
 }
+//! \endcond
 
 //! The mass each chunk keeps (entries with key >= tau), for the renormalisation; rows that are
 //! usable and not passed through. One block per (row, chunk); `src`: a row source.

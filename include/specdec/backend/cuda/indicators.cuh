@@ -1,6 +1,6 @@
 //! \file backend/cuda/indicators.cuh
 //! \brief SV's indicators on the GPU for every drafted position of a batch (Kim et al., SV,
-//! section 4.2, eqs. (1)-(2); the seq reference is estimate/indicators.hpp):
+//! section 4.2, eqs. (1)-(2); the seq reference is backend/seq/algorithms.hpp):
 //!
 //!   S = sum_v min(P_d(v), P_c(v))      (clamped to [0, 1])
 //!   A = min(1, P_c(t_d) / P_d(t_d))    (seq's formula: pc >= pd ? 1 : pc / pd)
@@ -42,7 +42,7 @@
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/errors.hpp"
-#include "specdec/estimate/indicators.hpp"
+#include "specdec/estimate/similarity.hpp"
 #include "specdec/sampling/categorical.hpp"
 
 namespace specdec::backend::cuda {

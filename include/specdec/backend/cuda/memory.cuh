@@ -53,6 +53,8 @@ class workspace_plan {
 //! Device memory allocated and freed in stream order (cudaMallocAsync / cudaFreeAsync).
 class device_buffer {
  public:
+  //! Allocates `bytes` bytes of device memory in the order of `stream` (nothing when bytes = 0).
+  //! \throws specdec::cuda_error when the allocation fails.
   device_buffer(std::size_t bytes, cudaStream_t stream) : stream_(stream), bytes_(bytes) {
     if (bytes > 0) check(cudaMallocAsync(reinterpret_cast<void**>(&data_), bytes, stream), "cudaMallocAsync");
   }
@@ -61,6 +63,7 @@ class device_buffer {
   ~device_buffer() {
     if (data_ != nullptr) (void)cudaFreeAsync(data_, stream_);  // a destructor must not throw
   }
+  //! The whole allocation (empty when bytes = 0).
   std::span<std::byte> span() const noexcept { return {data_, bytes_}; }
 
  private:

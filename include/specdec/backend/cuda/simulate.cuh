@@ -1,12 +1,10 @@
 //! \file backend/cuda/simulate.cuh
 //! \brief The Monte-Carlo simulators of specdec/simulate/ on the GPU, with the CPU simulators'
 //! Philox streams and per-draw code, so that the same seeds give identical counts:
-//!   - `sd::chain(exec::cuda, alpha, gamma, options)` and `sd::chain(exec::cuda, alphas, options)`
-//!     (Leviathan eq. (1) and its position-dependent form), `sv::accepted(exec::cuda, a, gamma,
-//!     options)` (SV's N, appendix D eq. (3)), `sprinter::verifier_chain(exec::cuda, ...)`
-//!     (SPRINTER Theorem 3.3): the Bernoulli chain `simulate::detail::run_chain_draw`;
-//!   - `sd::token_process(exec::cuda, rule, p, q, gamma, options)` and
-//!     `sprinter::token_process(exec::cuda, p, q, eta_tp, eta_fp, options)`: the per-draw steps
+//!   - `simulate_sd_chain` (Leviathan eq. (1) and its position-dependent form), `simulate_sv_accepted`
+//!     (SV's N, appendix D eq. (3)), `simulate_sprinter_chain` (SPRINTER Theorem 3.3): the Bernoulli
+//!     chain `simulate::detail::run_chain_draw`;
+//!   - `simulate_sd_token_process` and `simulate_sprinter_token_process`: the per-draw steps
 //!     `sd_token_iteration` and `sprinter_position` over `table_rows`, which look up the tokens that
 //!     sample_categorical / sample_residual give (simulate/detail/sampling_table.hpp; the tables are
 //!     built on the host and uploaded).
@@ -23,9 +21,12 @@
 //! are deterministic, so the repeat sees the same values).
 //!
 //! **Host side.** Inputs are host objects (the rows p, q and the profile a[] are uploaded); the work
-//! runs on `policy.stream` and the call returns after it, with the same result types as the CPU
+//! runs on the given stream and the call returns after it, with the same result types as the CPU
 //! simulators (histograms with the same sizes, since `count_tally::add(v, n)` grows them as the CPU
 //! loop's adds do). Scratch memory is allocated on the stream (stream-ordered) and freed.
+//!
+//! Reached through the policy entries of simulate/with_policy.hpp (`simulate::sd::chain(exec::cuda,
+//! ...)` and the others), which dispatch here (backend/cuda/algorithms.cuh).
 //!
 //! Throughput target: >= 10^9 simulated draft tokens per second on an H100 (bench/cuda_simulate_top_w_indicators.cu).
 #pragma once
@@ -382,99 +383,94 @@ inline void check_token_vocabulary(std::size_t v) {
 
 }  // namespace specdec::backend::cuda::detail
 
-namespace specdec::simulate::sd {
+namespace specdec::backend::cuda {
 
-//! `chain(alpha, gamma, options)` on the GPU (see backend/cuda/simulate.cuh): the same result for
-//! the same options, computed on `policy.stream`; returns when it is done.
+//! `simulate::sd::chain(alpha, gamma, options)` on the GPU (see backend/cuda/simulate.cuh): the same result for
+//! the same options, computed on `stream`; returns when it is done.
 //! \pre as the CPU overload. \throws specdec::error as the CPU overload; specdec::cuda_error on CUDA errors.
-inline chain_result chain(const exec::cuda_policy& policy, double alpha, int gamma, const run_options& options) {
-  detail::check_sd_chain(alpha, gamma, options);
+inline simulate::sd::iteration_tally simulate_sd_chain(cudaStream_t stream, double alpha, int gamma,
+                                                       const simulate::run_options& options) {
+  simulate::detail::check_sd_chain(alpha, gamma, options);
   const auto g = static_cast<std::uint64_t>(gamma);
-  auto c = backend::cuda::detail::run_chain(policy.stream, g, detail::constant_probability{alpha}, options, g + 1);
+  auto c = detail::run_chain(stream, g, simulate::detail::constant_probability{alpha}, options, g + 1);
   return {gamma, std::move(c.successes), c.trials};
 }
 
-//! `chain(alphas, options)` on the GPU; `alphas` is host memory (uploaded).
+//! `simulate::sd::chain(alphas, options)` on the GPU; `alphas` is host memory (uploaded).
 //! \pre as the CPU overload. \throws specdec::error as the CPU overload; specdec::cuda_error on CUDA errors.
-inline chain_result chain(const exec::cuda_policy& policy, std::span<const double> alphas, const run_options& options) {
-  detail::check_sd_chain(alphas, options);
-  const backend::cuda::device_buffer table(alphas.size() * sizeof(double), policy.stream);
+inline simulate::sd::iteration_tally simulate_sd_chain(cudaStream_t stream, std::span<const double> alphas,
+                                                       const simulate::run_options& options) {
+  simulate::detail::check_sd_chain(alphas, options);
+  const device_buffer table(alphas.size() * sizeof(double), stream);
   auto* device_alphas = reinterpret_cast<double*>(table.span().data());
-  backend::cuda::copy_to_device(device_alphas, alphas.data(), alphas.size(), policy.stream);
-  auto c = backend::cuda::detail::run_chain(policy.stream, alphas.size(), detail::table_probability{device_alphas}, options,
-                                            alphas.size() + 1);
+  copy_to_device(device_alphas, alphas.data(), alphas.size(), stream);
+  auto c =
+      detail::run_chain(stream, alphas.size(), simulate::detail::table_probability{device_alphas}, options, alphas.size() + 1);
   return {static_cast<int>(alphas.size()), std::move(c.successes), c.trials};
 }
 
-//! `token_process(rule, p, q, gamma, options)` on the GPU: the same counts for the same options.
+//! `simulate::sd::token_process(rule, p, q, gamma, options)` on the GPU: the same counts for the same options.
 //! `p` and `q` are host memory; the rule's `accepts` must be host/device code (strict, lenient).
 //! \pre as the CPU overload, and V <= count_tally::histogram_limit.
 //! \throws specdec::error otherwise; specdec::cuda_error on CUDA errors.
 template <RejectionRule Rule>
-token_process_result token_process(const exec::cuda_policy& policy, const Rule& rule, std::span<const double> p,
-                                   std::span<const double> q, int gamma, const run_options& options) {
-  detail::check_sd_token_process(p, q, gamma, options);
-  backend::cuda::detail::check_token_vocabulary(p.size());
-  const backend::cuda::detail::device_pair_tables<Rule> tables(rule, p, q, policy.stream);
+simulate::sd::token_process_result simulate_sd_token_process(cudaStream_t stream, const Rule& rule, std::span<const double> p,
+                                                             std::span<const double> q, int gamma,
+                                                             const simulate::run_options& options) {
+  simulate::detail::check_sd_token_process(p, q, gamma, options);
+  detail::check_token_vocabulary(p.size());
+  const detail::device_pair_tables<Rule> tables(rule, p, q, stream);
   const auto g = static_cast<std::uint64_t>(gamma);
-  const auto r = backend::cuda::detail::run_tally<3, 3>(policy.stream, options,
-                                                        backend::cuda::detail::sd_token_step<Rule>{tables.rows(), gamma},
-                                                        {backend::cuda::detail::bins_for(g), p.size(), p.size()});
-  token_process_result out;
+  const auto r = detail::run_tally<3, 3>(stream, options, detail::sd_token_step<Rule>{tables.rows(), gamma},
+                                         {detail::bins_for(g), p.size(), p.size()});
+  simulate::sd::token_process_result out;
   out.chain.gamma = gamma;
-  out.chain.accepted = backend::cuda::detail::to_count_tally(r, 0, static_cast<std::size_t>(gamma) + 1);
+  out.chain.accepted = detail::to_count_tally(r, 0, static_cast<std::size_t>(gamma) + 1);
   out.chain.draft_tokens = r.sums[0];
-  out.first_token = backend::cuda::detail::to_count_tally(r, 1, p.size());
-  out.bonus_token = backend::cuda::detail::to_count_tally(r, 2, p.size());
+  out.first_token = detail::to_count_tally(r, 1, p.size());
+  out.bonus_token = detail::to_count_tally(r, 2, p.size());
   out.first_accepted = r.sums[1];
   out.fallbacks = r.sums[2];
   return out;
 }
 
-}  // namespace specdec::simulate::sd
-
-namespace specdec::simulate::sv {
-
-//! `accepted(a, gamma, options)` (SV's N) on the GPU: the same histogram for the same options.
+//! `simulate::sv::accepted(a, gamma, options)` (SV's N) on the GPU: the same histogram for the same options.
 //! \pre as the CPU overload. \throws specdec::error as the CPU overload; specdec::cuda_error on CUDA errors.
-inline sd::chain_result accepted(const exec::cuda_policy& policy, std::span<const double> a, int gamma,
-                                 const run_options& options) {
+inline simulate::sd::iteration_tally simulate_sv_accepted(cudaStream_t stream, std::span<const double> a, int gamma,
+                                                          const simulate::run_options& options) {
   SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
   SPECDEC_EXPECTS(static_cast<std::size_t>(gamma) <= a.size(), "gamma must be <= a.size()");
-  return sd::chain(policy, a.first(static_cast<std::size_t>(gamma)), options);
+  return simulate_sd_chain(stream, a.first(static_cast<std::size_t>(gamma)), options);
 }
 
-}  // namespace specdec::simulate::sv
-
-namespace specdec::simulate::sprinter {
-
-//! `verifier_chain(eta_tp, eta_fp, r, options)` on the GPU: the same histogram for the same options.
+//! `simulate::sprinter::verifier_chain(eta_tp, eta_fp, r, options)` on the GPU: the same histogram for the same options.
 //! \pre as the CPU overload. \throws specdec::error as the CPU overload; specdec::cuda_error on CUDA errors.
-inline chain_result verifier_chain(const exec::cuda_policy& policy, double eta_tp, double eta_fp, int r,
-                                   const run_options& options) {
-  detail::check_verifier_chain(eta_tp, eta_fp, r, options);
-  auto c = backend::cuda::detail::run_chain(policy.stream, ~std::uint64_t{0},
-                                            detail::two_phase_probability{eta_tp, eta_fp, static_cast<std::uint64_t>(r)}, options,
-                                            static_cast<std::size_t>(r) + 16);
+inline simulate::sprinter::run_tally simulate_sprinter_chain(cudaStream_t stream, double eta_tp, double eta_fp, int r,
+                                                             const simulate::run_options& options) {
+  simulate::detail::check_verifier_chain(eta_tp, eta_fp, r, options);
+  auto c = detail::run_chain(stream, ~std::uint64_t{0},
+                             simulate::detail::two_phase_probability{eta_tp, eta_fp, static_cast<std::uint64_t>(r)}, options,
+                             static_cast<std::size_t>(r) + 16);
   return {eta_tp, eta_fp, r, std::move(c.successes), c.trials};
 }
 
-//! `token_process(p, q, eta_tp, eta_fp, options)` on the GPU: the same counts for the same options.
+//! `simulate::sprinter::token_process(p, q, eta_tp, eta_fp, options)` on the GPU: the same counts for the same options.
 //! `p` and `q` are host memory. \pre as the CPU overload, and V <= count_tally::histogram_limit.
 //! \throws specdec::error otherwise; specdec::cuda_error on CUDA errors.
-inline token_process_result token_process(const exec::cuda_policy& policy, std::span<const double> p, std::span<const double> q,
-                                          double eta_tp, double eta_fp, const run_options& options) {
-  detail::check_sprinter_token_process(p, q, eta_tp, eta_fp, options);
-  backend::cuda::detail::check_token_vocabulary(p.size());
-  const backend::cuda::detail::device_pair_tables<strict_rule> tables(specdec::strict, p, q, policy.stream);
-  const auto r = backend::cuda::detail::run_tally<1, 3>(
-      policy.stream, options, backend::cuda::detail::sprinter_token_step{tables.rows(), eta_tp, eta_fp}, {p.size()});
-  token_process_result out;
-  out.token = backend::cuda::detail::to_count_tally(r, 0, p.size());
+inline simulate::sprinter::token_process_result simulate_sprinter_token_process(cudaStream_t stream, std::span<const double> p,
+                                                                                std::span<const double> q, double eta_tp,
+                                                                                double eta_fp,
+                                                                                const simulate::run_options& options) {
+  simulate::detail::check_sprinter_token_process(p, q, eta_tp, eta_fp, options);
+  detail::check_token_vocabulary(p.size());
+  const detail::device_pair_tables<strict_rule> tables(specdec::strict, p, q, stream);
+  const auto r = detail::run_tally<1, 3>(stream, options, detail::sprinter_token_step{tables.rows(), eta_tp, eta_fp}, {p.size()});
+  simulate::sprinter::token_process_result out;
+  out.token = detail::to_count_tally(r, 0, p.size());
   out.kept = r.sums[0];
   out.verifier_accepted = r.sums[1];
   out.fallbacks = r.sums[2];
   return out;
 }
 
-}  // namespace specdec::simulate::sprinter
+}  // namespace specdec::backend::cuda

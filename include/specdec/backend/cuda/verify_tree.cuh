@@ -75,16 +75,22 @@ struct tree_layout_view {
   const std::int32_t* first_child_of = nullptr;   //!< [rows]
   const std::int32_t* next_sibling_of = nullptr;  //!< [rows]
   const std::int32_t* depth_of = nullptr;         //!< [rows]
-  std::size_t batch = 0;
-  std::size_t max_depth = 0;
+  std::size_t batch = 0;                          //!< B, the number of requests
+  std::size_t max_depth = 0;                      //!< the largest node depth of any request
 
+  //! The row of request b's node n: first_row[b] + n.
   SPECDEC_HOST_DEVICE std::int64_t node_row(std::size_t b, std::int32_t n) const { return first_row[b] + n; }
+  //! The number of nodes of request b.
   SPECDEC_HOST_DEVICE std::int32_t num_nodes(std::size_t b) const {
     return static_cast<std::int32_t>(first_row[b + 1] - first_row[b]);
   }
+  //! The parent of request b's node n (local id).
   SPECDEC_HOST_DEVICE std::int32_t parent(std::size_t b, std::int32_t n) const { return parent_of[node_row(b, n)]; }
+  //! The first child of request b's node n (local id, or `no_node`).
   SPECDEC_HOST_DEVICE std::int32_t first_child(std::size_t b, std::int32_t n) const { return first_child_of[node_row(b, n)]; }
+  //! The next sibling of request b's node n (local id, or `no_node`).
   SPECDEC_HOST_DEVICE std::int32_t next_sibling(std::size_t b, std::int32_t n) const { return next_sibling_of[node_row(b, n)]; }
+  //! The depth of request b's node n.
   SPECDEC_HOST_DEVICE std::int32_t depth(std::size_t b, std::int32_t n) const { return depth_of[node_row(b, n)]; }
 };
 
@@ -92,8 +98,9 @@ struct tree_layout_view {
 struct tree_layout_arrays {
   std::vector<std::int64_t> first_row;  //!< [B + 1]
   std::vector<std::int32_t> links;      //!< [4][rows]: parents, first children, next siblings, depths
-  std::size_t max_depth = 0;
+  std::size_t max_depth = 0;            //!< the largest node depth of any request
 
+  //! The arrays of layout `l`.
   static tree_layout_arrays of(const tree_layout& l) {
     tree_layout_arrays a;
     const std::size_t B = l.batch_size(), rows = l.num_rows();
@@ -113,6 +120,7 @@ struct tree_layout_arrays {
     a.first_row[B] = static_cast<std::int64_t>(rows);
     return a;
   }
+  //! The number of node rows, over all requests.
   std::size_t rows() const noexcept { return links.size() / 4; }
   //! The view of copies of these arrays at `first_row` and `links` (device memory, or the vectors).
   tree_layout_view view_at(const std::int64_t* first_row_at, const std::int32_t* links_at) const noexcept {

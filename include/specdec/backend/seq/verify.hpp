@@ -30,16 +30,18 @@ namespace specdec::backend::seq {
 //! A row handed to the verifier, and whether it was usable.
 template <class T>
 struct row_ref {
-  std::span<const T> values;
-  bool usable = true;
+  std::span<const T> values;  //!< the row's entries
+  bool usable = true;         //!< false when warping found the row unusable
 };
 
 //! Rows read directly from a probability batch.
 template <class T>
 struct probability_rows {
-  const chain_batch<T>& batch;
-  std::size_t b;
+  const chain_batch<T>& batch;  //!< the batch the rows are read from
+  std::size_t b;                //!< the request
+  //! Target row i of request b (probabilities, as given).
   row_ref<T> target(std::size_t i) { return {batch.target_row(b, i), true}; }
+  //! Draft row i of request b (q, as given).
   row_ref<T> draft(std::size_t i) { return {batch.draft_row(b, i), true}; }
   //! q_i(x_i) without reading row i, when the caller gave it (never here).
   std::optional<double> draft_at_token(std::size_t) const { return std::nullopt; }
@@ -49,6 +51,7 @@ struct probability_rows {
 //! same static members (backend/simd/verify.hpp does) and reuses the one walk below: the
 //! accept/reject logic, stream addressing and status flags exist once.
 struct seq_kernels {
+  //! sum_v double(row_v).
   template <class T>
   static double row_sum(std::span<const T> row) {
     double s = 0.0;
@@ -73,10 +76,12 @@ struct seq_kernels {
     }
     return mass;
   }
+  //! The index of the largest entry (lowest on ties; -1 for an empty or all-NaN row): `specdec::argmax`.
   template <class T>
   static std::ptrdiff_t argmax(std::span<const T> row) {
     return specdec::argmax(row);
   }
+  //! A sample of the row with the uniform u in [0, 1): `specdec::sample_categorical`.
   template <class T>
   static sample_result sample_categorical(std::span<const T> row, double u) {
     return specdec::sample_categorical(row, u);
@@ -86,11 +91,15 @@ struct seq_kernels {
   static sample_result sample_masked(std::span<const T> row, std::span<const token_id> masked, double u) {
     return specdec::sample_masked(row, masked, u);
   }
+  //! A sample of the rule's residual norm(max(0, p - accepted_mass(p, q))) with the uniform u; falls back to p when it has no
+  //! mass.
   template <class Rule, class T>
   static residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
     return specdec::sample_residual(
         p, q, [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
   }
+  //! probs = warp(softmax(logits / T)) with the parameters w (`specdec::warp_logits`); the status says whether the row was
+  //! usable.
   template <class T, class U>
   static row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
     return specdec::warp_logits(logits, probs, w);
@@ -102,18 +111,21 @@ struct seq_kernels {
 //! or the q rows themselves, and optionally q_i(x_i) given so that row i is read only where needed.
 template <class T, class Kernels = seq_kernels>
 struct warped_logit_rows {
-  const chain_batch<T>& batch;
-  std::size_t b;
-  warp_params target_params;
+  const chain_batch<T>& batch;      //!< the batch the rows are read from
+  std::size_t b;                    //!< the request
+  warp_params target_params;        //!< the warp of the target's logits
   const warp_params* draft_params;  //!< null: the draft rows are q itself
   std::span<const T> q_at_drafts;   //!< empty, or q_i(x_i) per draft row of the batch
-  std::vector<T>& target_scratch;
-  std::vector<T>& draft_scratch;
+  std::vector<T>& target_scratch;   //!< holds the last warped target row
+  std::vector<T>& draft_scratch;    //!< holds the last warped draft row
+  //! Target row i of request b, warped into `target_scratch`.
   row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch); }
+  //! Draft row i of request b: q itself, or its logits warped into `draft_scratch`.
   row_ref<T> draft(std::size_t i) {
     if (draft_params == nullptr) return {batch.draft_row(b, i), true};
     return warp(batch.draft_row(b, i), *draft_params, draft_scratch);
   }
+  //! q_i(x_i) of draft row i from `q_at_drafts`, or nothing when that is empty.
   std::optional<double> draft_at_token(std::size_t i) const {
     if (q_at_drafts.empty()) return std::nullopt;
     return static_cast<double>(q_at_drafts[batch.layout.draft_row(b, i)]);

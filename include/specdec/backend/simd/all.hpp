@@ -41,5 +41,6 @@
 #include "specdec/backend/simd/softmax.hpp"
 #include "specdec/backend/simd/top_w.hpp"
 #include "specdec/backend/simd/verify.hpp"
+#include "specdec/backend/simd/verify_tree.hpp"
 #include "specdec/backend/simd/warp.hpp"
 #include "specdec/exec/simd.hpp"

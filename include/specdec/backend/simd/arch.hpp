@@ -22,9 +22,10 @@
 
 namespace specdec::backend::simd {
 
-//! Double and float batches of an architecture.
+//! A batch of doubles of architecture `Arch`.
 template <class Arch>
 using dbatch = xsimd::batch<double, Arch>;
+//! A batch of floats of architecture `Arch`.
 template <class Arch>
 using fbatch = xsimd::batch<float, Arch>;
 
@@ -205,7 +206,9 @@ auto usable_lanes(const B& x) noexcept {
 template <class Arch, class T>
 class usable_tracker {
  public:
+  //! Adds a batch of entries to the check.
   void add(const xsimd::batch<T, Arch>& x) noexcept { ok_ = ok_ & usable_lanes(x); }
+  //! True iff every entry added so far is usable.
   bool all() const noexcept { return xsimd::all(ok_); }
 
  private:
@@ -218,11 +221,15 @@ class usable_tracker {
 //! (`detail::row_usable` of categorical.hpp; rows with -0 are rare, and usable).
 template <class Arch, class T>
 class fast_usable_tracker : public usable_tracker<Arch, T> {};
+//! Float rows: one unsigned max of the raw bits per batch (see the primary template).
 template <class Arch>
 class fast_usable_tracker<Arch, float> {
  public:
+  //! The lanes' bits, as unsigned integers.
   using bits = xsimd::batch<std::uint32_t, Arch>;
+  //! Adds a batch of entries (keeps the largest bit pattern seen).
   void add(const fbatch<Arch>& x) noexcept { high_ = xsimd::max(high_, xsimd::bitwise_cast<bits>(x)); }
+  //! True iff every entry added had bits <= 0x7f7fffff: finite, >= 0 and not -0.
   bool all() const noexcept { return xsimd::all(high_ <= bits(0x7f7fffffu)); }
 
  private:
@@ -235,8 +242,11 @@ class fast_usable_tracker<Arch, float> {
 template <class Arch>
 class usable_tracker<Arch, float> {
  public:
+  //! The lanes' bits, as unsigned integers.
   using bits = xsimd::batch<std::uint32_t, Arch>;
+  //! Adds a batch of entries (after x + 0, so that -0 counts as usable).
   void add(const fbatch<Arch>& x) noexcept { high_ = xsimd::max(high_, xsimd::bitwise_cast<bits>(x + fbatch<Arch>(0.0f))); }
+  //! True iff every entry added so far is >= 0 (or -0) and finite.
   bool all() const noexcept { return xsimd::all(high_ <= bits(largest_finite)); }
 
  private:

@@ -1,6 +1,6 @@
 //! \file backend/simd/indicators.hpp
 //! \brief SV's indicators on the simd backend (Kim et al., SV, section 4.2, eqs. (1)-(2); the seq
-//! reference is estimate/indicators.hpp):
+//! reference is backend/seq/algorithms.hpp):
 //!
 //!   S = sum_v min(P_d(v), P_c(v))      (one pass over the row pair, `backend::simd::overlap`)
 //!   A = min(1, P_c(t_d) / P_d(t_d))    (two scalar reads: seq's `companion_acceptance` itself)
@@ -19,7 +19,7 @@
 #include "specdec/backend/simd/reduce.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
-#include "specdec/estimate/indicators.hpp"
+#include "specdec/estimate/similarity.hpp"
 
 namespace specdec::backend::simd {
 

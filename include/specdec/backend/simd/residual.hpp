@@ -40,6 +40,7 @@ struct vector_residual;
 //! p - min(p, q) computes when p > q, and both are <= 0 otherwise).
 template <>
 struct vector_residual<strict_rule> {
+  //! The residual weight max(0, p - q), per lane.
   template <class B>
   static B weight(const strict_rule&, const B& p, const B& q) noexcept {
     return positive_part<typename B::arch_type>(p - q);
@@ -49,6 +50,7 @@ struct vector_residual<strict_rule> {
 //! Lenient rule: a = min(q, p / l), the same division as `lenient_rule::accepted_mass`.
 template <>
 struct vector_residual<lenient_rule> {
+  //! The residual weight max(0, p - min(q, p / l)), per lane.
   template <class B>
   static B weight(const lenient_rule& rule, const B& p, const B& q) noexcept {
     const B scaled = p / B(rule.lenience());
@@ -60,6 +62,7 @@ struct vector_residual<lenient_rule> {
 //! `block_residual::accepted_mass`.
 template <>
 struct vector_residual<block_residual> {
+  //! The residual weight max(0, p - q / a), per lane.
   template <class B>
   static B weight(const block_residual& rule, const B& p, const B& q) noexcept {
     return positive_part<typename B::arch_type>(p - q * B(rule.inverse_weight));
@@ -70,6 +73,7 @@ struct vector_residual<block_residual> {
 //! `scaled_draft_residual::accepted_mass`.
 template <>
 struct vector_residual<scaled_draft_residual> {
+  //! The residual weight max(0, p - s q), per lane.
   template <class B>
   static B weight(const scaled_draft_residual& rule, const B& p, const B& q) noexcept {
     return positive_part<typename B::arch_type>(p - B(rule.scale) * q);

@@ -38,35 +38,44 @@ namespace specdec::backend::simd {
 //! members as `seq::seq_kernels`, so seq's single walk (`seq::detail::verify_one`) runs them.
 template <class Arch>
 struct verify_kernels {
+  //! sum_v double(row_v), in lane-strided order (`simd::sum`).
   template <class T>
   static double row_sum(std::span<const T> row) {
     return sum<Arch>(row);
   }
+  //! Some entry > 0.
   template <class T>
   static bool has_mass(std::span<const T> row) {
     return simd::has_mass<Arch>(row);
   }
+  //! A row greedy can take the argmax of: no NaN, infinite or negative entry, and some entry > 0.
   template <class T>
   static bool greedy_usable(std::span<const T> row) {
     const row_summary s = summarise<Arch>(row);
     return s.usable && s.has_mass;
   }
+  //! The index of the largest entry (lowest on ties; -1 for an empty or all-NaN row), as `specdec::argmax`.
   template <class T>
   static std::ptrdiff_t argmax(std::span<const T> row) {
     return simd::argmax<Arch>(row);
   }
+  //! A sample of the row with the uniform u in [0, 1), the same token as `specdec::sample_categorical`.
   template <class T>
   static sample_result sample_categorical(std::span<const T> row, double u) {
     return simd::sample_categorical<Arch>(row, u);
   }
+  //! A sample of the row with the entries `masked` (sorted, distinct) left out, as `specdec::sample_masked`.
   template <class T>
   static sample_result sample_masked(std::span<const T> row, std::span<const token_id> masked, double u) {
     return simd::sample_masked<Arch>(row, masked, u);
   }
+  //! A sample of the rule's residual norm(max(0, p - accepted_mass(p, q))) with the uniform u; falls back to p when it has no
+  //! mass.
   template <class Rule, class T>
   static residual_result sample_residual(std::span<const T> p, std::span<const T> q, const Rule& rule, double u) {
     return simd::sample_residual<Arch>(p, q, rule, u);
   }
+  //! probs = warp(softmax(logits / T)) with the parameters w; the status says whether the row was usable.
   template <class T, class U>
   static row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
     return simd::warp_logits<Arch>(logits, probs, w);

@@ -47,9 +47,13 @@ class model {
     if (!handle_) throw engine_error("specdec::llama_cpp::model: '" + path_ + "' is not a GGUF model llama.cpp can load");
   }
 
+  //! The llama.cpp model handle.
   llama_model* get() const noexcept { return handle_.get(); }
+  //! The model's vocabulary.
   const llama_vocab* vocab() const noexcept { return llama_model_get_vocab(handle_.get()); }
+  //! V, the number of tokens of the vocabulary.
   std::size_t vocab_size() const noexcept { return static_cast<std::size_t>(llama_vocab_n_tokens(vocab())); }
+  //! The file the model was loaded from.
   const std::string& path() const noexcept { return path_; }
 
  private:
@@ -79,10 +83,10 @@ inline void check_same_vocabulary(const model& target, const model& draft) {
 //! How a context is made. `sequences` is the most sequences alive at once (llama.cpp's n_seq_max, at
 //! most 256); each gets `context_per_sequence` positions of KV cache of its own.
 struct context_options {
-  std::uint32_t context_per_sequence = 2048;
-  std::uint32_t sequences = 1;
-  std::uint32_t batch = 512;  //!< tokens per llama_decode call (longer forwards are split)
-  int threads = 0;            //!< 0: the hardware's threads
+  std::uint32_t context_per_sequence = 2048;  //!< positions of KV cache per sequence
+  std::uint32_t sequences = 1;                //!< the most sequences alive at once (at most 256)
+  std::uint32_t batch = 512;                  //!< tokens per llama_decode call (longer forwards are split)
+  int threads = 0;                            //!< 0: the hardware's threads
 };
 
 //! A llama.cpp context (KV cache and compute buffers) over a model that outlives it.
@@ -109,14 +113,19 @@ class context {
     if (!handle_) throw engine_error("specdec::llama_cpp::context: llama.cpp could not create a context for '" + m.path() + "'");
   }
 
+  //! The llama.cpp context handle.
   llama_context* get() const noexcept { return handle_.get(); }
+  //! The model the context runs.
   const model& owner() const noexcept { return *model_; }
+  //! The context's memory (its KV cache).
   llama_memory_t memory() const noexcept { return llama_get_memory(handle_.get()); }
   //! Positions each sequence may hold: the size asked for (llama.cpp may round its cache up).
   std::size_t context_per_sequence() const noexcept {
     return std::min<std::size_t>(options_.context_per_sequence, llama_n_ctx_seq(handle_.get()));
   }
+  //! The most sequences alive at once (llama.cpp's n_seq_max).
   std::size_t max_sequences() const noexcept { return llama_n_seq_max(handle_.get()); }
+  //! Tokens per llama_decode call (llama.cpp's n_batch).
   std::size_t batch() const noexcept { return llama_n_batch(handle_.get()); }
 
  private:

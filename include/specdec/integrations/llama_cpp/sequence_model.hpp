@@ -36,6 +36,7 @@ struct decode_stats {
   std::size_t decode_calls = 0;  //!< llama_decode calls (more than forwards when one exceeds the batch)
 };
 
+//! A llama.cpp context as a `specdec::SequenceModel` (see the file comment).
 class sequence_model {
  public:
   //! Decodes on `ctx` (not owned; one sequence_model per context, used from one thread at a time).
@@ -47,12 +48,16 @@ class sequence_model {
   sequence_model(const sequence_model&) = delete;
   sequence_model& operator=(const sequence_model&) = delete;
 
+  //! V, the model's vocabulary size.
   std::size_t vocab_size() const noexcept { return vocab_; }
+  //! The number of tokens in sequence s's state (0 for a sequence not live).
   std::size_t length(sequence_id s) const {
     const auto it = live_.find(s);
     return it == live_.end() ? 0 : it->second.length;
   }
+  //! The calls, appended positions, rows and rollbacks so far.
   const sequence_model_stats& stats() const noexcept { return stats_; }
+  //! What was asked of llama.cpp so far (llama_decode calls).
   const llama_cpp::decode_stats& engine_stats() const noexcept { return engine_stats_; }
 
   //! \throws specdec::error on a broken precondition, or a tree-shaped append (nothing is decoded then);

@@ -6,6 +6,7 @@
 //! (the pragma Thrust and CUB use for the same purpose); it expands to nothing outside nvcc.
 #pragma once
 
+//! Placed before a host-device function template: silences nvcc's execution-space check; nothing outside nvcc.
 #if defined(__CUDACC__)
 #define SPECDEC_DETAIL_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
 #else

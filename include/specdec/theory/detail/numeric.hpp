@@ -4,7 +4,7 @@
 //! sum_{k=0}^{n} a^k and the variance of a geometric count truncated at n.
 //!
 //! Each kernel has two paths: during constant evaluation (std::is_constant_evaluated()) it uses
-//! exact-in-structure loops (the standard library's <cmath> is not constexpr in C++20); at run
+//! exact-in-structure loops (the standard library's `<cmath>` is not constexpr in C++20); at run
 //! time it uses expm1/log forms that stay accurate for a -> 1 and for huge n.
 #pragma once
 
