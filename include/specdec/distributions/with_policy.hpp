@@ -2,7 +2,7 @@
 //! \brief Softmax, log-softmax, log-sum-exp, argmax and the divergences through an execution policy
 //! (exec/dispatch.hpp): one row on a host backend (seq, simd), or a `row_batch` of rows on any
 //! backend (cuda runs one kernel for the batch; host backends run the row algorithm on each row).
-//! What each simd kernel guarantees against seq is in backend/simd/all.hpp, each cuda kernel in its
+//! What each simd kernel guarantees against seq is in docs/reference/backends-and-determinism.md, each cuda kernel in its
 //! header (backend/cuda/softmax.cuh).
 #pragma once
 

@@ -3,7 +3,7 @@
 //! `warp_probs`, `sample_categorical`, `sample_logits` and `top_w_indices` on one host row (seq,
 //! simd), and `warp_logits` on a `row_batch` on any backend. `exec::seq` runs the references
 //! (distributions/warp.hpp, sampling/categorical.hpp, sampling/sample_logits.hpp,
-//! sampling/top_w.hpp); `exec::simd` the simd kernels, with the agreement backend/simd/all.hpp
+//! sampling/top_w.hpp); `exec::simd` the simd kernels, with the agreement docs/reference/backends-and-determinism.md
 //! states (warp_logits: seq's probabilities up to the last bits of the normalising sum;
 //! sample_categorical: seq's token for the same row and u). The step decoder warps and samples its
 //! draft rows with these, so that a draft is drawn from the very row that `verify_from_logits` on the

@@ -1,7 +1,7 @@
 //! \file backend/simd/algorithms.hpp
 //! \brief The simd backend's registrations (exec/dispatch.hpp): each algorithm it implements, on
 //! the policy's xsimd architecture (`exec::simd_policy<Arch>`). What each kernel guarantees against
-//! seq is in backend/simd/all.hpp; the algorithms not listed here run seq's implementation.
+//! seq is in docs/reference/backends-and-determinism.md; the algorithms not listed here run seq's implementation.
 #pragma once
 
 #include <utility>
