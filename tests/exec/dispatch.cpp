@@ -59,7 +59,7 @@ void check_entries(const Policy& policy, const Kernels& k) {
     CHECK(specdec::argmax(policy, xs) == k.argmax(xs));
     std::vector<std::size_t> top_a, top_b;
     specdec::top_w_indices(policy, xs, 4, top_a);
-    k.top_w_indices(xs, 4, top_b);
+    k.top_w_indices(xs, std::size_t{4}, top_b);
     CHECK(top_a == top_b);
     CHECK(specdec::overlap(policy, ps, qs) == k.overlap(ps, qs));
     CHECK(specdec::total_variation(policy, ps, qs) == k.total_variation(ps, qs));
