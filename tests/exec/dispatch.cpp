@@ -153,6 +153,38 @@ void check_batches(const Policy& policy) {
       CHECK(std::vector<float>(out.begin() + static_cast<std::ptrdiff_t>(r * V),
                                out.begin() + static_cast<std::ptrdiff_t>((r + 1) * V)) == row_out);
   }
+  // Sampling a batch: row r's uniform is streams[r].open(position, purpose).uniform().
+  std::vector<specdec::random::request_stream> streams;
+  for (std::size_t r = 0; r < rows; ++r) streams.push_back({.seed = 9, .request = static_cast<std::uint32_t>(r), .step = 2});
+  std::vector<float> probs(rows * V);
+  specdec::softmax(policy, in, specdec::row_batch<float>(probs, V), statuses);
+  const specdec::row_batch<const float> p_rows(probs, V);
+  std::vector<specdec::token_id> tokens(rows);
+  const specdec::row_sampling at{.position = 5, .what = specdec::random::purpose::draft};
+  specdec::sample_categorical(policy, p_rows, streams, tokens, statuses, at);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto one =
+        specdec::sample_categorical(policy, p_rows.row(r), streams[r].open(5, specdec::random::purpose::draft).uniform());
+    CHECK(tokens[r] == one.token);
+    CHECK(statuses[r] == one.status);
+  }
+  CHECK(statuses[1] == row_status::no_mass);  // softmax zero-filled the NaN row
+  const std::vector<specdec::warp_params> filters{{.top_k = 3}, {.top_p = 0.5}, {.min_p = 0.2}, {.top_k = 40, .top_p = 0.9}};
+  specdec::sample_filtered(policy, p_rows, filters, streams, tokens, statuses);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::vector<float> kept(p_rows.row(r).begin(), p_rows.row(r).end());
+    specdec::keep_top_k(std::span<float>(kept), filters[r].top_k);
+    specdec::keep_top_p(std::span<float>(kept), filters[r].top_p);
+    specdec::keep_min_p(std::span<float>(kept), filters[r].min_p);
+    const auto one = specdec::sample_categorical(std::span<const float>(kept),
+                                                 streams[r].open(0, specdec::random::purpose::target_sample).uniform());
+    CHECK(tokens[r] == one.token);
+    if (statuses[r] == row_status::ok) CHECK(kept[static_cast<std::size_t>(tokens[r])] > 0.0f);
+  }
+  const std::vector<specdec::warp_params> hot(rows, specdec::warp_params{.temperature = 0.5, .top_k = 3});
+  CHECK_THROWS_AS(specdec::sample_filtered(policy, p_rows, hot, streams, tokens, statuses), specdec::error);
+  CHECK_THROWS_AS(specdec::sample_categorical(policy, p_rows, std::span(streams).first(2), tokens, statuses), specdec::error);
+
   // Shapes: the output's shape, one status per row, one temperature per row (or none).
   std::vector<float> short_out((rows - 1) * V);
   CHECK_THROWS_AS(specdec::softmax(policy, in, specdec::row_batch<float>(short_out, V), statuses), specdec::error);

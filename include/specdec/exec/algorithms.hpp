@@ -42,10 +42,12 @@ struct kl_divergence : tag<true> {};       //!< specdec::kl_divergence(policy, .
 
 // Batches of rows, where a backend has a kernel for the whole batch (the entries run the row
 // algorithm above on each row otherwise).
-struct softmax_rows : tag<false> {};      //!< specdec::softmax(policy, row_batch, ...)
-struct log_softmax_rows : tag<false> {};  //!< specdec::log_softmax(policy, row_batch, ...)
-struct log_sum_exp_rows : tag<false> {};  //!< specdec::log_sum_exp(policy, row_batch, ...)
-struct warp_logits_rows : tag<false> {};  //!< specdec::warp_logits(policy, row_batch, ...)
+struct softmax_rows : tag<false> {};             //!< specdec::softmax(policy, row_batch, ...)
+struct log_softmax_rows : tag<false> {};         //!< specdec::log_softmax(policy, row_batch, ...)
+struct log_sum_exp_rows : tag<false> {};         //!< specdec::log_sum_exp(policy, row_batch, ...)
+struct warp_logits_rows : tag<false> {};         //!< specdec::warp_logits(policy, row_batch, ...)
+struct sample_categorical_rows : tag<false> {};  //!< specdec::sample_categorical(policy, row_batch, ...)
+struct sample_filtered_rows : tag<false> {};     //!< specdec::sample_filtered(policy, row_batch, ...)
 
 // Speculative Verification's indicators (estimate/indicators.hpp).
 struct compute_indicators : tag<true> {};  //!< specdec::estimate::compute_indicators

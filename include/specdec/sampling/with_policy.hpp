@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -19,9 +20,18 @@
 #include "specdec/distributions/warp.hpp"
 #include "specdec/distributions/with_policy.hpp"
 #include "specdec/exec/backends.hpp"
+#include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
 
 namespace specdec {
+
+namespace detail {
+//! The shape checks of a batched sampling call: one stream, token and status per row.
+//! \throws specdec::error naming the failed condition
+inline void check_sample_shapes(std::size_t rows, std::size_t streams, std::size_t tokens, std::size_t statuses) {
+  SPECDEC_EXPECTS(streams == rows && tokens == rows && statuses == rows, "one stream, token and status per row");
+}
+}  // namespace detail
 
 //! probs = warp(softmax(logits / T)) on `Policy`'s backend (see `warp_logits(logits, probs, w)`).
 //! \throws specdec::error on invalid `w` or sizes.
@@ -78,6 +88,66 @@ template <exec::ExecutionPolicy Policy, class T>
 void top_w_indices(const Policy& policy, std::span<const T> keys, std::size_t w, std::vector<std::size_t>& out) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::top_w_indices");
   exec::dispatch<algorithm::top_w_indices>(policy, keys, w, out);
+}
+
+//! Where the uniform of a batched sampling call comes from: row b draws
+//! `streams[b].open(position, what).uniform()`.
+struct row_sampling {
+  std::uint32_t position = 0;                             //!< the position in the request's stream
+  random::purpose what = random::purpose::target_sample;  //!< the purpose of the draw
+};
+
+//! Row by row: tokens[r], statuses[r] = `sample_categorical(weights.row(r), u_r)` with
+//! u_r = streams[r].open(at.position, at.what).uniform(). Rows need not sum to 1. With `exec::cuda`
+//! the rows, tokens and statuses are device memory (streams host; asynchronous on the policy's stream)
+//! and the tokens are seq's, bit for bit (backend/cuda/sample.cuh).
+//! \throws specdec::error on shapes
+template <exec::ExecutionPolicy Policy, class T>
+void sample_categorical(const Policy& policy, row_batch<const T> weights, std::span<const random::request_stream> streams,
+                        std::span<token_id> tokens, std::span<row_status> statuses, const row_sampling& at = {}) {
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::sample_categorical");
+  detail::check_sample_shapes(weights.rows(), streams.size(), tokens.size(), statuses.size());
+  detail::rows_or_each<algorithm::sample_categorical_rows>(
+      policy, weights.rows(),
+      [&](const auto& row_policy, std::size_t r) {
+        const sample_result s = sample_categorical(row_policy, weights.row(r), streams[r].open(at.position, at.what).uniform());
+        tokens[r] = s.token;
+        statuses[r] = s.status;
+      },
+      weights.data(), weights.rows(), weights.width(), streams, tokens, statuses, at.position, at.what);
+}
+
+//! Row by row: the filters of `params[r]` (top-k, then top-p on the survivors, then min-p; the
+//! temperature must be 1) zero entries of probs.row(r), without renormalising, and
+//! `sample_categorical` draws from what is left with u_r as the overload above. With `exec::cuda` the
+//! filtered rows are never written (backend/cuda/sample.cuh's `sample_filtered`: seq's token whenever
+//! the masks agree, always for top-k and min-p).
+//! \throws specdec::error on shapes, invalid parameters or a temperature other than 1
+template <exec::ExecutionPolicy Policy>
+void sample_filtered(const Policy& policy, row_batch<const float> probs, std::span<const warp_params> params,
+                     std::span<const random::request_stream> streams, std::span<token_id> tokens, std::span<row_status> statuses,
+                     const row_sampling& at = {}) {
+  SPECDEC_REQUIRE_BACKEND(Policy, "specdec::sample_filtered");
+  detail::check_sample_shapes(probs.rows(), streams.size(), tokens.size(), statuses.size());
+  SPECDEC_EXPECTS(params.size() == probs.rows(), "one warp_params per row");
+  for (const warp_params& w : params) {
+    validate(w);
+    SPECDEC_EXPECTS(w.temperature == 1.0, "sample_filtered filters probabilities: the temperature must be 1");
+  }
+  std::vector<float> row;
+  detail::rows_or_each<algorithm::sample_filtered_rows>(
+      policy, probs.rows(),
+      [&](const auto& row_policy, std::size_t r) {
+        row.assign(probs.row(r).begin(), probs.row(r).end());
+        keep_top_k(std::span<float>(row), params[r].top_k);
+        keep_top_p(std::span<float>(row), params[r].top_p);
+        keep_min_p(std::span<float>(row), params[r].min_p);
+        const sample_result s =
+            sample_categorical(row_policy, std::span<const float>(row), streams[r].open(at.position, at.what).uniform());
+        tokens[r] = s.token;
+        statuses[r] = s.status;
+      },
+      probs.data(), probs.rows(), probs.width(), params, streams, tokens, statuses, at.position, at.what);
 }
 
 }  // namespace specdec

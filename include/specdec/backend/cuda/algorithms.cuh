@@ -12,6 +12,7 @@
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/backend/cuda/filter.cuh"
 #include "specdec/backend/cuda/indicators.cuh"
+#include "specdec/backend/cuda/sample.cuh"
 #include "specdec/backend/cuda/simulate.cuh"
 #include "specdec/backend/cuda/softmax.cuh"
 #include "specdec/backend/cuda/verify.cuh"
@@ -98,6 +99,8 @@ SPECDEC_CUDA_ON_STREAM(softmax_rows, softmax);
 SPECDEC_CUDA_ON_STREAM(log_softmax_rows, log_softmax);
 SPECDEC_CUDA_ON_STREAM(log_sum_exp_rows, log_sum_exp);
 SPECDEC_CUDA_ON_STREAM(warp_logits_rows, warp_logits);
+SPECDEC_CUDA_ON_STREAM(sample_categorical_rows, sample_categorical);
+SPECDEC_CUDA_ON_STREAM(sample_filtered_rows, sample_filtered);
 SPECDEC_CUDA_ON_STREAM(sd_chain, simulate_sd_chain);
 SPECDEC_CUDA_ON_STREAM(sd_token_process, simulate_sd_token_process);
 SPECDEC_CUDA_ON_STREAM(sv_accepted, simulate_sv_accepted);
@@ -121,6 +124,8 @@ template <> struct implementation<backend::cuda, algorithm::softmax_rows> : spec
 template <> struct implementation<backend::cuda, algorithm::log_softmax_rows> : specdec::backend::cuda::log_softmax_rows {};
 template <> struct implementation<backend::cuda, algorithm::log_sum_exp_rows> : specdec::backend::cuda::log_sum_exp_rows {};
 template <> struct implementation<backend::cuda, algorithm::warp_logits_rows> : specdec::backend::cuda::warp_logits_rows {};
+template <> struct implementation<backend::cuda, algorithm::sample_categorical_rows> : specdec::backend::cuda::sample_categorical_rows {};
+template <> struct implementation<backend::cuda, algorithm::sample_filtered_rows> : specdec::backend::cuda::sample_filtered_rows {};
 template <> struct implementation<backend::cuda, algorithm::simulate_sd_chain> : specdec::backend::cuda::sd_chain {};
 template <> struct implementation<backend::cuda, algorithm::simulate_sd_token_process> : specdec::backend::cuda::sd_token_process {};
 template <> struct implementation<backend::cuda, algorithm::simulate_sv_accepted> : specdec::backend::cuda::sv_accepted {};
