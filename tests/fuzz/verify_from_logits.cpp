@@ -4,13 +4,17 @@
 //
 // Invariants: no crash or sanitizer report; invalid parameters and bad shapes throw specdec::error
 // and nothing else throws; the outputs satisfy `check_chain_outputs` on the rows as the policy warps
-// them; "each row that is read is warped first" holds literally: when every row warps to a usable
-// row, the result is `verify` on the rows warped by the same policy's `warp_logits`; a request's
-// output does not depend on its batch. simd equals seq token for token when every temperature is 0
-// (exact one-hot rows); otherwise its warped rows may differ from seq's by rounding
-// (backend/simd/warp.hpp), and so may its tokens.
+// them; the contract of verification from logits (docs/reference/sampling-contract.md) holds
+// literally: when every row warps to a usable row, the result is `verify` on the rows warped by the
+// same policy's `warp_logits`, except that every target sample (sample-and-match's, each bonus) is
+// the policy's `sample_logits` of the row with the same uniform; a request's output does not depend
+// on its batch. simd equals seq token for token when every temperature is 0 (exact one-hot rows);
+// otherwise its warped rows and its samples from logits may differ from seq's by rounding
+// (backend/simd/warp.hpp, backend/simd/sample_logits.hpp), and so may its tokens.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <algorithm>
 #include <span>
 #include <utility>
 #include <vector>
@@ -18,7 +22,9 @@
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/exec/policy.hpp"
+#include "specdec/sampling/sample_logits.hpp"
 #if SPECDEC_ENABLE_SIMD
+#include "specdec/backend/simd/sample_logits.hpp"
 #include "specdec/backend/simd/warp.hpp"
 #include "specdec/exec/simd.hpp"
 #endif
@@ -67,6 +73,56 @@ specdec::row_status warp_row(const Policy&, std::span<const T> logits, std::span
   return s;
 }
 
+// One token from logits as `Policy` samples it (`specdec::sample_logits` on seq).
+template <class Policy, class T>
+specdec::sample_result sample_row(const Policy&, std::span<const T> logits, const specdec::warp_params& w, double u) {
+#if SPECDEC_ENABLE_SIMD
+  if constexpr (specdec::exec::backend_of<Policy> == specdec::exec::backend::simd)
+    return specdec::backend::simd::sample_logits<specdec::exec::simd_arch_t<Policy>>(logits, w, u);
+  else
+#endif
+    return specdec::sample_logits(logits, w, u);
+}
+
+// Whether position i of a chain of n drafts is a target sample: drawn from the target's logits alone
+// (sample-and-match at every position; the bonus of the rules that sample one from p).
+inline bool is_target_sample(const rule_traits& rule, std::size_t i, std::size_t n) {
+  return rule.family == specdec::rule_family::sample_and_match ||
+         (i == n && (rule.family == specdec::rule_family::rejection || rule.family == specdec::rule_family::block));
+}
+
+// `verify`'s outputs on the warped rows (`direct`) with every target sample redrawn from the logits
+// by `Policy`: what verification from logits returns when every row is usable.
+template <class Policy, class T>
+void redraw_target_samples(const Policy& policy, const chain_case<T>& c, const batch_params& params, const rule_traits& rule,
+                           chain_out& direct) {
+  using specdec::random::purpose;
+  const auto l = c.layout();
+  for (std::size_t b = 0; b < c.batch_size(); ++b) {
+    const auto drafts = c.drafts_of(b);
+    const std::size_t n = drafts.size();
+    if (specdec::has_flag(direct.status[b], specdec::verify_status::bad_draft_token)) continue;
+    const auto draw = [&](std::size_t i, purpose what) {
+      const auto logits = std::span<const T>(c.p).subspan(l.target_row(b, i) * c.V, c.V);
+      const specdec::sample_result y =
+          sample_row(policy, logits, params.target[b], c.streams[b].open(static_cast<std::uint32_t>(i), what).uniform());
+      FUZZ_CHECK(y.status == specdec::row_status::ok);  // (every row warps to a usable row here)
+      return y.token;
+    };
+    const auto tokens = std::span<token_id>(direct.tokens).subspan(b * direct.stride, direct.stride);
+    if (rule.family == specdec::rule_family::sample_and_match) {
+      std::fill(tokens.begin(), tokens.end(), specdec::no_token);
+      for (std::size_t i = 0; i <= n; ++i) {
+        tokens[i] = draw(i, purpose::target_sample);
+        direct.accepted[b] = static_cast<std::int32_t>(i);
+        if (i == n || tokens[i] != drafts[i]) break;
+      }
+    } else if (is_target_sample(rule, static_cast<std::size_t>(direct.accepted[b]), n) && specdec::is_valid(direct.status[b])) {
+      tokens[n] = draw(n, purpose::resample);
+    }
+  }
+}
+
 template <class Policy, class T>
 warped_rows<T> warp_case(const Policy& policy, const chain_case<T>& c, const batch_params& params, bool reads_q) {
   warped_rows<T> w{std::vector<T>(c.q.size()), std::vector<T>(c.p.size()), true, {}};
@@ -111,10 +167,29 @@ std::pair<chain_out, std::vector<specdec::row_status>> check_policy(const Policy
   chain_out out(c.batch_size(), c.max_drafts());
   FUZZ_CHECK(run_from_logits(policy, rule, c, params, options, out));
   const warped_rows<T> w = warp_case(policy, c, params, traits.reads_q);
-  check_chain_outputs(c, out, traits, options.check_normalisation, std::span<const T>(w.p));
+  // seq's samples from logits are samples of its warped rows, so every emitted token has p > 0 there.
+  // simd's come from its own filters (backend/simd/sample_logits.hpp), which can move a top-p boundary
+  // by rounding: there a target sample is checked against the row's support (finite logits; the
+  // argmax one-hot row at T = 0, which the warped row is).
+  std::vector<T> emitted_from(w.p);
+  if constexpr (specdec::exec::backend_of<Policy> != specdec::exec::backend::seq) {
+    const auto l = c.layout();
+    for (std::size_t b = 0; b < c.batch_size(); ++b) {
+      const auto n = static_cast<std::size_t>(c.num_drafts[b]);
+      if (params.target[b].temperature == 0.0) continue;
+      for (std::size_t i = 0; i <= n; ++i) {
+        if (!is_target_sample(traits, i, n)) continue;
+        const std::size_t t = l.target_row(b, i) * c.V;
+        for (std::size_t v = 0; v < c.V; ++v)
+          emitted_from[t + v] = c.p[t + v] > -std::numeric_limits<T>::infinity() ? T(1) : T(0);
+      }
+    }
+  }
+  check_chain_outputs(c, out, traits, options.check_normalisation, std::span<const T>(emitted_from));
   if (w.all_usable) {
     chain_out direct(c.batch_size(), c.max_drafts());
     specdec::verify(policy, rule, c.batch(w.q, w.p), c.streams, direct.view(), options);
+    redraw_target_samples(policy, c, params, traits, direct);
     FUZZ_CHECK(direct == out);
   }
   return {out, w.statuses};

@@ -48,8 +48,10 @@ struct chain_outputs {
 
 //! Options of a verification.
 struct verify_options {
-  //! Sum every row that is read and flag `not_normalised` when |sum - 1| > tolerance. Off by
-  //! default: it reads whole rows that the rule would otherwise only gather from.
+  //! Sum every probability row that is read and flag `not_normalised` when |sum - 1| > tolerance.
+  //! Off by default: it reads whole rows that the rule would otherwise only gather from. From
+  //! logits, a target sample (sample-and-match's, a bonus) reads no probability row, so nothing is
+  //! summed for it; every warped row is normalised by construction.
   bool check_normalisation = false;
   //! The largest |sum - 1| accepted when `check_normalisation` is on.
   double normalisation_tolerance = 1e-3;

@@ -4,12 +4,16 @@
 //! Per request: walk the drafted positions, test each with the rule, stop at the first rejection
 //! and emit one correction (residual, argmax or target sample); after n_b acceptances emit the bonus.
 //! Only the rows that are needed are read: two scalars per drafted position and, at the stopping
-//! position, one target row (and one draft row for rejection rules).
+//! position, one target row (and one draft row for rejection rules). A target sample (sample-and-match's,
+//! every bonus) from logits is the backend's `sample_logits` of the row: no warped row is written
+//! where the backend's sampler does not need one (docs/reference/sampling-contract.md).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <vector>
@@ -24,6 +28,7 @@
 #include "specdec/distributions/warp.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/residual.hpp"
+#include "specdec/sampling/sample_logits.hpp"
 
 namespace specdec::backend::seq {
 
@@ -34,6 +39,33 @@ struct row_ref {
   bool usable = true;         //!< false when warping found the row unusable
 };
 
+//! The target's probabilities at one position as the rules that read p(x) and draw residuals take
+//! them: a row, or (from logits, where the backend's sampler filters sparsely) the kept tokens and
+//! their probabilities, every other entry being 0.
+template <class T>
+struct target_probabilities {
+  row_ref<T> values;                    //!< the row, or the kept tokens' probabilities
+  std::span<const token_id> kept = {};  //!< the kept tokens (increasing), when `sparse`
+  bool sparse = false;                  //!< whether only the kept tokens are stored
+
+  //! p(x). \pre x in [0, V)
+  double at(token_id x) const {
+    if (!sparse) return static_cast<double>(values.values[static_cast<std::size_t>(x)]);
+    const auto it = std::lower_bound(kept.begin(), kept.end(), x);
+    return it != kept.end() && *it == x ? static_cast<double>(values.values[static_cast<std::size_t>(it - kept.begin())]) : 0.0;
+  }
+};
+
+//! The scratch of one request's target rows from logits: the warped row, or a sparse filter's kept
+//! tokens, weights and probabilities.
+template <class T>
+struct logit_row_scratch {
+  std::vector<T> row;            //!< a warped row
+  std::vector<token_id> kept;    //!< the kept tokens of a sparse filter
+  std::vector<double> weights;   //!< their weights
+  std::vector<T> probabilities;  //!< their probabilities
+};
+
 //! Rows read directly from a probability batch.
 template <class T>
 struct probability_rows {
@@ -41,6 +73,8 @@ struct probability_rows {
   std::size_t b;                //!< the request
   //! Target row i of request b (probabilities, as given).
   row_ref<T> target(std::size_t i) { return {batch.target_row(b, i), true}; }
+  //! Target row i's probabilities: the row itself.
+  target_probabilities<T> probabilities(std::size_t i) { return {target(i)}; }
   //! Draft row i of request b (q, as given).
   row_ref<T> draft(std::size_t i) { return {batch.draft_row(b, i), true}; }
   //! q_i(x_i) without reading row i, when the caller gave it (never here).
@@ -76,6 +110,13 @@ struct seq_kernels {
     }
     return mass;
   }
+  //! No NaN, infinite or negative entry.
+  template <class T>
+  static bool weights_usable(std::span<const T> row) {
+    for (const T x : row)
+      if (!specdec::detail::usable_weight(static_cast<double>(x))) return false;
+    return true;
+  }
   //! The index of the largest entry (lowest on ties; -1 for an empty or all-NaN row): `specdec::argmax`.
   template <class T>
   static std::ptrdiff_t argmax(std::span<const T> row) {
@@ -104,22 +145,70 @@ struct seq_kernels {
   static row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
     return specdec::warp_logits(logits, probs, w);
   }
+  //! One token from the logits with the parameters w and the uniform u, as `specdec::sample_logits` draws it (the
+  //! warped row in `scratch`).
+  template <class T>
+  static sample_result sample_logits(std::span<const T> logits, const warp_params& w, double u, logit_row_scratch<T>& scratch) {
+    return specdec::sample_logits(logits, w, u, scratch.row);
+  }
+  //! The probabilities of warp(softmax(logits / T)) with the parameters w: the `warp_logits` row, in `scratch`.
+  template <class T>
+  static target_probabilities<T> probabilities(std::span<const T> logits, const warp_params& w, logit_row_scratch<T>& scratch) {
+    scratch.row.resize(logits.size());
+    const row_status s = warp_logits(logits, std::span<T>(scratch.row), w);
+    return {{std::span<const T>(scratch.row), s == row_status::ok}};
+  }
 };
+
+namespace detail {
+//! A sample of the rule's residual norm(max(0, p - accepted_mass(p, q))) with the uniform u, falling back to p
+//! when it has no mass: `K::sample_residual` on a row; on kept tokens, the same token, status and flags from
+//! their entries alone (the others weigh max(0, 0 - a) = +0, which changes no sum of the sampling contract)
+//! once q is known to be usable everywhere.
+template <class K, class Rule, class T>
+residual_result sample_residual_of(const target_probabilities<T>& p, std::span<const T> q, const Rule& rule, double u) {
+  if (!p.sparse) return K::sample_residual(p.values.values, q, rule, u);
+  if (!K::weights_usable(q)) return {{no_token, row_status::not_finite, std::numeric_limits<double>::quiet_NaN()}, false};
+  thread_local std::vector<double> weights;
+  weights.resize(p.kept.size());
+  const std::span<const T> pk = p.values.values;
+  for (std::size_t j = 0; j < p.kept.size(); ++j)
+    weights[j] =
+        specdec::detail::residual_weight(static_cast<double>(pk[j]), static_cast<double>(q[static_cast<std::size_t>(p.kept[j])]),
+                                         [&rule](double pv, double qv) { return rule.accepted_mass(pv, qv); });
+  residual_result r{sample_sparse(q.size(), p.kept, weights, u), false};
+  if (r.sample.status == row_status::no_mass) {
+    for (std::size_t j = 0; j < p.kept.size(); ++j) weights[j] = static_cast<double>(pk[j]);
+    r.sample = sample_sparse(q.size(), p.kept, weights, u);
+    r.used_fallback = true;
+  }
+  return r;
+}
+}  // namespace detail
 
 //! Target rows warped from logits on demand (only the rows that are read), into a scratch row; the
 //! draft side as `draft_side` describes it (acceptance/draft_side.hpp): logits warped on demand too,
 //! or the q rows themselves, and optionally q_i(x_i) given so that row i is read only where needed.
 template <class T, class Kernels = seq_kernels>
 struct warped_logit_rows {
-  const chain_batch<T>& batch;      //!< the batch the rows are read from
-  std::size_t b;                    //!< the request
-  warp_params target_params;        //!< the warp of the target's logits
-  const warp_params* draft_params;  //!< null: the draft rows are q itself
-  std::span<const T> q_at_drafts;   //!< empty, or q_i(x_i) per draft row of the batch
-  std::vector<T>& target_scratch;   //!< holds the last warped target row
-  std::vector<T>& draft_scratch;    //!< holds the last warped draft row
+  const chain_batch<T>& batch;           //!< the batch the rows are read from
+  std::size_t b;                         //!< the request
+  warp_params target_params;             //!< the warp of the target's logits
+  const warp_params* draft_params;       //!< null: the draft rows are q itself
+  std::span<const T> q_at_drafts;        //!< empty, or q_i(x_i) per draft row of the batch
+  logit_row_scratch<T>& target_scratch;  //!< holds the last target row's warp
+  std::vector<T>& draft_scratch;         //!< holds the last warped draft row
   //! Target row i of request b, warped into `target_scratch`.
-  row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch); }
+  row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch.row); }
+  //! Target row i's probabilities as the backend warps them (`Kernels::probabilities`: a row, or kept tokens).
+  target_probabilities<T> probabilities(std::size_t i) {
+    return Kernels::probabilities(batch.target_row(b, i), target_params, target_scratch);
+  }
+  //! A sample of target row i with the uniform u, drawn from the logits as the backend's `sample_logits` draws it
+  //! (docs: the sampling contract, verification from logits).
+  sample_result sample_target(std::size_t i, double u) {
+    return Kernels::sample_logits(batch.target_row(b, i), target_params, u, target_scratch);
+  }
   //! Draft row i of request b: q itself, or its logits warped into `draft_scratch`.
   row_ref<T> draft(std::size_t i) {
     if (draft_params == nullptr) return {batch.draft_row(b, i), true};
@@ -225,6 +314,21 @@ sample_result typical_emission(const typical_rule& rule, std::span<const T> p, d
       u);
 }
 
+//! A target sample of position i with the uniform u: the rows' `sample_target` when they have one
+//! (from logits: the backend's `sample_logits`, no warped row), else `K::sample_categorical` on row i,
+//! read and checked. nullopt when row i fails its check (the status says why); a sample whose status
+//! is not ok is flagged when it is emitted.
+template <class K, class T, class Rows>
+std::optional<sample_result> target_sample(Rows& rows, request_checks<K, T>& checks, std::size_t i, double u) {
+  if constexpr (requires { rows.sample_target(i, u); }) {
+    return rows.sample_target(i, u);
+  } else {
+    const row_ref<T> p = rows.target(i);
+    if (!checks.row(p)) return std::nullopt;
+    return K::sample_categorical(p.values, u);
+  }
+}
+
 //! Block verification of one chain (acceptance/block.hpp): a forward pass for the weights a_i, then
 //! the scan from i = n down to the first passing prefix. Every row is read: an unusable one, or an
 //! unusable scalar, makes the request invalid before anything is emitted.
@@ -238,10 +342,9 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
   target_at_draft.resize(n);
   draft_at_draft.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const auto x = static_cast<std::size_t>(drafts[i]);
-    const row_ref<T> p = rows.target(i);
-    if (!checks.row(p)) return 0;
-    target_at_draft[i] = static_cast<double>(p.values[x]);
+    const target_probabilities<T> p = rows.probabilities(i);
+    if (!checks.row(p.values)) return 0;
+    target_at_draft[i] = p.at(drafts[i]);
     draft_position<K, T, Rows> q(rows, checks, i);
     const std::optional<double> qx = q.at(drafts[i]);
     if (!qx) return 0;
@@ -270,23 +373,22 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
   if (n == 0 || (draft_at_draft[n - 1] > 0.0 &&
                  stream.open(static_cast<std::uint32_t>(n - 1), purpose::accept).uniform() * draft_at_draft[n - 1] <
                      weight[n - 1] * target_at_draft[n - 1])) {
-    const row_ref<T> p = rows.target(n);
-    if (!checks.row(p)) return accept_drafts(n);
-    checks.emit(K::sample_categorical(p.values, stream.open(static_cast<std::uint32_t>(n), purpose::resample).uniform()),
-                tokens[n]);
+    const std::optional<sample_result> bonus =
+        target_sample(rows, checks, n, stream.open(static_cast<std::uint32_t>(n), purpose::resample).uniform());
+    if (bonus) checks.emit(*bonus, tokens[n]);
     return accept_drafts(n);
   }
   for (std::size_t i = n; i-- > 0;) {
     // R_i <= a_i (each term of R_i is at most a_i p(v)), so h_i <= a_i: when eta_i >= a_i the prefix
     // fails whatever R_i is, and its rows are not read (a_i = 0 included). Prefix 0 always passes.
     if (i > 0 && !(stream.open(static_cast<std::uint32_t>(i - 1), purpose::accept).uniform() < weight[i])) continue;
-    const row_ref<T> p = rows.target(i);
-    if (!checks.row(p)) return 0;
+    const target_probabilities<T> p = rows.probabilities(i);
+    if (!checks.row(p.values)) return 0;
     const row_ref<T> q = rows.draft(i);
     if (!checks.row(q)) return 0;
     const auto pos = static_cast<std::uint32_t>(i);
     const residual_result r =
-        K::sample_residual(p.values, q.values, block_residual{1.0 / weight[i]}, stream.open(pos, purpose::resample).uniform());
+        sample_residual_of<K>(p, q.values, block_residual{1.0 / weight[i]}, stream.open(pos, purpose::resample).uniform());
     // The sampler's mass is sum max(0, p - q / a_i) = R_i / a_i (0 when it fell back to p).
     const double h = block_stop_probability(r.used_fallback ? 0.0 : weight[i] * r.sample.mass, weight[i]);
     if (i > 0 && !(stream.open(pos - 1, purpose::accept).uniform() < h)) continue;
@@ -319,21 +421,31 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
     for (std::size_t i = 0; i <= n; ++i) {
       const bool bonus = i == n;
       const token_id x = bonus ? no_token : drafts[i];
-      const row_ref<T> p = rows.target(i);
-      if (!check(p)) return static_cast<std::int32_t>(i);
       const auto pos = static_cast<std::uint32_t>(i);
-
-      if constexpr (Rule::family == rule_family::rejection) {
-        if (bonus) {
-          // The bonus is the residual against q = 0: a sample from p (one code path, DESIGN.md §7).
-          emit_sample(K::sample_categorical(p.values, stream.open(pos, purpose::resample).uniform()), i);
+      constexpr bool samples_target = Rule::family == rule_family::sample_and_match;
+      if constexpr (samples_target || Rule::family == rule_family::rejection) {
+        // Sample-and-match draws y ~ p at every position; a rejection rule's bonus is its residual
+        // against q = 0, a sample from p (one code path, DESIGN.md §7). Neither needs more of row i.
+        if (samples_target || bonus) {
+          const std::optional<sample_result> y = target_sample(
+              rows, checks, i, stream.open(pos, samples_target ? purpose::target_sample : purpose::resample).uniform());
+          if (!y) return static_cast<std::int32_t>(i);
+          if (!bonus && y->status == row_status::ok && y->token == x) {
+            tokens[i] = x;
+            continue;
+          }
+          emit_sample(*y, i);
           return static_cast<std::int32_t>(i);
         }
+      }
+      if constexpr (Rule::family == rule_family::rejection) {
+        const target_probabilities<T> p = rows.probabilities(i);
+        if (!check(p.values)) return static_cast<std::int32_t>(i);
         // q_i(x) given by the caller, or row i read and checked (acceptance/draft_side.hpp).
         draft_position<K, T, Rows> q(rows, checks, i);
         const std::optional<double> q_at_x = q.at(x);
         if (!q_at_x) return static_cast<std::int32_t>(i);
-        const double px = static_cast<double>(p.values[static_cast<std::size_t>(x)]);
+        const double px = p.at(x);
         const double qx = *q_at_x;
         if (!usable_scalar(px) || !usable_scalar(qx)) {
           status |= verify_status::invalid_row;
@@ -357,12 +469,15 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
         }
         const row_ref<T>* q_row = q.row();
         if (q_row == nullptr) return static_cast<std::int32_t>(i);
-        const residual_result r =
-            K::sample_residual(p.values, q_row->values, rule, stream.open(pos, purpose::resample).uniform());
+        const residual_result r = sample_residual_of<K>(p, q_row->values, rule, stream.open(pos, purpose::resample).uniform());
         if (r.used_fallback) status |= verify_status::residual_fallback;
         emit_sample(r.sample, i);
         return static_cast<std::int32_t>(i);
-      } else if constexpr (Rule::family == rule_family::greedy) {
+      }
+      // Greedy and typical acceptance read the whole row (sample-and-match has taken its sample above).
+      const row_ref<T> p = rows.target(i);
+      if (!check(p)) return static_cast<std::int32_t>(i);
+      if constexpr (Rule::family == rule_family::greedy) {
         if (!K::greedy_usable(p.values)) {
           status |= verify_status::invalid_row;
           return static_cast<std::int32_t>(i);
@@ -385,14 +500,6 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
           continue;
         }
         emit_sample(typical_emission<K>(rule, p.values, threshold, stream, pos), i);
-        return static_cast<std::int32_t>(i);
-      } else {  // sample_and_match
-        const sample_result y = K::sample_categorical(p.values, stream.open(pos, purpose::target_sample).uniform());
-        if (!bonus && y.status == row_status::ok && y.token == x) {
-          tokens[i] = x;
-          continue;
-        }
-        emit_sample(y, i);
         return static_cast<std::int32_t>(i);
       }
     }
@@ -459,7 +566,8 @@ void verify_from_logits_with(const Rule& rule, const chain_batch<T>& batch, std:
     for (const auto& w : draft.params) validate(w);
   // Two scratch rows per thread, kept from call to call: a decode loop calling this every step
   // allocates nothing once they are V long.
-  thread_local std::vector<T> target_scratch, draft_scratch;
+  thread_local logit_row_scratch<T> target_scratch;
+  thread_local std::vector<T> draft_scratch;
   verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) {
     const warp_params* draft_params = !draft_logits ? nullptr : draft.params.empty() ? &target_params[b] : &draft.params[b];
     return warped_logit_rows<T, K>{batch, b, target_params[b], draft_params, draft.q_at_drafts, target_scratch, draft_scratch};

@@ -31,6 +31,10 @@ using fbatch = xsimd::batch<float, Arch>;
 
 namespace detail {
 
+//! Rows the vector kernels take: float and double (other element types run seq's code).
+template <class T>
+inline constexpr bool vector_row_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
 template <class Arch, class Family>
 inline constexpr bool is_family = std::is_base_of_v<Family, Arch>;
 

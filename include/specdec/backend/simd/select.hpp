@@ -126,6 +126,21 @@ template <class T>
   return st;
 }
 
+
+//! seq's top-p threshold over the candidates `values` (any order), cumulating from `above` (the
+//! mass of the entries larger than every candidate): the first value, in descending order, at which
+//! the cumulative mass reaches `goal`; `fallback` if it never does.
+template <class T>
+T threshold_in(std::vector<T>& values, double above, double goal, T fallback) {
+  std::sort(values.begin(), values.end(), std::greater<T>());
+  double cumulative = above;
+  for (const T v : values) {
+    cumulative += static_cast<double>(v);
+    if (cumulative >= goal) return v;
+  }
+  return fallback;
+}
+
 }  // namespace detail
 
 //! The k-th largest (k >= 1) of the entries of `row` that are > -inf (NaN and -inf are ignored), or

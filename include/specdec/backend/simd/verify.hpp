@@ -27,6 +27,7 @@
 #include "specdec/backend/simd/categorical.hpp"
 #include "specdec/backend/simd/reduce.hpp"
 #include "specdec/backend/simd/residual.hpp"
+#include "specdec/backend/simd/sample_logits.hpp"
 #include "specdec/backend/simd/warp.hpp"
 #include "specdec/core/batch.hpp"
 #include "specdec/exec/simd.hpp"
@@ -79,6 +80,34 @@ struct verify_kernels {
   template <class T, class U>
   static row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
     return simd::warp_logits<Arch>(logits, probs, w);
+  }
+  //! No NaN, infinite or negative entry.
+  template <class T>
+  static bool weights_usable(std::span<const T> row) {
+    return summarise<Arch>(row).usable;
+  }
+  //! One token from the logits with the parameters w and the uniform u: `backend::simd::sample_logits`, which
+  //! keeps its own scratch rows (`scratch` is not used).
+  template <class T>
+  static sample_result sample_logits(std::span<const T> logits, const warp_params& w, double u,
+                                     seq::logit_row_scratch<T>& /*scratch*/) {
+    return simd::sample_logits<Arch>(logits, w, u);
+  }
+  //! The probabilities of `backend::simd::warp_logits`' row: where its sparse filter applies
+  //! (backend/simd/sparse_filter.hpp), the kept tokens and their probabilities only, with no row
+  //! written; otherwise the row, in `scratch`.
+  template <class T>
+  static seq::target_probabilities<T> probabilities(std::span<const T> logits, const warp_params& w,
+                                                    seq::logit_row_scratch<T>& scratch) {
+    if (detail::sparse_filter_applies<T>(w)) {
+      const row_status s = detail::sparse_filter<Arch>(logits, w, scratch.kept, scratch.weights);
+      scratch.probabilities.clear();
+      if (s == row_status::ok) detail::kept_probabilities(std::span<const double>(scratch.weights), scratch.probabilities);
+      return {{std::span<const T>(scratch.probabilities), s == row_status::ok}, std::span<const token_id>(scratch.kept), true};
+    }
+    scratch.row.resize(logits.size());
+    const row_status s = warp_logits(logits, std::span<T>(scratch.row), w);
+    return {{std::span<const T>(scratch.row), s == row_status::ok}};
   }
 };
 

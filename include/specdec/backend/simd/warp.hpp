@@ -22,6 +22,10 @@
 //!   1 / sum by up to V - 1 roundings; found by tests/fuzz/warp_and_sample.cpp, where 1 ulp was stated).
 //! - temperature from logits: backend/simd/softmax.hpp (a documented ulp bound); T = 0 is the argmax
 //!   one-hot row, exact.
+//! - from logits with a top-k in [1, `sparse_top_k_limit`], or a min-p alone: no softmax of the row;
+//!   the kept tokens and their probabilities come from backend/simd/sparse_filter.hpp (the set
+//!   `sample_logits` samples), every other entry is 0. The masks agree with seq's except where a tie
+//!   or a top-p / min-p boundary is within rounding (seq filters p = e / sum, rounded once more).
 //! **Fallback:** `warp_probs` with a temperature other than 0 and 1 (p^(1/T), a scalar log and exp per
 //! entry) runs seq's `warp_probs`; rows other than float or double use seq.
 #pragma once
@@ -44,6 +48,7 @@
 #include "specdec/backend/simd/reduce.hpp"
 #include "specdec/backend/simd/select.hpp"
 #include "specdec/backend/simd/softmax.hpp"
+#include "specdec/backend/simd/sparse_filter.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/distributions/row_status.hpp"
 #include "specdec/distributions/warp.hpp"
@@ -54,9 +59,6 @@ namespace specdec::backend::simd {
 inline constexpr std::size_t top_p_sort_limit = 2048;
 
 namespace detail {
-
-template <class T>
-inline constexpr bool vector_row_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 //! Sets to 0 every entry that is < threshold.
 template <class Arch, class T>
@@ -185,19 +187,6 @@ bool first_band(std::span<const T> row, unsigned shift, double goal, double& abo
   return false;
 }
 
-//! seq's top-p threshold over the candidates `values` (any order), cumulating from `above` (the
-//! mass of the entries larger than every candidate): the first value, in descending order, at which
-//! the cumulative mass reaches `goal`; `fallback` if it never does.
-template <class T>
-T threshold_in(std::vector<T>& values, double above, double goal, T fallback) {
-  std::sort(values.begin(), values.end(), std::greater<T>());
-  double cumulative = above;
-  for (const T v : values) {
-    cumulative += static_cast<double>(v);
-    if (cumulative >= goal) return v;
-  }
-  return fallback;
-}
 
 }  // namespace detail
 
@@ -304,6 +293,19 @@ row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp
       std::fill(probs.begin(), probs.end(), U(0));
       if (s == row_status::ok) probs[static_cast<std::size_t>(argmax<Arch>(logits))] = U(1);
       return s;
+    }
+    if constexpr (std::is_same_v<T, U>) {
+      if (detail::sparse_filter_applies<T>(w)) {
+        thread_local std::vector<token_id> tokens;
+        thread_local std::vector<double> weights;
+        thread_local std::vector<T> values;
+        const row_status s = detail::sparse_filter<Arch>(logits, w, tokens, weights);
+        std::fill(probs.begin(), probs.end(), U(0));
+        if (s != row_status::ok) return s;
+        detail::kept_probabilities(std::span<const double>(weights), values);
+        for (std::size_t i = 0; i < tokens.size(); ++i) probs[static_cast<std::size_t>(tokens[i])] = values[i];
+        return row_status::ok;
+      }
     }
     const row_status s = softmax<Arch>(logits, probs, w.temperature);
     if (s != row_status::ok) return s;
