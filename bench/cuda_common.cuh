@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "specdec/backend/cuda/error.cuh"
+#include "specdec/backend/cuda/detail/error.cuh"
 #include "../tests/support/device_array.cuh"
 
 namespace specdec_bench {

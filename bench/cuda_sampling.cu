@@ -76,7 +76,7 @@ struct device_rows {
     for (std::size_t c = 0; c < copies; ++c) {
       logits.push_back(std::make_unique<device_array<float>>(host));
       probs.push_back(std::make_unique<device_array<float>>(B * vocab));
-      cu::softmax(nullptr, logits.back()->cspan(), B, vocab, probs.back()->span(), status.span());
+      cu::softmax(nullptr, logits.back()->crows(vocab), probs.back()->rows(vocab), status.span());
     }
     specdec_bench::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
@@ -98,13 +98,13 @@ std::vector<specdec::random::request_stream> streams_for(std::size_t B) {
 
 using row_copies = std::vector<std::unique_ptr<device_array<float>>>;
 
-//! Times `call(input, workspace)` on the copies of `inputs` in turn, with a device workspace of
+//! Times `call(input, workspace)` on the copies of `inputs` in turn (as rows of `vocab`), with a device workspace of
 //! `workspace_bytes`, and sets the counters for `passes` * B * V floats of required traffic.
 template <class Call>
 void time_rows(benchmark::State& state, const row_copies& inputs, std::size_t workspace_bytes, double passes, Call&& call) {
   device_array<std::byte> workspace(workspace_bytes);
   std::size_t next = 0;
-  specdec_bench::time_with_events(state, nullptr, [&] { call(inputs[next++ % inputs.size()]->cspan(), workspace.span()); });
+  specdec_bench::time_with_events(state, nullptr, [&] { call(inputs[next++ % inputs.size()]->crows(vocab), workspace.span()); });
   const double bytes = passes * static_cast<double>(inputs[0]->size() * sizeof(float));
   state.counters["required_bytes"] = bytes;
   state.counters["bytes_per_second"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
@@ -122,7 +122,7 @@ void bm_softmax(benchmark::State& state) {
   device_array<float> out(B * vocab);
   device_array<row_status> status(B);
   time_rows(state, rows_of(B).logits, cu::softmax_workspace_bytes<float>(B, vocab), 3.0,
-            [&](auto in, auto ws) { cu::softmax(nullptr, in, B, vocab, out.span(), status.span(), {}, ws); });
+            [&](auto in, auto ws) { cu::softmax(nullptr, in, out.rows(vocab), status.span(), {}, ws); });
 }
 
 void bm_log_sum_exp(benchmark::State& state) {
@@ -130,7 +130,7 @@ void bm_log_sum_exp(benchmark::State& state) {
   device_array<double> lse(B);
   device_array<row_status> status(B);
   time_rows(state, rows_of(B).logits, cu::softmax_workspace_bytes<float>(B, vocab), 1.0,
-            [&](auto in, auto ws) { cu::log_sum_exp(nullptr, in, B, vocab, lse.span(), status.span(), {}, ws); });
+            [&](auto in, auto ws) { cu::log_sum_exp(nullptr, in, lse.span(), status.span(), {}, ws); });
 }
 
 //! Temperature 0.8, top-k 50, top-p 0.9 on every row.
@@ -140,7 +140,7 @@ void bm_warp_logits(benchmark::State& state) {
   device_array<row_status> status(B);
   const std::vector<specdec::warp_params> params(B, specdec::warp_params{0.8, 50, 0.9, 0.0});
   time_rows(state, rows_of(B).logits, cu::warp_logits_workspace_bytes<float>(B, vocab), 2.0, [&](auto in, auto ws) {
-    cu::warp_logits(nullptr, in, B, vocab, out.span(), std::span<const specdec::warp_params>(params), status.span(), ws);
+    cu::warp_logits(nullptr, in, out.rows(vocab), std::span<const specdec::warp_params>(params), status.span(), ws);
   });
 }
 
@@ -150,8 +150,8 @@ void bm_sample_categorical(benchmark::State& state) {
   device_array<row_status> status(B);
   const auto streams = streams_for(B);
   time_rows(state, rows_of(B).probs, cu::sample_categorical_workspace_bytes(B, vocab), 1.0, [&](auto in, auto ws) {
-    cu::sample_categorical(nullptr, in, B, vocab, std::span<const specdec::random::request_stream>(streams), tokens.span(),
-                           status.span(), ws);
+    cu::sample_categorical(nullptr, in, std::span<const specdec::random::request_stream>(streams), tokens.span(), status.span(),
+                           ws);
   });
   check_tokens(state, tokens);
 }
@@ -167,7 +167,7 @@ void bm_sample_probs(benchmark::State& state, specdec::warp_params filter) {
   const auto streams = streams_for(B);
   const std::vector<specdec::warp_params> params(B, filter);
   time_rows(state, rows_of(B).probs, cu::sample_filtered_workspace_bytes(B, vocab), 1.0, [&](auto in, auto ws) {
-    cu::sample_filtered(nullptr, in, B, vocab, std::span<const specdec::warp_params>(params),
+    cu::sample_filtered(nullptr, in, std::span<const specdec::warp_params>(params),
                         std::span<const specdec::random::request_stream>(streams), tokens.span(), status.span(), ws);
   });
   check_tokens(state, tokens);
@@ -184,9 +184,9 @@ void bm_sample_logits(benchmark::State& state, specdec::warp_params filter) {
   const auto streams = streams_for(B);
   const std::vector<specdec::warp_params> params(B, filter);
   time_rows(state, rows_of(B).logits, cu::warp_logits_workspace_bytes<float>(B, vocab), 1.0, [&](auto in, auto ws) {
-    cu::warp_logits(nullptr, in, B, vocab, probs.span(), std::span<const specdec::warp_params>(params), warp_status.span(), ws);
-    cu::sample_categorical(nullptr, probs.cspan(), B, vocab, std::span<const specdec::random::request_stream>(streams),
-                           tokens.span(), status.span(), sample_ws.span());
+    cu::warp_logits(nullptr, in, probs.rows(vocab), std::span<const specdec::warp_params>(params), warp_status.span(), ws);
+    cu::sample_categorical(nullptr, probs.crows(vocab), std::span<const specdec::random::request_stream>(streams), tokens.span(),
+                           status.span(), sample_ws.span());
   });
   check_tokens(state, tokens);
 }

@@ -197,7 +197,7 @@ void BM_cuda_top_w(benchmark::State& state) {
   const device_array<specdec::random::stream_address> streams(addresses);
   device_array<std::int64_t> out(rows * w);
   const device_array<std::byte> workspace(cuda::top_w_workspace_bytes(mode, rows, n));
-  const auto call = [&] { cuda::top_w(nullptr, mode, scores.cspan(), n, w, streams.cspan(), out.span(), workspace.span()); };
+  const auto call = [&] { cuda::top_w(nullptr, mode, scores.crows(n), w, streams.cspan(), out.span(), workspace.span()); };
   const seq_reference& ref = once("top_w", state, 4, [&] {
     std::vector<std::size_t> expected;
     const std::span<const double> row0 = std::span<const double>(host).first(n);
@@ -264,7 +264,7 @@ void BM_cuda_indicators(benchmark::State& state) {
   device_array<cuda::indicator_status> st(n);
   const device_array<std::byte> workspace(cuda::indicators_workspace_bytes(n, v));
   const auto call = [&] {
-    cuda::compute_indicators(nullptr, dd.cspan(), dc.cspan(), dt.cspan(), v, ds.span(), da.span(), st.span(), workspace.span());
+    cuda::compute_indicators(nullptr, dd.crows(v), dc.crows(v), dt.cspan(), ds.span(), da.span(), st.span(), workspace.span());
   };
   const seq_reference& ref = once("indicators", state, 2, [&] {
     std::vector<double> hs(n), ha(n);

@@ -180,11 +180,11 @@ int main(int argc, char** argv) try {
     const auto len =
         specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, lenient, prompt, options);
     sv.mode = specdec::sv_mode::exact;
-    const auto sv_exact = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator,
-                                             sv_latency, prompt, options, sv);
+    const auto sv_exact = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled,
+                                             specdec::sv_setup{companion, estimator, sv_latency}, prompt, options, sv);
     sv.mode = specdec::sv_mode::paper;
-    const auto sv_paper = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled, companion, estimator,
-                                             sv_latency, prompt, options, sv);
+    const auto sv_paper = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled,
+                                             specdec::sv_setup{companion, estimator, sv_latency}, prompt, options, sv);
     // MTAD (seed 003): 8 sampled beams (top-20, top-p 0.9 on both sides), longest prefix whose joint
     // ratio p/q passes tau, then one token from p. Lossy; the draft's W beams per step count as one call.
     const specdec::mtad_options mtad_low{.gamma = args.gamma, .width = 8, .tau = 0.1};

@@ -227,8 +227,8 @@ int main(int argc, char** argv) try {
       b.scheduler.counting = m.counting;
       b.t_draft_step = args.t_draft;
       b.t_companion_step = args.t_companion;
-      const auto r = specdec::decode_sv_batch(specdec::exec::seq, target, draft, sampled, companion, estimator, target_latency,
-                                              prompts, o, b);
+      const auto r = specdec::decode_sv_batch(specdec::exec::seq, target, draft, sampled,
+                                              specdec::sv_setup{companion, estimator, target_latency}, prompts, o, b);
       const double g = goodput[bi][i] = r.goodput();
       std::size_t accepted = 0, verified = 0, drafted = 0, dropped = 0, request_rounds = 0;
       for (const auto& q : r.requests) {

@@ -10,7 +10,7 @@
 //    exactly, top-p exactly except within filter.cuh's stated bound (counted; none expected);
 //  - top_w.cuh's composite-key digits (digit_of, matches, at_least, greater) against the byte
 //    order, and `top_w_kernel`'s radix select replayed with them against specdec::top_w_indices;
-//  - the tile arithmetic of categorical.cuh (`tile_range::of`) against seq's tiles;
+//  - the tile arithmetic of primitives/categorical.cuh (`tile_range::of`) against seq's tiles;
 //  - host-side API behaviour: shape and parameter errors thrown before any CUDA call (a CUDA call
 //    here would throw specdec::cuda_error instead: no driver), empty batches that return without
 //    one, workspace sizes and `workspace_plan`'s carving, `check`, the simulators' parameter checks.
@@ -31,11 +31,11 @@
 
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/strict.hpp"
-#include "specdec/backend/cuda/categorical.cuh"
-#include "specdec/backend/cuda/error.cuh"
+#include "specdec/backend/cuda/primitives/categorical.cuh"
+#include "specdec/backend/cuda/detail/error.cuh"
 #include "specdec/backend/cuda/filter.cuh"
 #include "specdec/backend/cuda/indicators.cuh"
-#include "specdec/backend/cuda/memory.cuh"
+#include "specdec/backend/cuda/detail/memory.cuh"
 #include "specdec/backend/cuda/sample.cuh"
 #include "specdec/backend/cuda/simulate.cuh"
 #include "specdec/backend/cuda/softmax.cuh"
@@ -756,22 +756,24 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
   const std::span<const float> cin(in);
   const std::span<float> fout(out);
   const std::span<row_status> st(statuses);
+  const auto rows = [&](auto span) { return specdec::row_batch(span, V); };  // rows of V
 
   SECTION("softmax, log_softmax, log_sum_exp") {
     std::vector<std::byte> ws(cu::softmax_workspace_bytes<float>(B, V));
-    REQUIRE_THROWS_AS(cu::softmax(s, cin.first(B * V - 1), B, V, fout, st, {}, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout.first(V), st, {}, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout, st.first(1), {}, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::softmax(s, cin.first(0), B, 0, fout.first(0), st, {}, ws), specdec::error);        // V = 0
-    REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout, st, {}, std::span<std::byte>(none)), specdec::error);  // workspace
+    REQUIRE_THROWS_AS(cu::softmax(s, rows(cin.first(B * V - 1)), rows(fout), st, {}, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::softmax(s, rows(cin), rows(fout.first(V)), st, {}, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::softmax(s, rows(cin), rows(fout), st.first(1), {}, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::softmax(s, specdec::row_batch(cin.first(0), 0), specdec::row_batch(fout.first(0), 0), st, {}, ws),
+                      specdec::error);                                                                             // V = 0
+    REQUIRE_THROWS_AS(cu::softmax(s, rows(cin), rows(fout), st, {}, std::span<std::byte>(none)), specdec::error);  // workspace
     const std::vector<double> one_t{1.0}, bad_t{1.0, 0.0}, nan_t{std::nan(""), 1.0};
-    REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout, st, one_t, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::softmax(s, cin, B, V, fout, st, bad_t, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::log_softmax(s, cin, B, V, fout, st, nan_t, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::softmax(s, rows(cin), rows(fout), st, one_t, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::softmax(s, rows(cin), rows(fout), st, bad_t, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::log_softmax(s, rows(cin), rows(fout), st, nan_t, ws), specdec::error);
     std::vector<double> lse(B + 1);
-    REQUIRE_THROWS_AS(cu::log_sum_exp(s, cin, B, V, std::span<double>(lse), st, {}, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::log_sum_exp(s, rows(cin), std::span<double>(lse), st, {}, ws), specdec::error);
     // Empty batches return without touching the device.
-    REQUIRE_NOTHROW(cu::softmax(s, cin.first(0), 0, V, fout.first(0), st.first(0), {}, std::span<std::byte>(none)));
+    REQUIRE_NOTHROW(cu::softmax(s, rows(cin.first(0)), rows(fout.first(0)), st.first(0), {}, std::span<std::byte>(none)));
   }
   SECTION("warp_probs, warp_logits") {
     std::vector<std::byte> ws(cu::warp_logits_workspace_bytes<float>(B, V));
@@ -782,22 +784,22 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     bad_k[1].top_k = -1;
     bad_min[0].min_p = 1.5;
     bad_t[0].temperature = -1.0;
-    REQUIRE_THROWS_AS(cu::warp_probs(s, fout.first(V), B, V, ok, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::warp_probs(s, fout, B, V, one, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::warp_probs(s, fout, B, V, hot, st, ws), specdec::error);  // temperature != 1
+    REQUIRE_THROWS_AS(cu::warp_probs(s, rows(fout.first(V)), ok, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::warp_probs(s, rows(fout), one, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::warp_probs(s, rows(fout), hot, st, ws), specdec::error);  // temperature != 1
     for (const auto* p : {&bad_p, &bad_k, &bad_min}) {
-      REQUIRE_THROWS_AS(cu::warp_probs(s, fout, B, V, *p, st, ws), specdec::error);
-      REQUIRE_THROWS_AS(cu::warp_logits(s, cin, B, V, fout, *p, st, ws), specdec::error);
+      REQUIRE_THROWS_AS(cu::warp_probs(s, rows(fout), *p, st, ws), specdec::error);
+      REQUIRE_THROWS_AS(cu::warp_logits(s, rows(cin), rows(fout), *p, st, ws), specdec::error);
     }
-    REQUIRE_THROWS_AS(cu::warp_logits(s, cin, B, V, fout, bad_t, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::warp_logits(s, cin, B, V, fout, one, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::warp_logits(s, std::span<const double>(din), B, V, fout, ok, st.first(1), ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::warp_logits(s, rows(cin), rows(fout), bad_t, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::warp_logits(s, rows(cin), rows(fout), one, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::warp_logits(s, rows(std::span<const double>(din)), rows(fout), ok, st.first(1), ws), specdec::error);
     const std::size_t probs_bytes = cu::warp_probs_workspace_bytes(B, V);
     REQUIRE(probs_bytes < ws.size());
-    REQUIRE_THROWS_AS(cu::warp_probs(s, fout, B, V, ok, st, std::span<std::byte>(ws).first(probs_bytes - 1)), specdec::error);
-    REQUIRE_THROWS_AS(cu::warp_logits(s, cin, B, V, fout, ok, st, std::span<std::byte>(none)), specdec::error);
+    REQUIRE_THROWS_AS(cu::warp_probs(s, rows(fout), ok, st, std::span<std::byte>(ws).first(probs_bytes - 1)), specdec::error);
+    REQUIRE_THROWS_AS(cu::warp_logits(s, rows(cin), rows(fout), ok, st, std::span<std::byte>(none)), specdec::error);
     REQUIRE_NOTHROW(
-        cu::warp_probs(s, fout.first(0), 0, V, std::span<const warp_params>{}, st.first(0), std::span<std::byte>(none)));
+        cu::warp_probs(s, rows(fout.first(0)), std::span<const warp_params>{}, st.first(0), std::span<std::byte>(none)));
   }
   SECTION("sample_categorical, sample_filtered, top_p_sample") {
     std::vector<std::byte> ws(cu::sample_filtered_workspace_bytes(B, V) + cu::sample_categorical_workspace_bytes(B, V));
@@ -805,22 +807,22 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     std::vector<specdec::token_id> tokens(B);
     const std::span<const specdec::random::request_stream> cs(streams);
     const std::span<specdec::token_id> tk(tokens);
-    REQUIRE_THROWS_AS(cu::sample_categorical(s, cin, B, V, cs.first(1), tk, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::sample_categorical(s, cin, B, V, cs, tk.first(1), st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::sample_categorical(s, cin.first(V), B, V, cs, tk, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::sample_categorical(s, std::span<const double>(din), B, V, cs, tk, st.first(0), ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::sample_categorical(s, cin, B, V, cs, tk, st, std::span<std::byte>(none)), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_categorical(s, rows(cin), cs.first(1), tk, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_categorical(s, rows(cin), cs, tk.first(1), st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_categorical(s, rows(cin.first(V)), cs, tk, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_categorical(s, rows(std::span<const double>(din)), cs, tk, st.first(0), ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_categorical(s, rows(cin), cs, tk, st, std::span<std::byte>(none)), specdec::error);
     const std::vector<warp_params> ok(B), one(1);
     std::vector<warp_params> hot(B);
     hot[0].temperature = 2.0;
-    REQUIRE_THROWS_AS(cu::sample_filtered(s, cin, B, V, one, cs, tk, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::sample_filtered(s, cin, B, V, hot, cs, tk, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::sample_filtered(s, cin, B, V, ok, cs, tk, st, std::span<std::byte>(none)), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_filtered(s, rows(cin), one, cs, tk, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_filtered(s, rows(cin), hot, cs, tk, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::sample_filtered(s, rows(cin), ok, cs, tk, st, std::span<std::byte>(none)), specdec::error);
     const std::vector<double> top_p_one{0.5}, top_p_zero{0.5, 0.0};
-    REQUIRE_THROWS_AS(cu::top_p_sample(s, cin, B, V, top_p_one, cs, tk, st, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::top_p_sample(s, cin, B, V, top_p_zero, cs, tk, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_p_sample(s, rows(cin), top_p_one, cs, tk, st, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_p_sample(s, rows(cin), top_p_zero, cs, tk, st, ws), specdec::error);
     REQUIRE_NOTHROW(
-        cu::sample_categorical(s, cin.first(0), 0, V, cs.first(0), tk.first(0), st.first(0), std::span<std::byte>(none)));
+        cu::sample_categorical(s, rows(cin.first(0)), cs.first(0), tk.first(0), st.first(0), std::span<std::byte>(none)));
   }
   SECTION("compute_indicators") {
     const std::vector<specdec::token_id> tokens{0, 1};
@@ -829,19 +831,23 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     std::vector<std::byte> ws(cu::indicators_workspace_bytes(B, V));
     const std::span<double> S(sv), A(av);
     const std::span<cu::indicator_status> IS(ist);
-    REQUIRE_THROWS_AS(cu::compute_indicators(s, cin.first(V), cin, std::span<const specdec::token_id>(tokens), V, S, A, IS, ws),
-                      specdec::error);
-    REQUIRE_THROWS_AS(cu::compute_indicators(s, cin, cin, std::span<const specdec::token_id>(tokens), V, S.first(1), A, IS, ws),
-                      specdec::error);
-    REQUIRE_THROWS_AS(cu::compute_indicators(s, cin, cin, std::span<const specdec::token_id>(tokens), V, S, A, IS.first(1), ws),
-                      specdec::error);
-    REQUIRE_THROWS_AS(cu::compute_indicators(s, cin, cin, std::span<const specdec::token_id>(tokens), 0, S, A, IS, ws),
+    REQUIRE_THROWS_AS(
+        cu::compute_indicators(s, rows(cin.first(V)), rows(cin), std::span<const specdec::token_id>(tokens), S, A, IS, ws),
+        specdec::error);
+    REQUIRE_THROWS_AS(
+        cu::compute_indicators(s, rows(cin), rows(cin), std::span<const specdec::token_id>(tokens), S.first(1), A, IS, ws),
+        specdec::error);
+    REQUIRE_THROWS_AS(
+        cu::compute_indicators(s, rows(cin), rows(cin), std::span<const specdec::token_id>(tokens), S, A, IS.first(1), ws),
+        specdec::error);
+    REQUIRE_THROWS_AS(cu::compute_indicators(s, specdec::row_batch(cin.first(0), 0), specdec::row_batch(cin.first(0), 0),
+                                             std::span<const specdec::token_id>(tokens), S, A, IS, ws),
                       specdec::error);
     // The allocating overload checks the shapes before it allocates.
-    REQUIRE_THROWS_AS(cu::compute_indicators(s, cin, cin.first(V), std::span<const specdec::token_id>(tokens), V, S, A),
+    REQUIRE_THROWS_AS(cu::compute_indicators(s, rows(cin), rows(cin.first(V)), std::span<const specdec::token_id>(tokens), S, A),
                       specdec::error);
-    REQUIRE_NOTHROW(cu::compute_indicators(s, cin.first(0), cin.first(0), std::span<const specdec::token_id>{}, V, S.first(0),
-                                           A.first(0), IS.first(0), std::span<std::byte>(none)));
+    REQUIRE_NOTHROW(cu::compute_indicators(s, rows(cin.first(0)), rows(cin.first(0)), std::span<const specdec::token_id>{},
+                                           S.first(0), A.first(0), IS.first(0), std::span<std::byte>(none)));
   }
   SECTION("top_w") {
     const std::size_t n = V, w = 2;
@@ -851,18 +857,19 @@ TEST_CASE("cuda entry points: shape and parameter errors before any CUDA call", 
     const std::span<std::int64_t> out_w(o);
     std::vector<std::byte> ws(cu::top_w_workspace_bytes(specdec::beam_mode::sample_without_replacement, B, n));
     const auto search = specdec::beam_mode::search, gumbel = specdec::beam_mode::sample_without_replacement;
-    REQUIRE_THROWS_AS(cu::top_w(s, specdec::beam_mode::sample, cin, n, w, sa, out_w, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::top_w(s, search, cin, 0, w, sa, out_w, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::top_w(s, search, cin.first(B * V - 1), n, w, sa, out_w, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::top_w(s, search, cin, n, cu::max_top_w + 1, sa, out_w, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::top_w(s, search, cin, n, w, sa, out_w.first(3), ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::top_w(s, gumbel, cin, n, w, sa.first(1), out_w, ws), specdec::error);
-    REQUIRE_THROWS_AS(cu::top_w(s, gumbel, cin, n, w, sa, out_w, std::span<std::byte>(ws).first(ws.size() - 8)), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, specdec::beam_mode::sample, rows(cin), w, sa, out_w, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, search, specdec::row_batch(cin.first(0), 0), w, sa, out_w, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, search, rows(cin.first(B * V - 1)), w, sa, out_w, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, search, rows(cin), cu::max_top_w + 1, sa, out_w, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, search, rows(cin), w, sa, out_w.first(3), ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, gumbel, rows(cin), w, sa.first(1), out_w, ws), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, gumbel, rows(cin), w, sa, out_w, std::span<std::byte>(ws).first(ws.size() - 8)),
+                      specdec::error);
     // The allocating overload checks the shapes first.
-    REQUIRE_THROWS_AS(cu::top_w(s, gumbel, cin, n, w, sa.first(1), out_w), specdec::error);
+    REQUIRE_THROWS_AS(cu::top_w(s, gumbel, rows(cin), w, sa.first(1), out_w), specdec::error);
     // No rows, or W = 0: nothing to launch.
-    REQUIRE_NOTHROW(cu::top_w(s, gumbel, cin.first(0), n, w, sa.first(0), out_w.first(0), std::span<std::byte>(none)));
-    REQUIRE_NOTHROW(cu::top_w(s, search, cin, n, 0, sa, out_w.first(0), std::span<std::byte>(none)));
+    REQUIRE_NOTHROW(cu::top_w(s, gumbel, rows(cin.first(0)), w, sa.first(0), out_w.first(0), std::span<std::byte>(none)));
+    REQUIRE_NOTHROW(cu::top_w(s, search, rows(cin), 0, sa, out_w.first(0), std::span<std::byte>(none)));
   }
   SECTION("simulators") {
     const specdec::exec::cuda_policy policy{};

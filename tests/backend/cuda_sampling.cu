@@ -24,6 +24,7 @@
 #include "specdec/backend/cuda/sample.cuh"
 #include "specdec/backend/cuda/softmax.cuh"
 #include "specdec/backend/cuda/filter.cuh"
+#include "specdec/core/row_batch.hpp"
 #include "specdec/distributions/softmax.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/random/stream.hpp"
@@ -212,10 +213,9 @@ TEST_CASE("cuda softmax, log-softmax and log-sum-exp agree with seq within the s
     device_array<double> d_lse(B);
     device_array<row_status> d_status(B), d_status_log(B), d_status_lse(B);
     device_array<std::byte> ws(cu::softmax_workspace_bytes<T>(B, V));
-    cu::softmax(nullptr, d_logits.cspan(), B, V, d_probs.span(), d_status.span(), std::span<const double>(temps), ws.span());
-    cu::log_softmax(nullptr, d_logits.cspan(), B, V, d_logp.span(), d_status_log.span(), std::span<const double>(temps));
-    cu::log_sum_exp(nullptr, d_logits.cspan(), B, V, d_lse.span(), d_status_lse.span(), std::span<const double>(temps),
-                    ws.span());
+    cu::softmax(nullptr, d_logits.crows(V), d_probs.rows(V), d_status.span(), std::span<const double>(temps), ws.span());
+    cu::log_softmax(nullptr, d_logits.crows(V), d_logp.rows(V), d_status_log.span(), std::span<const double>(temps));
+    cu::log_sum_exp(nullptr, d_logits.crows(V), d_lse.span(), d_status_lse.span(), std::span<const double>(temps), ws.span());
     const auto probs = d_probs.download(), logp = d_logp.download();
     const auto lse = d_lse.download();
     const auto status = d_status.download(), status_log = d_status_log.download(), status_lse = d_status_lse.download();
@@ -271,7 +271,7 @@ TEST_CASE("cuda softmax: a row's output does not depend on the rest of its batch
   const device_array<float> d_logits(logits);
   device_array<float> d_probs(B * V);
   device_array<row_status> d_status(B);
-  cu::softmax(nullptr, d_logits.cspan(), B, V, d_probs.span(), d_status.span(), std::span<const double>(temps));
+  cu::softmax(nullptr, d_logits.crows(V), d_probs.rows(V), d_status.span(), std::span<const double>(temps));
   const auto whole = d_probs.download();
   for (const std::size_t b : {std::size_t{0}, std::size_t{3}, std::size_t{8}}) {
     // A fresh, 256-byte aligned copy of the row (in the batch, rows 3 and 8 are not 16-byte aligned).
@@ -279,7 +279,7 @@ TEST_CASE("cuda softmax: a row's output does not depend on the rest of its batch
                                                         logits.begin() + static_cast<std::ptrdiff_t>((b + 1) * V)));
     device_array<float> one(V);
     device_array<row_status> one_status(1);
-    cu::softmax(nullptr, one_in.cspan(), 1, V, one.span(), one_status.span(), std::span<const double>(temps).subspan(b, 1));
+    cu::softmax(nullptr, one_in.crows(V), one.rows(V), one_status.span(), std::span<const double>(temps).subspan(b, 1));
     const auto alone = one.download();
     CAPTURE(b);
     REQUIRE(std::equal(alone.begin(), alone.end(), whole.begin() + static_cast<std::ptrdiff_t>(b * V)));
@@ -304,7 +304,7 @@ TEST_CASE("cuda warp_probs keeps seq's top-k, top-p and min-p masks", "[cuda][wa
     device_array<float> d_probs(probs);
     device_array<row_status> d_status(B);
     device_array<std::byte> ws(cu::warp_probs_workspace_bytes(B, V));
-    cu::warp_probs(nullptr, d_probs.span(), B, V, std::span<const warp_params>(params), d_status.span(), ws.span());
+    cu::warp_probs(nullptr, d_probs.rows(V), std::span<const warp_params>(params), d_status.span(), ws.span());
     const auto out = d_probs.download();
     const auto status = d_status.download();
     for (std::size_t b = 0; b < B; ++b) {
@@ -364,8 +364,8 @@ TEST_CASE("cuda warp_logits: softmax then seq's filters; greedy rows one-hot", "
     const device_array<T> d_logits(logits);
     device_array<float> d_out(B * V), d_soft(B * V);
     device_array<row_status> d_status(B), d_soft_status(B);
-    cu::warp_logits(nullptr, d_logits.cspan(), B, V, d_out.span(), std::span<const warp_params>(params), d_status.span());
-    cu::softmax(nullptr, d_logits.cspan(), B, V, d_soft.span(), d_soft_status.span(), std::span<const double>(temps));
+    cu::warp_logits(nullptr, d_logits.crows(V), d_out.rows(V), std::span<const warp_params>(params), d_status.span());
+    cu::softmax(nullptr, d_logits.crows(V), d_soft.rows(V), d_soft_status.span(), std::span<const double>(temps));
     const auto out = d_out.download(), soft = d_soft.download();
     const auto status = d_status.download();
     for (std::size_t b = 0; b < B; ++b) {
@@ -448,8 +448,8 @@ TEST_CASE("cuda sample_categorical gives seq's tokens and statuses bit for bit",
     device_array<token_id> d_tokens(B);
     device_array<row_status> d_status(B);
     device_array<std::byte> ws(cu::sample_categorical_workspace_bytes(B, V));
-    cu::sample_categorical(nullptr, d_probs.cspan(), B, V, std::span<const request_stream>(streams), d_tokens.span(),
-                           d_status.span(), ws.span(), position, what);
+    cu::sample_categorical(nullptr, d_probs.crows(V), std::span<const request_stream>(streams), d_tokens.span(), d_status.span(),
+                           ws.span(), specdec::row_sampling{position, what});
     const auto tokens = d_tokens.download();
     const auto status = d_status.download();
     for (std::size_t b = 0; b < B; ++b) {
@@ -500,15 +500,15 @@ TEST_CASE("cuda top_p_sample and sample_filtered: seq's token whenever the masks
     device_array<token_id> d_tokens(B);
     device_array<row_status> d_status(B);
     if (top_p_only)
-      cu::top_p_sample(nullptr, d_probs.cspan(), B, V, std::span<const double>(top_p), std::span<const request_stream>(streams),
+      cu::top_p_sample(nullptr, d_probs.crows(V), std::span<const double>(top_p), std::span<const request_stream>(streams),
                        d_tokens.span(), d_status.span());
     else
-      cu::sample_filtered(nullptr, d_probs.cspan(), B, V, std::span<const warp_params>(params),
+      cu::sample_filtered(nullptr, d_probs.crows(V), std::span<const warp_params>(params),
                           std::span<const request_stream>(streams), d_tokens.span(), d_status.span());
     // The GPU's masks, from the same threshold search (warp_probs on a copy).
     device_array<float> d_masked(probs);
     device_array<row_status> d_mask_status(B);
-    cu::warp_probs(nullptr, d_masked.span(), B, V, std::span<const warp_params>(params), d_mask_status.span());
+    cu::warp_probs(nullptr, d_masked.rows(V), std::span<const warp_params>(params), d_mask_status.span());
     const auto tokens = d_tokens.download();
     const auto status = d_status.download();
     const auto masked = d_masked.download();
@@ -586,10 +586,9 @@ TEST_CASE("cuda sampling: a row's token does not depend on the rest of its batch
     const device_array<float> d_probs(p);
     device_array<token_id> filtered(which.size()), plain(which.size());
     device_array<row_status> st(which.size());
-    cu::sample_filtered(nullptr, d_probs.cspan(), which.size(), V, std::span<const warp_params>(w),
-                        std::span<const request_stream>(r), filtered.span(), st.span());
-    cu::sample_categorical(nullptr, d_probs.cspan(), which.size(), V, std::span<const request_stream>(r), plain.span(),
-                           st.span());
+    cu::sample_filtered(nullptr, d_probs.crows(V), std::span<const warp_params>(w), std::span<const request_stream>(r),
+                        filtered.span(), st.span());
+    cu::sample_categorical(nullptr, d_probs.crows(V), std::span<const request_stream>(r), plain.span(), st.span());
     return std::pair{filtered.download(), plain.download()};
   };
   std::vector<std::size_t> all(B), part;
@@ -615,36 +614,36 @@ TEST_CASE("cuda softmax, warp and sampling entry points reject bad shapes, param
   const std::span<const request_stream> rs(streams);
   const std::span<const warp_params> ws(params);
   // shapes
-  CHECK_THROWS_AS(cu::softmax(nullptr, probs.cspan(), B, V + 1, out.span(), status.span()), specdec::error);
-  CHECK_THROWS_AS(cu::softmax(nullptr, probs.cspan(), B, V, out.span(), short_status.span()), specdec::error);
-  CHECK_THROWS_AS(cu::sample_categorical(nullptr, probs.cspan(), B, V, rs.first(B - 1), tokens.span(), status.span()),
+  CHECK_THROWS_AS(cu::softmax(nullptr, probs.crows(V), specdec::row_batch(out.span().first((B - 1) * V), V), status.span()),
                   specdec::error);
-  CHECK_THROWS_AS(cu::warp_probs(nullptr, out.span(), B, V, ws.first(1), status.span()), specdec::error);
-  CHECK_THROWS_AS(cu::softmax(nullptr, probs.cspan(), B * V, 0, out.span(), status.span()), specdec::error);
+  CHECK_THROWS_AS(cu::softmax(nullptr, probs.crows(V), out.rows(V), short_status.span()), specdec::error);
+  CHECK_THROWS_AS(cu::sample_categorical(nullptr, probs.crows(V), rs.first(B - 1), tokens.span(), status.span()), specdec::error);
+  CHECK_THROWS_AS(cu::warp_probs(nullptr, out.rows(V), ws.first(1), status.span()), specdec::error);
+  CHECK_THROWS_AS(cu::softmax(nullptr, probs.crows(0), out.rows(0), status.span()), specdec::error);
   // parameters (as seq: specdec::validate; temperatures finite and > 0; probabilities need T = 1)
   const std::vector<double> bad_t = {1.0, 0.0, 1.0};
-  CHECK_THROWS_AS(cu::softmax(nullptr, probs.cspan(), B, V, out.span(), status.span(), std::span<const double>(bad_t)),
+  CHECK_THROWS_AS(cu::softmax(nullptr, probs.crows(V), out.rows(V), status.span(), std::span<const double>(bad_t)),
                   specdec::error);
   std::vector<warp_params> bad = params;
   bad[1].top_p = 0.0;
-  CHECK_THROWS_AS(cu::warp_logits(nullptr, probs.cspan(), B, V, out.span(), std::span<const warp_params>(bad), status.span()),
+  CHECK_THROWS_AS(cu::warp_logits(nullptr, probs.crows(V), out.rows(V), std::span<const warp_params>(bad), status.span()),
                   specdec::error);
   bad[1] = warp_params{2.0, 0, 1.0, 0.0};
   CHECK_THROWS_AS(
-      cu::sample_filtered(nullptr, probs.cspan(), B, V, std::span<const warp_params>(bad), rs, tokens.span(), status.span()),
+      cu::sample_filtered(nullptr, probs.crows(V), std::span<const warp_params>(bad), rs, tokens.span(), status.span()),
       specdec::error);
   const std::vector<double> bad_p = {0.5, 1.5, 0.5};
-  CHECK_THROWS_AS(
-      cu::top_p_sample(nullptr, probs.cspan(), B, V, std::span<const double>(bad_p), rs, tokens.span(), status.span()),
-      specdec::error);
+  CHECK_THROWS_AS(cu::top_p_sample(nullptr, probs.crows(V), std::span<const double>(bad_p), rs, tokens.span(), status.span()),
+                  specdec::error);
   // workspaces one byte short
   device_array<std::byte> small_soft(cu::softmax_workspace_bytes<float>(B, V) - 1);
-  CHECK_THROWS_AS(cu::softmax(nullptr, probs.cspan(), B, V, out.span(), status.span(), {}, small_soft.span()), specdec::error);
+  CHECK_THROWS_AS(cu::softmax(nullptr, probs.crows(V), out.rows(V), status.span(), {}, small_soft.span()), specdec::error);
   device_array<std::byte> small_sample(cu::sample_filtered_workspace_bytes(B, V) - 1);
-  CHECK_THROWS_AS(cu::sample_filtered(nullptr, probs.cspan(), B, V, ws, rs, tokens.span(), status.span(), small_sample.span()),
+  CHECK_THROWS_AS(cu::sample_filtered(nullptr, probs.crows(V), ws, rs, tokens.span(), status.span(), small_sample.span()),
                   specdec::error);
   // an empty batch does nothing
-  CHECK_NOTHROW(cu::softmax(nullptr, std::span<const float>(), 0, V, std::span<float>(), std::span<row_status>()));
-  CHECK_NOTHROW(cu::sample_categorical(nullptr, std::span<const float>(), 0, V, std::span<const request_stream>(),
-                                       std::span<token_id>(), std::span<row_status>()));
+  CHECK_NOTHROW(cu::softmax(nullptr, specdec::row_batch(std::span<const float>(), V), specdec::row_batch(std::span<float>(), V),
+                            std::span<row_status>()));
+  CHECK_NOTHROW(cu::sample_categorical(nullptr, specdec::row_batch(std::span<const float>(), V),
+                                       std::span<const request_stream>(), std::span<token_id>(), std::span<row_status>()));
 }

@@ -37,7 +37,7 @@
 namespace {
 
 namespace sim = specdec::simulate;
-namespace cuda = specdec::backend::cuda;
+namespace cu = specdec::backend::cuda;  // (a plain `cuda` would be ambiguous with libcu++'s ::cuda)
 using specdec::token_id;
 using specdec::random::philox_stream;
 using specdec::random::purpose;
@@ -100,7 +100,7 @@ TEST_CASE("cuda simulators: values beyond count_tally's histogram go through ord
   const sim::run_options o{seed, 99, 5, 40};
   const auto cpu = sim::sd::chain(1.0, limit, o);
   const auto g = static_cast<std::uint64_t>(limit);
-  auto dev = cuda::detail::run_chain(nullptr, g, sim::detail::constant_probability{1.0}, o, g + 1, 4);
+  auto dev = cu::detail::run_chain(nullptr, g, sim::detail::constant_probability{1.0}, o, g + 1, 4);
   CHECK(same_tally(cpu.accepted, dev.successes));
   CHECK(cpu.draft_tokens == dev.trials);
   CHECK(dev.successes.overflow_count() == 40);
@@ -197,11 +197,11 @@ std::vector<std::int64_t> gpu_top_w(specdec::beam_mode mode, const std::vector<T
   const device_array<stream_address> d_streams(streams);
   device_array<std::int64_t> d_out(rows * w);
   if (!sequential) {
-    cuda::top_w(nullptr, mode, d_scores.cspan(), n, w, d_streams.cspan(), d_out.span());
+    cu::top_w(nullptr, mode, d_scores.crows(n), w, d_streams.cspan(), d_out.span());
   } else {
-    const auto shape = cuda::detail::check_top_w(mode, d_scores.cspan(), n, w, d_streams.cspan(), d_out.span());
+    const auto shape = cu::detail::check_top_w(mode, d_scores.crows(n), w, d_streams.cspan(), d_out.span());
     device_array<double> keys(rows * n);
-    cuda::detail::launch_top_w(nullptr, shape, d_scores.data(), n, w, d_streams.data(), d_out.data(), keys.data(), true);
+    cu::detail::launch_top_w(nullptr, shape, d_scores.data(), n, w, d_streams.data(), d_out.data(), keys.data(), true);
     return d_out.download();
   }
   return d_out.download();
@@ -270,11 +270,11 @@ TEST_CASE("cuda top-W, Gumbel-top-k: the CPU beam drafter's selection", "[cuda][
 TEST_CASE("cuda top-W: bad arguments throw", "[cuda][top_w]") {
   const device_array<double> scores(std::vector<double>(10, 0.0));
   device_array<std::int64_t> out(4);
-  CHECK_THROWS_AS(cuda::top_w(nullptr, specdec::beam_mode::sample, scores.cspan(), 5, 2, {}, out.span()), specdec::error);
-  CHECK_THROWS_AS(cuda::top_w(nullptr, specdec::beam_mode::search, scores.cspan(), 3, 2, {}, out.span()), specdec::error);
-  CHECK_THROWS_AS(cuda::top_w(nullptr, specdec::beam_mode::sample_without_replacement, scores.cspan(), 5, 2, {}, out.span()),
+  CHECK_THROWS_AS(cu::top_w(nullptr, specdec::beam_mode::sample, scores.crows(5), 2, {}, out.span()), specdec::error);
+  CHECK_THROWS_AS(cu::top_w(nullptr, specdec::beam_mode::search, scores.crows(3), 2, {}, out.span()), specdec::error);
+  CHECK_THROWS_AS(cu::top_w(nullptr, specdec::beam_mode::sample_without_replacement, scores.crows(5), 2, {}, out.span()),
                   specdec::error);  // no streams
-  CHECK_THROWS_AS(cuda::top_w(nullptr, specdec::beam_mode::search, scores.cspan(), 5, 3, {}, out.span()), specdec::error);
+  CHECK_THROWS_AS(cu::top_w(nullptr, specdec::beam_mode::search, scores.crows(5), 3, {}, out.span()), specdec::error);
 }
 
 namespace {
@@ -314,13 +314,13 @@ indicator_batch<T> make_indicator_batch(std::size_t n, std::size_t v, std::uint3
 // Runs the status overload on the GPU.
 template <class T>
 void gpu_indicators(const indicator_batch<T>& b, std::vector<double>& s, std::vector<double>& a,
-                    std::vector<cuda::indicator_status>& status) {
+                    std::vector<cu::indicator_status>& status) {
   const device_array<T> d(b.draft), c(b.companion);
   const device_array<token_id> t(b.tokens);
   device_array<double> ds(b.n), da(b.n);
-  device_array<cuda::indicator_status> st(b.n);
-  const device_array<std::byte> work(cuda::indicators_workspace_bytes(b.n, b.v));
-  cuda::compute_indicators(nullptr, d.cspan(), c.cspan(), t.cspan(), b.v, ds.span(), da.span(), st.span(), work.span());
+  device_array<cu::indicator_status> st(b.n);
+  const device_array<std::byte> work(cu::indicators_workspace_bytes(b.n, b.v));
+  cu::compute_indicators(nullptr, d.crows(b.v), c.crows(b.v), t.cspan(), ds.span(), da.span(), st.span(), work.span());
   s = ds.download();
   a = da.download();
   status = st.download();
@@ -328,41 +328,41 @@ void gpu_indicators(const indicator_batch<T>& b, std::vector<double>& s, std::ve
 
 // Seq's outcome for position i: ok (and s, a) or the status its exception stands for.
 template <class T>
-cuda::indicator_status seq_position(const indicator_batch<T>& b, std::size_t i, double& s, double& a) {
+cu::indicator_status seq_position(const indicator_batch<T>& b, std::size_t i, double& s, double& a) {
   const auto d = std::span<const T>(b.draft).subspan(i * b.v, b.v);
   const auto c = std::span<const T>(b.companion).subspan(i * b.v, b.v);
   try {
     s = specdec::estimate::similarity(d, c);
   } catch (const specdec::error& e) {
-    return std::string(e.what()).find("draft row") != std::string::npos ? cuda::indicator_status::bad_draft_row
-                                                                        : cuda::indicator_status::bad_companion_row;
+    return std::string(e.what()).find("draft row") != std::string::npos ? cu::indicator_status::bad_draft_row
+                                                                        : cu::indicator_status::bad_companion_row;
   }
   try {
     a = specdec::estimate::companion_acceptance(d, c, b.tokens[i]);
   } catch (const specdec::error& e) {
-    return std::string(e.what()).find("outside") != std::string::npos ? cuda::indicator_status::token_out_of_range
-                                                                      : cuda::indicator_status::draft_probability_zero;
+    return std::string(e.what()).find("outside") != std::string::npos ? cu::indicator_status::token_out_of_range
+                                                                      : cu::indicator_status::draft_probability_zero;
   }
-  return cuda::indicator_status::ok;
+  return cu::indicator_status::ok;
 }
 
 template <class T>
 void check_indicators_against_seq(const indicator_batch<T>& b) {
   std::vector<double> s, a;
-  std::vector<cuda::indicator_status> status;
+  std::vector<cu::indicator_status> status;
   gpu_indicators(b, s, a, status);
   double worst = 0.0;
   for (std::size_t i = 0; i < b.n; ++i) {
     double ss = 0.0, sa = 0.0;
-    const cuda::indicator_status expected = seq_position(b, i, ss, sa);
+    const cu::indicator_status expected = seq_position(b, i, ss, sa);
     CHECK(status[i] == expected);
-    if (expected != cuda::indicator_status::ok) continue;
+    if (expected != cu::indicator_status::ok) continue;
     CHECK(a[i] == sa);
     worst = std::max(worst, std::abs(s[i] - ss));
   }
   std::cout << "  n " << b.n << ", V " << b.v << (sizeof(T) == 4 ? " (float)" : " (double)")
-            << ": max |S_cuda - S_seq| = " << worst << ", bound " << cuda::indicators_agreement_bound(b.v) << "\n";
-  CHECK(worst <= cuda::indicators_agreement_bound(b.v));
+            << ": max |S_cuda - S_seq| = " << worst << ", bound " << cu::indicators_agreement_bound(b.v) << "\n";
+  CHECK(worst <= cu::indicators_agreement_bound(b.v));
 }
 
 }  // namespace
@@ -388,20 +388,20 @@ TEST_CASE("cuda indicators: seq's errors as statuses, and as the exception of th
   REQUIRE(b.draft[5 * 300 + static_cast<std::size_t>(b.tokens[5])] == 0.0);
   check_indicators_against_seq(b);
   std::vector<double> s, a;
-  std::vector<cuda::indicator_status> status;
+  std::vector<cu::indicator_status> status;
   gpu_indicators(b, s, a, status);
-  CHECK(status[0] == cuda::indicator_status::ok);
-  CHECK(status[1] == cuda::indicator_status::bad_draft_row);
-  CHECK(status[2] == cuda::indicator_status::bad_companion_row);
-  CHECK(status[3] == cuda::indicator_status::token_out_of_range);
-  CHECK(status[4] == cuda::indicator_status::bad_draft_row);
-  CHECK(status[5] == cuda::indicator_status::draft_probability_zero);
+  CHECK(status[0] == cu::indicator_status::ok);
+  CHECK(status[1] == cu::indicator_status::bad_draft_row);
+  CHECK(status[2] == cu::indicator_status::bad_companion_row);
+  CHECK(status[3] == cu::indicator_status::token_out_of_range);
+  CHECK(status[4] == cu::indicator_status::bad_draft_row);
+  CHECK(status[5] == cu::indicator_status::draft_probability_zero);
   CHECK(std::isnan(s[1]));
   const device_array<double> d(b.draft), c(b.companion);
   const device_array<token_id> t(b.tokens);
   device_array<double> ds(b.n), da(b.n);
-  CHECK_THROWS_WITH(cuda::compute_indicators(nullptr, d.cspan(), c.cspan(), t.cspan(), b.v, ds.span(), da.span()),
+  CHECK_THROWS_WITH(cu::compute_indicators(nullptr, d.crows(b.v), c.crows(b.v), t.cspan(), ds.span(), da.span()),
                     Catch::Contains("position 1") && Catch::Contains("draft row"));
-  CHECK_THROWS_AS(cuda::compute_indicators(nullptr, d.cspan(), c.cspan(), t.cspan(), b.v + 1, ds.span(), da.span()),
+  CHECK_THROWS_AS(cu::compute_indicators(nullptr, d.crows(b.v), c.crows(b.v), t.cspan().first(b.n - 1), ds.span(), da.span()),
                   specdec::error);
 }

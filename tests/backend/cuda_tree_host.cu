@@ -4,7 +4,7 @@
 //    written once for host and device, replayed on the host with row operations built from seq's
 //    functions, against seq's verify_tree / verify(block): tokens, paths, counts and statuses, on
 //    random trees of every shape and on chains, with spoiled requests and normalisation checks. This
-//    validates everything but the device row operations (request_block.cuh's block passes, which
+//    validates everything but the device row operations (primitives/request_block.cuh's block passes, which
 //    follow the sampling contract; tests/backend/cuda_tree.cu compares them with seq on a GPU);
 //  - `tree_layout_arrays` / `tree_layout_view` against the `tree_layout` they flatten;
 //  - workspace sizes, and shape errors thrown before any CUDA call (a CUDA call here would throw

@@ -356,9 +356,9 @@ specdec_test::owned_outputs run_warp_then_verify(const Rule& rule, const specdec
   const device_array<T> target_logits(host.target_rows), draft_logits(host.draft_rows);
   device_array<float> target_probs(nt * V), draft_probs(nd * V);
   device_array<specdec::row_status> target_status(nt), draft_status(nd);
-  specdec::backend::cuda::warp_logits(cudaStream_t{}, target_logits.cspan(), nt, V, target_probs.span(), target_rows,
+  specdec::backend::cuda::warp_logits(cudaStream_t{}, target_logits.crows(V), target_probs.rows(V), target_rows,
                                       target_status.span());
-  specdec::backend::cuda::warp_logits(cudaStream_t{}, draft_logits.cspan(), nd, V, draft_probs.span(), draft_rows,
+  specdec::backend::cuda::warp_logits(cudaStream_t{}, draft_logits.crows(V), draft_probs.rows(V), draft_rows,
                                       draft_status.span());
   const device_array<token_id> drafts(host.draft_tokens);
   const specdec::chain_batch<float> probs{view.layout, V, drafts.cspan(), draft_probs.cspan(), target_probs.cspan()};

@@ -132,8 +132,8 @@ std::vector<token_id> alone(std::uint32_t id, pieces& p) {
           .tokens;
     case method::sprinter: return specdec::decode_sprinter(m.target, p.gated, prompt, o).tokens;
     case method::sv:
-      return specdec::decode_sv(specdec::exec::seq, m.target, m.draft, r.draft_params, m.companion, estimator(), sv_latency,
-                                prompt, o, sv_opts)
+      return specdec::decode_sv(specdec::exec::seq, m.target, m.draft, r.draft_params,
+                                specdec::sv_setup{m.companion, estimator(), sv_latency}, prompt, o, sv_opts)
           .tokens;
     case method::joint_chain: {
       // The joint rule on chain drafts: the stage-drafted form of the same request.
@@ -164,7 +164,8 @@ TEST_CASE("every method on one decoder: a mixed batch gives each request its sin
   specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
   // SV's verified-length stage for the SV requests only.
   std::set<specdec::request_handle> sv_requests;
-  auto sv_stage = specdec::sv_request_lengths(specdec::exec::seq, m.companion, estimator(), sv_latency, sv_opts);
+  auto sv_stage =
+      specdec::sv_request_lengths(specdec::exec::seq, specdec::sv_setup{m.companion, estimator(), sv_latency}, sv_opts);
   decoder.set_verify_length_stage([&](std::span<const specdec::drafted_request> requests, std::span<std::size_t> lengths) {
     for (std::size_t k = 0; k < requests.size(); ++k)
       if (sv_requests.contains(requests[k].request)) sv_stage(requests.subspan(k, 1), lengths.subspan(k, 1));

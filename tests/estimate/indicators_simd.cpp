@@ -81,10 +81,10 @@ TEST_CASE("decode_sv on exec::simd emits the tokens of exec::seq", "[decode][sv]
   for (int i = 0; i < runs; ++i) {
     o.request_id = static_cast<std::uint32_t>(i);
     const std::vector<token_id> prompt{static_cast<token_id>(static_cast<std::size_t>(i) % V)};
-    const auto a = specdec::decode_sv(specdec::exec::seq, target, draft, specdec::warp_params{}, companion, estimator, latency,
-                                      prompt, o, specdec::sv_options{});
-    const auto b = specdec::decode_sv(specdec::exec::simd, target, draft, specdec::warp_params{}, companion, estimator, latency,
-                                      prompt, o, specdec::sv_options{});
+    const auto a = specdec::decode_sv(specdec::exec::seq, target, draft, specdec::warp_params{},
+                                      specdec::sv_setup{companion, estimator, latency}, prompt, o, specdec::sv_options{});
+    const auto b = specdec::decode_sv(specdec::exec::simd, target, draft, specdec::warp_params{},
+                                      specdec::sv_setup{companion, estimator, latency}, prompt, o, specdec::sv_options{});
     same += a.tokens == b.tokens;
   }
   // Only a float reduction that flips an acceptance test, a sample or a bin boundary can differ.

@@ -9,8 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "specdec/backend/cuda/error.cuh"
+#include "specdec/backend/cuda/detail/error.cuh"
 #include "specdec/core/batch.hpp"
+#include "specdec/core/row_batch.hpp"
 #include "specdec/core/token.hpp"
 
 namespace specdec::test {
@@ -33,6 +34,10 @@ class device_array {
   std::size_t size() const noexcept { return size_; }
   std::span<T> span() const noexcept { return {data_, size_}; }
   std::span<const T> cspan() const noexcept { return {data_, size_}; }
+  //! The contents as rows of `width` entries (width must divide the size).
+  row_batch<T> rows(std::size_t width) const { return {span(), width}; }
+  //! The contents as read-only rows of `width` entries.
+  row_batch<const T> crows(std::size_t width) const { return {cspan(), width}; }
   //! Waits for the device and copies the contents back.
   std::vector<T> download() const {
     std::vector<T> host(size_);

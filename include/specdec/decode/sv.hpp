@@ -159,6 +159,27 @@ struct sv_step_latency {
   }
 };
 
+//! What SV's verified-length stage reads besides its options (section 5): the companion model that
+//! scores the drafted positions, the acceptance estimator P(accept | S, A) fitted on profiling
+//! samples (`profile_sv_indicators`), and a latency profile. `decode_sv` reads `latency` as L(k), the
+//! latency of one step that verifies k drafts (e.g. `sv_step_latency`); `decode_sv_batch` reads it as
+//! the target's latency for one call scoring P positions in all (P >= 1). The companion and the
+//! estimator are held by reference and must outlive the call; the latency profile is copied.
+//! \code
+//!   const auto r = specdec::decode_sv(specdec::exec::seq, target, draft, draft_params,
+//!                                     specdec::sv_setup{companion, estimator, latency}, prompt, options, sv);
+//! \endcode
+template <Model Companion, theory::LatencyProfile L>
+struct sv_setup {
+  const Companion& companion;                       //!< a `Model` over the target's vocabulary, run on the drafted positions
+  const estimate::acceptance_estimator& estimator;  //!< P(accept | S, A), fitted on profiling samples
+  L latency;                                        //!< the latency profile (see above for what each entry reads)
+};
+
+//! `sv_setup{companion, estimator, latency}` deduces the companion's and the profile's types.
+template <class Companion, class L>
+sv_setup(const Companion&, const estimate::acceptance_estimator&, L) -> sv_setup<Companion, L>;
+
 namespace detail {
 //! Buffers of one request's indicators.
 struct sv_workspace {
@@ -200,16 +221,16 @@ void sv_request_gains(const Policy& policy, const C& companion, const warp_param
 
 //! SV's verified-length stage for single requests (section 5): after drafting, the companion's
 //! indicators give each request's gains and `choose_sv_length` its goodput-optimal length on
-//! `latency` (L(k): one step that verifies k drafts). The stage refers to `companion` and `estimator`,
-//! which must outlive it. \throws specdec::error for brute force in exact mode.
+//! `setup.latency` (L(k): one step that verifies k drafts). The stage refers to `setup.companion` and
+//! `setup.estimator`, which must outlive it, and copies the latency profile.
+//! \throws specdec::error for brute force in exact mode.
 template <exec::ExecutionPolicy Policy, Model Companion, theory::LatencyProfile L>
-verify_length_stage sv_request_lengths(Policy policy, const Companion& companion, const estimate::acceptance_estimator& estimator,
-                                       L latency, const sv_options& sv) {
+verify_length_stage sv_request_lengths(Policy policy, const sv_setup<Companion, L>& setup, const sv_options& sv) {
   validate(sv.companion_params);
   SPECDEC_EXPECTS(!(sv.mode == sv_mode::exact && sv.search == length_search::brute_force),
                   "exact SV needs the incremental search: brute force looks at later drafts and loses exactness");
-  return [=, c = &companion, e = &estimator, w = detail::sv_workspace{}](std::span<const drafted_request> requests,
-                                                                         std::span<std::size_t> lengths) mutable {
+  return [=, c = &setup.companion, e = &setup.estimator, latency = setup.latency, w = detail::sv_workspace{}](
+             std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
     for (std::size_t k = 0; k < requests.size(); ++k) {
       if (requests[k].drafts.empty()) continue;
       detail::sv_request_gains(policy, *c, sv.companion_params, *e, sv.mode, requests[k], w);
@@ -238,9 +259,9 @@ sv_result run_sv_request(Decoder& decoder, request_options o, const sv_options& 
 //! \param policy     the backend: `exec::seq`, `exec::simd`, `exec::cuda` (exec/policy.hpp)
 //! \param target     the target `Model`; its rows are warped with `options.target_params`
 //! \param drafter    proposes gamma_max tokens per round and their q rows (`chain_drafter`)
-//! \param companion  a `Model` over the same vocabulary, run on the same contexts as the drafter
-//! \param estimator  P(accept | S, A), fitted on profiling samples (`profile_sv_indicators`)
-//! \param latency    L(k), the latency of a step that verifies k drafts (e.g. `sv_step_latency`)
+//! \param setup      the companion (run on the same contexts as the drafter), the estimator
+//!                   P(accept | S, A) and L(k), the latency of a step that verifies k drafts
+//!                   (e.g. `sv_step_latency`): `sv_setup{companion, estimator, latency}`
 //! \param prompt     the prompt, not empty
 //! \param options    max_new_tokens, seed, request_id, stop token, target warp and cost model
 //! \param sv         SV's options: gamma_max, mode, length search, companion warp and companion time
@@ -251,31 +272,31 @@ sv_result run_sv_request(Decoder& decoder, request_options o, const sv_options& 
 //!      shapes, brute force in exact mode, a bad latency profile, or an empty prompt;
 //!      specdec::numerical_error when the companion returns a row without usable mass.
 template <exec::ExecutionPolicy Policy, Model Target, Drafter D, Model Companion, theory::LatencyProfile L>
-sv_result decode_sv(const Policy& policy, const Target& target, D& drafter, const Companion& companion,
-                    const estimate::acceptance_estimator& estimator, const L& latency, std::span<const token_id> prompt,
-                    const decode_options& options, const sv_options& sv) {
-  SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
+sv_result decode_sv(const Policy& policy, const Target& target, D& drafter, const sv_setup<Companion, L>& setup,
+                    std::span<const token_id> prompt, const decode_options& options, const sv_options& sv) {
+  SPECDEC_EXPECTS(target.vocab_size() == setup.companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(target.vocab_size());
   batch_decoder decoder(policy, t, none, strict, options.cost);
-  decoder.set_verify_length_stage(sv_request_lengths(policy, companion, estimator, latency, sv));
+  decoder.set_verify_length_stage(sv_request_lengths(policy, setup, sv));
   request_options o = detail::request_of(prompt, options);
   o.drafter = drafter_stage(drafter);
   return detail::run_sv_request(decoder, std::move(o), sv);
 }
 
-//! Single-request SV with the decoder's chain drafting on `draft` warped with `draft_params`.
+//! Single-request SV with the decoder's chain drafting on `draft` warped with `draft_params`; the
+//! other arguments as in the overload above.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile L>
 sv_result decode_sv(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
-                    const Companion& companion, const estimate::acceptance_estimator& estimator, const L& latency,
-                    std::span<const token_id> prompt, const decode_options& options, const sv_options& sv) {
-  SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
+                    const sv_setup<Companion, L>& setup, std::span<const token_id> prompt, const decode_options& options,
+                    const sv_options& sv) {
+  SPECDEC_EXPECTS(target.vocab_size() == setup.companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
   recomputing_sequence_model<Target> t(target);
   recomputing_sequence_model<Draft> q(draft);
   batch_decoder decoder(policy, t, q, strict, options.cost);
-  decoder.set_verify_length_stage(sv_request_lengths(policy, companion, estimator, latency, sv));
+  decoder.set_verify_length_stage(sv_request_lengths(policy, setup, sv));
   request_options o = detail::request_of(prompt, options);
   o.draft_params = draft_params;
   return detail::run_sv_request(decoder, std::move(o), sv);
@@ -321,35 +342,35 @@ struct sv_batch_result {
 //! SV's verified-length stage for a batch (section 6): after drafting, the companion's indicators give
 //! every request's gains and the greedy scheduler (optimize/batch_scheduler.hpp) picks all lengths on
 //! L(K) = drafting + target_latency(B + K), B the requests of the round and drafting its gamma_round
-//! draft steps and companion call (`drafting_in_goodput`). The stage refers to `companion` and
-//! `estimator`, which must outlive it. \throws specdec::error for `stop_rule::best_prefix` in exact mode.
+//! draft steps and companion call (`drafting_in_goodput`), target_latency = `setup.latency`. The stage
+//! refers to `setup.companion` and `setup.estimator`, which must outlive it, and copies the latency
+//! profile. \throws specdec::error for `stop_rule::best_prefix` in exact mode.
 template <exec::ExecutionPolicy Policy, Model Companion, theory::LatencyProfile TL>
-verify_length_stage sv_batch_lengths(Policy policy, const Companion& companion, const estimate::acceptance_estimator& estimator,
-                                     TL target_latency, const sv_batch_options& batch) {
+verify_length_stage sv_batch_lengths(Policy policy, const sv_setup<Companion, TL>& setup, const sv_batch_options& batch) {
   validate(batch.companion_params);
   SPECDEC_EXPECTS(!(batch.mode == sv_mode::exact && batch.scheduler.stop == optimize::stop_rule::best_prefix),
                   "exact SV needs the first-drop rule: best_prefix looks at later drafts and loses exactness");
-  return
-      [=, c = &companion, e = &estimator, w = detail::sv_workspace{}, gains = std::vector<double>{},
-       drafted = std::vector<std::size_t>{}](std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
-        gains.clear();
-        drafted.clear();
-        std::size_t gamma_round = 0;
-        for (const drafted_request& d : requests) {
-          drafted.push_back(d.drafts.size());
-          gamma_round = std::max(gamma_round, d.drafts.size());
-          if (d.drafts.empty()) continue;
-          detail::sv_request_gains(policy, *c, batch.companion_params, *e, batch.mode, d, w);
-          gains.insert(gains.end(), w.gains.begin(), w.gains.end());
-        }
-        const double drafting =
-            static_cast<double>(gamma_round) * batch.t_draft_step + (gamma_round > 0 ? batch.t_companion_step : 0.0);
-        const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(requests.size()),
-                                                batch.drafting_in_goodput ? drafting : 0.0};
-        const auto schedule = optimize::schedule_batch_from_gains(std::span<const double>(gains),
-                                                                  std::span<const std::size_t>(drafted), step, batch.scheduler);
-        std::copy(schedule.lengths.begin(), schedule.lengths.end(), lengths.begin());
-      };
+  return [=, c = &setup.companion, e = &setup.estimator, target_latency = setup.latency, w = detail::sv_workspace{},
+          gains = std::vector<double>{}, drafted = std::vector<std::size_t>{}](std::span<const drafted_request> requests,
+                                                                               std::span<std::size_t> lengths) mutable {
+    gains.clear();
+    drafted.clear();
+    std::size_t gamma_round = 0;
+    for (const drafted_request& d : requests) {
+      drafted.push_back(d.drafts.size());
+      gamma_round = std::max(gamma_round, d.drafts.size());
+      if (d.drafts.empty()) continue;
+      detail::sv_request_gains(policy, *c, batch.companion_params, *e, batch.mode, d, w);
+      gains.insert(gains.end(), w.gains.begin(), w.gains.end());
+    }
+    const double drafting =
+        static_cast<double>(gamma_round) * batch.t_draft_step + (gamma_round > 0 ? batch.t_companion_step : 0.0);
+    const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(requests.size()),
+                                            batch.drafting_in_goodput ? drafting : 0.0};
+    const auto schedule = optimize::schedule_batch_from_gains(std::span<const double>(gains),
+                                                              std::span<const std::size_t>(drafted), step, batch.scheduler);
+    std::copy(schedule.lengths.begin(), schedule.lengths.end(), lengths.begin());
+  };
 }
 
 //! Decodes B requests together on the step decoder (chain drafting on `draft`, the strict rule): every
@@ -365,9 +386,9 @@ verify_length_stage sv_batch_lengths(Policy policy, const Companion& companion, 
 //! \param target          the target `Model`; its rows are warped with `options.target_params`
 //! \param draft           the draft `Model`, which drafts the chains
 //! \param draft_params    how the draft's rows are warped before drafting from them
-//! \param companion       a `Model` over the same vocabulary, run on the drafted positions (SV only)
-//! \param estimator       P(accept | S, A), fitted on profiling samples (`profile_sv_indicators`)
-//! \param target_latency  the target's latency for one call scoring P positions in all (P >= 1)
+//! \param setup           the companion (run on the drafted positions, SV only), the estimator
+//!                        P(accept | S, A) and the target's latency for one call scoring P positions
+//!                        in all (P >= 1): `sv_setup{companion, estimator, target_latency}`
 //! \param prompts         one prompt per request, none empty
 //! \param options         what every request shares (request b's id is options.request_id + b)
 //! \param batch           SV's batch options: gamma_max, the length rule, the scheduler, the round's costs
@@ -375,10 +396,9 @@ verify_length_stage sv_batch_lengths(Policy policy, const Companion& companion, 
 //!      `stop_rule::best_prefix` in exact mode, a bad latency profile, or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile TL>
 sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
-                                const Companion& companion, const estimate::acceptance_estimator& estimator,
-                                const TL& target_latency, std::span<const std::vector<token_id>> prompts,
+                                const sv_setup<Companion, TL>& setup, std::span<const std::vector<token_id>> prompts,
                                 const decode_options& options, const sv_batch_options& batch) {
-  SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");
+  SPECDEC_EXPECTS(target.vocab_size() == setup.companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(batch.t_draft_step) && batch.t_draft_step >= 0.0 && std::isfinite(batch.t_companion_step) &&
                       batch.t_companion_step >= 0.0,
                   "t_draft_step and t_companion_step must be finite and >= 0");
@@ -387,7 +407,8 @@ sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, cons
   recomputing_sequence_model<Target> t(target);
   recomputing_sequence_model<Draft> q(draft);
   batch_decoder decoder(policy, t, q, strict, options.cost);
-  if (use_sv) decoder.set_verify_length_stage(sv_batch_lengths(policy, companion, estimator, target_latency, batch));
+  const TL& target_latency = setup.latency;
+  if (use_sv) decoder.set_verify_length_stage(sv_batch_lengths(policy, setup, batch));
   sv_batch_result out;
   out.requests.resize(prompts.size());
   std::vector<request_handle> handles;

@@ -84,7 +84,7 @@ void softmax(const Policy& policy, row_batch<const T> logits, row_batch<U> probs
       [&](const auto& row_policy, std::size_t r) {
         statuses[r] = softmax(row_policy, logits.row(r), probs.row(r), detail::temperature_of(temperatures, r));
       },
-      logits.data(), logits.rows(), logits.width(), probs.data(), statuses, temperatures);
+      logits, probs, statuses, temperatures);
 }
 
 //! Row by row: out.row(r) = log_softmax(logits.row(r) / T_r); arguments as the batched `softmax`.
@@ -98,7 +98,7 @@ void log_softmax(const Policy& policy, row_batch<const T> logits, row_batch<U> o
       [&](const auto& row_policy, std::size_t r) {
         statuses[r] = log_softmax(row_policy, logits.row(r), out.row(r), detail::temperature_of(temperatures, r));
       },
-      logits.data(), logits.rows(), logits.width(), out.data(), statuses, temperatures);
+      logits, out, statuses, temperatures);
 }
 
 //! Row by row: lse[r] = log_sum_exp(logits.row(r) / T_r): NaN with `row_status::not_finite` for a
@@ -118,7 +118,7 @@ void log_sum_exp(const Policy& policy, row_batch<const T> logits, std::span<doub
                       : lse[r] == -std::numeric_limits<double>::infinity() ? row_status::no_mass
                                                                            : row_status::ok;
       },
-      logits.data(), logits.rows(), logits.width(), lse, statuses, temperatures);
+      logits, lse, statuses, temperatures);
 }
 
 //! The index of the largest entry (lowest index on ties) on `Policy`'s backend (see `argmax(row)`).

@@ -21,6 +21,7 @@
 #include "specdec/distributions/with_policy.hpp"
 #include "specdec/exec/backends.hpp"
 #include "specdec/random/stream.hpp"
+#include "specdec/random/row_sampling.hpp"
 #include "specdec/sampling/categorical.hpp"
 
 namespace specdec {
@@ -55,7 +56,7 @@ void warp_logits(const Policy& policy, row_batch<const T> logits, row_batch<U> p
       [&](const auto& row_policy, std::size_t r) {
         statuses[r] = warp_logits(row_policy, logits.row(r), probs.row(r), params[r]);
       },
-      logits.data(), logits.rows(), logits.width(), probs.data(), params, statuses);
+      logits, probs, params, statuses);
 }
 
 //! Filters and renormalises a probability row in place on `Policy`'s backend (see `warp_probs`).
@@ -90,13 +91,6 @@ void top_w_indices(const Policy& policy, std::span<const T> keys, std::size_t w,
   exec::dispatch<algorithm::top_w_indices>(policy, keys, w, out);
 }
 
-//! Where the uniform of a batched sampling call comes from: row b draws
-//! `streams[b].open(position, what).uniform()`.
-struct row_sampling {
-  std::uint32_t position = 0;                             //!< the position in the request's stream
-  random::purpose what = random::purpose::target_sample;  //!< the purpose of the draw
-};
-
 //! Row by row: tokens[r], statuses[r] = `sample_categorical(weights.row(r), u_r)` with
 //! u_r = streams[r].open(at.position, at.what).uniform(). Rows need not sum to 1. With `exec::cuda`
 //! the rows, tokens and statuses are device memory (streams host; asynchronous on the policy's stream)
@@ -114,7 +108,7 @@ void sample_categorical(const Policy& policy, row_batch<const T> weights, std::s
         tokens[r] = s.token;
         statuses[r] = s.status;
       },
-      weights.data(), weights.rows(), weights.width(), streams, tokens, statuses, at.position, at.what);
+      weights, streams, tokens, statuses, at);
 }
 
 //! Row by row: the filters of `params[r]` (top-k, then top-p on the survivors, then min-p; the
@@ -147,7 +141,7 @@ void sample_filtered(const Policy& policy, row_batch<const float> probs, std::sp
         tokens[r] = s.token;
         statuses[r] = s.status;
       },
-      probs.data(), probs.rows(), probs.width(), params, streams, tokens, statuses, at.position, at.what);
+      probs, params, streams, tokens, statuses, at);
 }
 
 }  // namespace specdec

@@ -3,6 +3,18 @@
 //! policy's stream, on device memory. Included only in CUDA translation units (exec/backends.hpp).
 //! Host-row algorithms (single rows, top-W on host vectors) are not registered: with `exec::cuda`
 //! they fail at compile time in `exec::missing_implementation`.
+//!
+//! The backend's files, in layers (as CUB lays out its device algorithms):
+//!  - backend/cuda/*.cuh: one public entry header per algorithm (softmax, filter, sample, indicators,
+//!    top_w, simulate, verify, verify_block, verify_tree): the documented functions, their workspace
+//!    sizes, and in `detail` the host side that checks shapes, plans the workspace and launches;
+//!  - backend/cuda/kernels/: the `__global__` kernels of each algorithm and the device-side state
+//!    they share (one header per entry header, same name);
+//!  - backend/cuda/primitives/: the warp- and block-level pieces the kernels share (warp.cuh,
+//!    block.cuh: reductions, chunks; categorical.cuh: tile masses and locating u; request_block.cuh:
+//!    one request's row passes by a thread block);
+//!  - backend/cuda/detail/: CUDA error checks (error.cuh) and the workspace plan and device buffers
+//!    (memory.cuh).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +30,8 @@
 #include "specdec/backend/cuda/verify.cuh"
 #include "specdec/backend/cuda/verify_block.cuh"
 #include "specdec/backend/cuda/verify_tree.cuh"
+#include "specdec/core/row_batch.hpp"
+#include "specdec/core/token.hpp"
 #include "specdec/exec/algorithms.hpp"
 #include "specdec/exec/dispatch.hpp"
 
@@ -85,6 +99,19 @@ struct tree_workspace {
   }
 };
 
+// `indicators` receives its batches as (data, V) from estimate/indicators.hpp, whose arguments seq and
+// simd share, and passes them on as `row_batch` views.
+
+//! Indicators: (draft, companion, tokens, V, s, a) as `compute_indicators` on two views.
+struct indicators {
+  template <class T, class U>
+  static void run(const exec::cuda_policy& policy, std::span<const T> draft_rows, std::span<const U> companion_rows,
+                  std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s, std::span<double> a) {
+    compute_indicators(policy.stream, row_batch<const T>(draft_rows, vocab_size), row_batch<const U>(companion_rows, vocab_size),
+                       tokens, s, a);
+  }
+};
+
 //! `name`: a kernel that takes the policy's stream, then the public entry's arguments.
 #define SPECDEC_CUDA_ON_STREAM(name, function)                                   \
   struct name {                                                                  \
@@ -94,7 +121,6 @@ struct tree_workspace {
     }                                                                            \
   }
 
-SPECDEC_CUDA_ON_STREAM(indicators, compute_indicators);
 SPECDEC_CUDA_ON_STREAM(softmax_rows, softmax);
 SPECDEC_CUDA_ON_STREAM(log_softmax_rows, log_softmax);
 SPECDEC_CUDA_ON_STREAM(log_sum_exp_rows, log_sum_exp);

@@ -35,37 +35,20 @@
 #include <string>
 #include <vector>
 
-#include "specdec/backend/cuda/block.cuh"
-#include "specdec/backend/cuda/error.cuh"
-#include "specdec/backend/cuda/memory.cuh"
-#include "specdec/backend/cuda/warp.cuh"
+#include "specdec/backend/cuda/indicator_status.cuh"
+#include "specdec/backend/cuda/kernels/indicators.cuh"
+#include "specdec/backend/cuda/primitives/block.cuh"
+#include "specdec/backend/cuda/detail/error.cuh"
+#include "specdec/backend/cuda/detail/memory.cuh"
+#include "specdec/backend/cuda/primitives/warp.cuh"
 #include "specdec/contracts.hpp"
+#include "specdec/core/row_batch.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/estimate/similarity.hpp"
 #include "specdec/sampling/categorical.hpp"
 
 namespace specdec::backend::cuda {
-
-//! What the GPU found at a drafted position: ok, or the first of seq's checks that failed.
-enum class indicator_status : std::uint8_t {
-  ok = 0,
-  bad_draft_row = 1,           //!< a NaN, infinite or negative entry, or a sum not within 1e-3 of 1
-  bad_companion_row = 2,       //!< the same for the companion row
-  token_out_of_range = 3,      //!< the drafted token is outside [0, V)
-  draft_probability_zero = 4,  //!< P_d(t) is not > 0 (the token cannot have been drafted from P_d)
-};
-
-//! Seq's error message for a status (empty for ok).
-inline const char* indicator_message(indicator_status s) noexcept {
-  switch (s) {
-    case indicator_status::bad_draft_row: return "the draft row is not a probability row (NaN, negative, or sum != 1)";
-    case indicator_status::bad_companion_row: return "the companion row is not a probability row (NaN, negative, or sum != 1)";
-    case indicator_status::token_out_of_range: return "the drafted token is outside [0, V)";
-    case indicator_status::draft_probability_zero: return "P_d(t) must be > 0 and finite (the token was drafted from P_d)";
-    default: return "";
-  }
-}
 
 //! The bound on |S_cuda - S_seq| for rows of V entries (see the file comment): 2.01 gamma_{V-1}.
 inline double indicators_agreement_bound(std::size_t vocab_size) noexcept {
@@ -75,91 +58,16 @@ inline double indicators_agreement_bound(std::size_t vocab_size) noexcept {
 
 namespace detail {
 
-inline constexpr std::size_t indicator_chunk = 8192;  //!< entries per block of pass 1
-inline constexpr int indicator_threads = 256;         //!< threads per block of pass 1
-static_assert(indicator_threads == block_threads, "pass 1 sums with block_sum_all (block.cuh)");
-inline constexpr int indicator_finish_threads = 128;  //!< threads per block of pass 2
-
-//! The sums of one chunk of a row pair.
-struct indicator_partial {
-  double overlap, draft_sum, companion_sum;
-  int draft_usable, companion_usable;
-};
-
-//! Pass 1: block b = (position b / chunks, chunk b % chunks).
-template <class T, class U>
-__global__ void __launch_bounds__(indicator_threads)
-    indicator_partials_kernel(const T* draft, const U* companion, std::size_t vocab, std::size_t chunks,
-                              indicator_partial* partials) {
-  __shared__ double scratch[indicator_threads / warp_size];
-  const std::size_t position = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
-  const std::size_t begin = chunk * indicator_chunk;
-  const std::size_t end = begin + indicator_chunk < vocab ? begin + indicator_chunk : vocab;
-  const T* d = draft + position * vocab;
-  const U* c = companion + position * vocab;
-  double overlap = 0.0, ds = 0.0, cs = 0.0;
-  bool du = true, cu = true;
-  for (std::size_t v = begin + threadIdx.x; v < end; v += blockDim.x) {
-    const double x = static_cast<double>(d[v]), y = static_cast<double>(c[v]);
-    du = du && specdec::detail::usable_weight(x);
-    cu = cu && specdec::detail::usable_weight(y);
-    overlap += y < x ? y : x;
-    ds += x;
-    cs += y;
-  }
-  const bool all_du = __syncthreads_and(du) != 0, all_cu = __syncthreads_and(cu) != 0;
-  overlap = block_sum_all(overlap, scratch);
-  ds = block_sum_all(ds, scratch);
-  cs = block_sum_all(cs, scratch);
-  if (threadIdx.x == 0) partials[blockIdx.x] = {overlap, ds, cs, all_du ? 1 : 0, all_cu ? 1 : 0};
-}
-
-//! Pass 2: one thread per position.
-template <class T, class U>
-__global__ void __launch_bounds__(indicator_finish_threads)
-    indicator_finish_kernel(const T* draft, const U* companion, const token_id* tokens, std::size_t n, std::size_t vocab,
-                            std::size_t chunks, const indicator_partial* partials, double tolerance, double* s, double* a,
-                            indicator_status* status) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  double overlap = 0.0, ds = 0.0, cs = 0.0;
-  bool du = true, cu = true;
-  for (std::size_t k = 0; k < chunks; ++k) {
-    const indicator_partial& p = partials[i * chunks + k];
-    overlap += p.overlap;
-    ds += p.draft_sum;
-    cs += p.companion_sum;
-    du = du && p.draft_usable != 0;
-    cu = cu && p.companion_usable != 0;
-  }
-  indicator_status st = indicator_status::ok;
-  double si = 0.0, ai = 0.0;
-  if (!du || !(fabs(ds - 1.0) <= tolerance)) {
-    st = indicator_status::bad_draft_row;
-  } else if (!cu || !(fabs(cs - 1.0) <= tolerance)) {
-    st = indicator_status::bad_companion_row;
-  } else {
-    const token_id t = tokens[i];
-    if (t < 0 || static_cast<std::size_t>(t) >= vocab) {
-      st = indicator_status::token_out_of_range;
-    } else {
-      const double pd = static_cast<double>(draft[i * vocab + static_cast<std::size_t>(t)]);
-      const double pc = static_cast<double>(companion[i * vocab + static_cast<std::size_t>(t)]);
-      if (!(pd > 0.0)) {  // finite and pc >= 0 follow from the row checks
-        st = indicator_status::draft_probability_zero;
-      } else {
-        si = overlap < 0.0 ? 0.0 : (overlap > 1.0 ? 1.0 : overlap);
-        ai = pc >= pd ? 1.0 : pc / pd;
-      }
-    }
-  }
-  if (st != indicator_status::ok) si = ai = __longlong_as_double(0x7FF8000000000000ll);  // NaN
-  s[i] = si;
-  a[i] = ai;
-  status[i] = st;
-}
-
 inline std::size_t indicator_chunks(std::size_t vocab) { return (vocab + indicator_chunk - 1) / indicator_chunk; }
+
+//! The shape checks of `compute_indicators` (estimate's, and the two batches of one width).
+//! \throws specdec::error naming the failed condition
+template <class T, class U>
+void check_indicator_batches(const row_batch<const T>& draft_rows, const row_batch<const U>& companion_rows,
+                             std::span<const token_id> tokens, std::span<double> s, std::span<double> a) {
+  SPECDEC_EXPECTS(draft_rows.width() == companion_rows.width(), "the draft and companion rows must have the same width");
+  estimate::detail::check_indicator_shapes(draft_rows.data(), companion_rows.data(), tokens, draft_rows.width(), s, a);
+}
 
 
 }  // namespace detail
@@ -171,29 +79,29 @@ inline std::size_t indicators_workspace_bytes(std::size_t n, std::size_t vocab_s
   return plan.bytes();
 }
 
-//! S, A and a status for n drafted positions: `draft_rows` and `companion_rows` are [n][V]
-//! row-major, row i belonging to `tokens[i]`; writes s[i], a[i], status[i] (NaN S and A where the
+//! S, A and a status for n drafted positions: `draft_rows` and `companion_rows` are n rows of V
+//! (device memory), row i belonging to `tokens[i]`; writes s[i], a[i], status[i] (NaN S and A where the
 //! status is not ok). All spans are device memory; `workspace` holds at least
 //! `indicators_workspace_bytes(n, V)` bytes. Asynchronous on `stream`; bad rows do not throw.
 //! \pre the shapes of `estimate::compute_indicators`; status.size() == n.
 //! \throws specdec::error on shape mismatches or a small workspace; specdec::cuda_error on CUDA errors.
 template <class T, class U>
-void compute_indicators(cudaStream_t stream, std::span<const T> draft_rows, std::span<const U> companion_rows,
-                        std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s, std::span<double> a,
+void compute_indicators(cudaStream_t stream, row_batch<const T> draft_rows, row_batch<const U> companion_rows,
+                        std::span<const token_id> tokens, std::span<double> s, std::span<double> a,
                         std::span<indicator_status> status, std::span<std::byte> workspace) {
-  estimate::detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
-  const std::size_t n = tokens.size();
+  detail::check_indicator_batches(draft_rows, companion_rows, tokens, s, a);
+  const std::size_t n = tokens.size(), vocab_size = draft_rows.width();
   SPECDEC_EXPECTS(status.size() == n, "status must hold one entry per token");
   if (n == 0) return;
   const std::size_t chunks = detail::indicator_chunks(vocab_size);
   workspace_plan plan(workspace);
   auto* partials = plan.take<detail::indicator_partial>(n * chunks);
   detail::indicator_partials_kernel<T, U><<<static_cast<unsigned>(n * chunks), detail::indicator_threads, 0, stream>>>(
-      draft_rows.data(), companion_rows.data(), vocab_size, chunks, partials);
+      draft_rows.data().data(), companion_rows.data().data(), vocab_size, chunks, partials);
   check_launch("specdec::backend::cuda::compute_indicators: indicator_partials_kernel");
   const auto blocks = static_cast<unsigned>((n + detail::indicator_finish_threads - 1) / detail::indicator_finish_threads);
   detail::indicator_finish_kernel<T, U><<<blocks, detail::indicator_finish_threads, 0, stream>>>(
-      draft_rows.data(), companion_rows.data(), tokens.data(), n, vocab_size, chunks, partials,
+      draft_rows.data().data(), companion_rows.data().data(), tokens.data(), n, vocab_size, chunks, partials,
       estimate::detail::row_sum_tolerance, s.data(), a.data(), status.data());
   check_launch("specdec::backend::cuda::compute_indicators: indicator_finish_kernel");
 }
@@ -202,17 +110,17 @@ void compute_indicators(cudaStream_t stream, std::span<const T> draft_rows, std:
 //! stream and, like seq, throws specdec::error for the first bad position (by index), naming it.
 //! \throws specdec::error on shape mismatches or a bad position; specdec::cuda_error on CUDA errors.
 template <class T, class U>
-void compute_indicators(cudaStream_t stream, std::span<const T> draft_rows, std::span<const U> companion_rows,
-                        std::span<const token_id> tokens, std::size_t vocab_size, std::span<double> s, std::span<double> a) {
-  estimate::detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
-  const std::size_t n = tokens.size();
+void compute_indicators(cudaStream_t stream, row_batch<const T> draft_rows, row_batch<const U> companion_rows,
+                        std::span<const token_id> tokens, std::span<double> s, std::span<double> a) {
+  detail::check_indicator_batches(draft_rows, companion_rows, tokens, s, a);
+  const std::size_t n = tokens.size(), vocab_size = draft_rows.width();
   workspace_plan counting;
   counting.take<indicator_status>(n);
   const std::size_t status_bytes = counting.bytes();
   const device_buffer buffer(status_bytes + indicators_workspace_bytes(n, vocab_size), stream);
   workspace_plan plan(buffer.span());
   indicator_status* status = plan.take<indicator_status>(n);
-  compute_indicators(stream, draft_rows, companion_rows, tokens, vocab_size, s, a, std::span<indicator_status>(status, n),
+  compute_indicators(stream, draft_rows, companion_rows, tokens, s, a, std::span<indicator_status>(status, n),
                      buffer.span().subspan(status_bytes));
   std::vector<indicator_status> host(n);
   if (n > 0)

@@ -1,4 +1,4 @@
-//! \file backend/cuda/request_block.cuh
+//! \file backend/cuda/primitives/request_block.cuh
 //! \brief Whole-row work of one request by one thread block of `block_threads` threads: the pieces
 //! the tree walk (verify_tree.cuh) and block verification (verify_block.cuh) run at each row they
 //! visit, in the orders of the determinism contract (sampling/categorical.hpp), so that a token
@@ -21,9 +21,9 @@
 #include <cstdint>
 
 #include "specdec/acceptance/status.hpp"
-#include "specdec/backend/cuda/block.cuh"
-#include "specdec/backend/cuda/categorical.cuh"
-#include "specdec/backend/cuda/warp.cuh"
+#include "specdec/backend/cuda/primitives/block.cuh"
+#include "specdec/backend/cuda/primitives/categorical.cuh"
+#include "specdec/backend/cuda/primitives/warp.cuh"
 #include "specdec/config.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/distributions/row_status.hpp"

@@ -1,4 +1,4 @@
-//! \file backend/cuda/block.cuh
+//! \file backend/cuda/primitives/block.cuh
 //! \brief Block-level pieces of the row kernels (softmax.cuh, filter.cuh): a row split into chunks,
 //! one 256-thread block per chunk, with loads, stores and reductions in a fixed order.
 //!
@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "specdec/backend/cuda/warp.cuh"
+#include "specdec/backend/cuda/primitives/warp.cuh"
 
 namespace specdec::backend::cuda::detail {
 

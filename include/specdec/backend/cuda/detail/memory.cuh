@@ -1,4 +1,4 @@
-//! \file backend/cuda/memory.cuh
+//! \file backend/cuda/detail/memory.cuh
 //! \brief Device memory for the cuda backend: CUB-style two-phase workspaces and a stream-ordered
 //! buffer for the convenience overloads.
 //!
@@ -14,7 +14,7 @@
 #include <span>
 #include <utility>
 
-#include "specdec/backend/cuda/error.cuh"
+#include "specdec/backend/cuda/detail/error.cuh"
 #include "specdec/errors.hpp"
 
 namespace specdec::backend::cuda {

@@ -1,4 +1,4 @@
-//! \file backend/cuda/warp.cuh
+//! \file backend/cuda/primitives/warp.cuh
 //! \brief Warp-level reductions in the orders the determinism contracts fix.
 #pragma once
 

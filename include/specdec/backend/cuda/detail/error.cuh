@@ -1,4 +1,4 @@
-//! \file backend/cuda/error.cuh
+//! \file backend/cuda/detail/error.cuh
 //! \brief CUDA runtime errors become `specdec::cuda_error` on the host (DESIGN.md section 8).
 //! Device code never traps: bad data is reported through status flags.
 #pragma once

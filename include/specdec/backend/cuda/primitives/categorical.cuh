@@ -1,4 +1,4 @@
-//! \file backend/cuda/categorical.cuh
+//! \file backend/cuda/primitives/categorical.cuh
 //! \brief The two-level inverse CDF of sampling/categorical.hpp on the GPU, one warp per tile: the
 //! same tokens as seq for the same uniform (bit-identical, by the determinism contract).
 //!
@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "specdec/backend/cuda/warp.cuh"
+#include "specdec/backend/cuda/primitives/warp.cuh"
 #include "specdec/core/token.hpp"
 #include "specdec/distributions/row_status.hpp"
 #include "specdec/sampling/categorical.hpp"
