@@ -26,6 +26,7 @@
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/distribution.hpp"
+#include "specdec/acceptance/position_test.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/typical.hpp"

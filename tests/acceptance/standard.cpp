@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -500,4 +501,27 @@ TEST_CASE("output invariants on random p and q, every rule", "[acceptance][forma
       }
     }
   }
+}
+
+TEST_CASE("test_position: the decision and status rules of one drafted position", "[acceptance][format]") {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  int draws = 0;
+  const auto u = [&draws](double value) {
+    return [&draws, value] {
+      ++draws;
+      return value;
+    };
+  };
+  using specdec::position_outcome;
+  for (const double bad : {nan, inf, -0.25}) {
+    CHECK(specdec::test_position(specdec::strict, bad, 0.5, u(0.0)) == position_outcome::unusable);
+    CHECK(specdec::test_position(specdec::strict, 0.5, bad, u(0.0)) == position_outcome::unusable);
+  }
+  CHECK(specdec::test_position(specdec::strict, 0.5, 0.0, u(0.0)) == position_outcome::draft_prob_zero);
+  CHECK(draws == 0);  // no uniform is drawn for an unusable pair or q(x) = 0
+  CHECK(specdec::test_position(specdec::strict, 0.3, 0.6, u(0.49)) == position_outcome::accepted);  // u q < p
+  CHECK(specdec::test_position(specdec::strict, 0.3, 0.6, u(0.5)) == position_outcome::rejected);
+  CHECK(specdec::test_position(specdec::strict, 0.0, 0.6, u(0.0)) == position_outcome::rejected);
+  CHECK(specdec::test_position(specdec::lenient_rule{0.5}, 0.3, 0.6, u(0.99)) == position_outcome::accepted);
+  CHECK(draws == 4);
 }

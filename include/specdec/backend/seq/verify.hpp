@@ -21,6 +21,7 @@
 #include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/draft_side.hpp"
+#include "specdec/acceptance/position_test.hpp"
 #include "specdec/acceptance/status.hpp"
 #include "specdec/acceptance/typical.hpp"
 #include "specdec/core/batch.hpp"
@@ -445,14 +446,13 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
         draft_position<K, T, Rows> q(rows, checks, i);
         const std::optional<double> q_at_x = q.at(x);
         if (!q_at_x) return static_cast<std::int32_t>(i);
-        const double px = p.at(x);
-        const double qx = *q_at_x;
-        if (!usable_scalar(px) || !usable_scalar(qx)) {
+        const position_outcome outcome =
+            test_position(rule, p.at(x), *q_at_x, [&] { return stream.open(pos, purpose::accept).uniform(); });
+        if (outcome == position_outcome::unusable) {
           status |= verify_status::invalid_row;
           return static_cast<std::int32_t>(i);
         }
-        bool accepted = false;
-        if (qx == 0.0) {
+        if (outcome == position_outcome::draft_prob_zero) {
           status |= verify_status::draft_prob_zero;
           // Only now can q have no mass at all; such a row is unusable (status.hpp), not a residual of p.
           const row_ref<T>* row = q.row();
@@ -461,9 +461,8 @@ std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> 
             status |= verify_status::invalid_row;
             return static_cast<std::int32_t>(i);
           }
-        } else
-          accepted = rule.accepts(px, qx, stream.open(pos, purpose::accept).uniform());
-        if (accepted) {
+        }
+        if (outcome == position_outcome::accepted) {
           tokens[i] = x;
           continue;
         }

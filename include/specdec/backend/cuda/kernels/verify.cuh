@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/position_test.hpp"
 #include "specdec/acceptance/status.hpp"
 #include "specdec/backend/cuda/primitives/categorical.cuh"
 #include "specdec/backend/cuda/detail/error.cuh"
@@ -222,18 +223,19 @@ __global__ void plan_rejection(Rule rule, verify_view<Rows> view) {
           qxs[k] = view.rows.draft_row(r.draft_row0 + i + k)(static_cast<std::size_t>(y));
         }
     }
-    const double px = pxs[i % chunk], qx = qxs[i % chunk];
-    if (!usable_scalar(px) || !usable_scalar(qx)) {
+    const auto pos = static_cast<std::uint32_t>(i);
+    const position_outcome outcome = test_position(rule, pxs[i % chunk], qxs[i % chunk],
+                                                   [&] { return r.stream.open(pos, random::purpose::accept).uniform(); });
+    if (outcome == position_outcome::unusable) {
       plan.status |= verify_status::invalid_row;
       break;
     }
-    if (qx == 0.0) {  // rejected; the residual pass checks that q has mass at all
+    if (outcome == position_outcome::draft_prob_zero) {  // rejected; the residual pass checks that q has mass at all
       plan.status |= verify_status::draft_prob_zero;
       plan.kind = stop_kind::residual_q_zero;
       break;
     }
-    const auto pos = static_cast<std::uint32_t>(i);
-    if (!rule.accepts(px, qx, r.stream.open(pos, random::purpose::accept).uniform())) {
+    if (outcome == position_outcome::rejected) {
       plan.kind = stop_kind::residual;
       break;
     }
