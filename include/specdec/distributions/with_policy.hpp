@@ -20,15 +20,22 @@
 namespace specdec {
 
 namespace detail {
-//! The shape checks of a batched row algorithm: `out` has `in`'s shape (when it is not empty), one
-//! status per row, and per-row parameters either none (`optional_params`) or one per row.
+//! The counts of a batched row algorithm's per-row arguments: one status per row, and per-row
+//! parameters either none (`optional_params`) or one per row.
+//! \throws specdec::error naming the failed condition
+inline void check_row_counts(std::size_t rows, std::size_t statuses, std::size_t params, bool optional_params) {
+  SPECDEC_EXPECTS(statuses == rows, "one status per row");
+  SPECDEC_EXPECTS(params == rows || (optional_params && params == 0), "one parameter per row");
+}
+
+//! The shape checks of a batched row algorithm that writes rows: `out` has `in`'s shape, and the
+//! counts of `check_row_counts`.
 //! \throws specdec::error naming the failed condition
 template <class T, class U>
 void check_row_shapes(const row_batch<T>& in, const row_batch<U>& out, std::size_t statuses, std::size_t params,
                       bool optional_params) {
   SPECDEC_EXPECTS(out.rows() == in.rows() && out.width() == in.width(), "the output rows must have the input's shape");
-  SPECDEC_EXPECTS(statuses == in.rows(), "one status per row");
-  SPECDEC_EXPECTS(params == in.rows() || (optional_params && params == 0), "one parameter per row");
+  check_row_counts(in.rows(), statuses, params, optional_params);
 }
 
 //! Runs `RowsAlgorithm` with `batch_args` when the policy's backend has a kernel for the whole
@@ -109,7 +116,7 @@ void log_sum_exp(const Policy& policy, row_batch<const T> logits, std::span<doub
                  std::span<const double> temperatures = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::log_sum_exp");
   SPECDEC_EXPECTS(lse.size() == logits.rows(), "one result per row");
-  detail::check_row_shapes(logits, logits, statuses.size(), temperatures.size(), true);
+  detail::check_row_counts(logits.rows(), statuses.size(), temperatures.size(), true);
   detail::rows_or_each<algorithm::log_sum_exp_rows>(
       policy, logits.rows(),
       [&](const auto& row_policy, std::size_t r) {

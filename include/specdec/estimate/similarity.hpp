@@ -76,4 +76,19 @@ void check_indicator_shapes(std::span<const T> draft_rows, std::span<const U> co
                   "draft_rows and companion_rows must hold tokens.size() rows of vocab_size entries");
   SPECDEC_EXPECTS(s.size() == n && a.size() == n, "s and a must hold one entry per token");
 }
+
+//! `compute_indicators` with a backend's row similarity `similar(draft_row, companion_row)`: the shape
+//! checks, then S and A of each drafted token (every backend's host loop).
+//! \throws specdec::error on shapes, or from `similar` on rows that are not distributions
+template <class T, class U, class Similarity>
+void indicators_row_by_row(std::span<const T> draft_rows, std::span<const U> companion_rows, std::span<const token_id> tokens,
+                           std::size_t vocab_size, std::span<double> s, std::span<double> a, Similarity&& similar) {
+  check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const auto d = draft_rows.subspan(i * vocab_size, vocab_size);
+    const auto c = companion_rows.subspan(i * vocab_size, vocab_size);
+    s[i] = similar(d, c);
+    a[i] = companion_acceptance(d, c, tokens[i]);
+  }
+}
 }  // namespace specdec::estimate::detail

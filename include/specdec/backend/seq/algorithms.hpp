@@ -28,13 +28,8 @@ namespace specdec::backend::seq {
 template <class T, class U>
 void compute_indicators(std::span<const T> draft_rows, std::span<const U> companion_rows, std::span<const token_id> tokens,
                         std::size_t vocab_size, std::span<double> s, std::span<double> a) {
-  estimate::detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const auto d = draft_rows.subspan(i * vocab_size, vocab_size);
-    const auto c = companion_rows.subspan(i * vocab_size, vocab_size);
-    s[i] = estimate::similarity(d, c);
-    a[i] = estimate::companion_acceptance(d, c, tokens[i]);
-  }
+  estimate::detail::indicators_row_by_row(draft_rows, companion_rows, tokens, vocab_size, s, a,
+                                          [](auto d, auto c) { return estimate::similarity(d, c); });
 }
 
 }  // namespace specdec::backend::seq

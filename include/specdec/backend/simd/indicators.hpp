@@ -51,14 +51,8 @@ double similarity(std::span<const T> draft_row, std::span<const U> companion_row
 template <class Arch, class T, class U>
 void compute_indicators(std::span<const T> draft_rows, std::span<const U> companion_rows, std::span<const token_id> tokens,
                         std::size_t vocab_size, std::span<double> s, std::span<double> a) {
-  estimate::detail::check_indicator_shapes(draft_rows, companion_rows, tokens, vocab_size, s, a);
-  const std::size_t n = tokens.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto d = draft_rows.subspan(i * vocab_size, vocab_size);
-    const auto c = companion_rows.subspan(i * vocab_size, vocab_size);
-    s[i] = similarity<Arch>(d, c);
-    a[i] = estimate::companion_acceptance(d, c, tokens[i]);
-  }
+  estimate::detail::indicators_row_by_row(draft_rows, companion_rows, tokens, vocab_size, s, a,
+                                          [](auto d, auto c) { return similarity<Arch>(d, c); });
 }
 
 }  // namespace specdec::backend::simd
