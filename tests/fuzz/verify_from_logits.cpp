@@ -22,9 +22,8 @@
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/exec/policy.hpp"
-#include "specdec/sampling/sample_logits.hpp"
+#include "specdec/sampling/with_policy.hpp"
 #if SPECDEC_ENABLE_SIMD
-#include "specdec/backend/simd/sample_logits.hpp"
 #include "specdec/backend/simd/warp.hpp"
 #include "specdec/exec/simd.hpp"
 #endif
@@ -73,17 +72,6 @@ specdec::row_status warp_row(const Policy&, std::span<const T> logits, std::span
   return s;
 }
 
-// One token from logits as `Policy` samples it (`specdec::sample_logits` on seq).
-template <class Policy, class T>
-specdec::sample_result sample_row(const Policy&, std::span<const T> logits, const specdec::warp_params& w, double u) {
-#if SPECDEC_ENABLE_SIMD
-  if constexpr (specdec::exec::backend_of<Policy> == specdec::exec::backend::simd)
-    return specdec::backend::simd::sample_logits<specdec::exec::simd_arch_t<Policy>>(logits, w, u);
-  else
-#endif
-    return specdec::sample_logits(logits, w, u);
-}
-
 // Whether position i of a chain of n drafts is a target sample: drawn from the target's logits alone
 // (sample-and-match at every position; the bonus of the rules that sample one from p).
 inline bool is_target_sample(const rule_traits& rule, std::size_t i, std::size_t n) {
@@ -104,8 +92,8 @@ void redraw_target_samples(const Policy& policy, const chain_case<T>& c, const b
     if (specdec::has_flag(direct.status[b], specdec::verify_status::bad_draft_token)) continue;
     const auto draw = [&](std::size_t i, purpose what) {
       const auto logits = std::span<const T>(c.p).subspan(l.target_row(b, i) * c.V, c.V);
-      const specdec::sample_result y =
-          sample_row(policy, logits, params.target[b], c.streams[b].open(static_cast<std::uint32_t>(i), what).uniform());
+      const specdec::sample_result y = specdec::sample_logits(policy, logits, params.target[b],
+                                                              c.streams[b].open(static_cast<std::uint32_t>(i), what).uniform());
       FUZZ_CHECK(y.status == specdec::row_status::ok);  // (every row warps to a usable row here)
       return y.token;
     };

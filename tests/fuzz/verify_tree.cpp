@@ -8,7 +8,9 @@
 // well-formed trees (and the tree it was built from); every output is an accepted path of real
 // parent-child links whose tokens are emitted, then one correction token of positive probability
 // when valid (tests/acceptance/tree_bad_input.cpp); simd gives seq's outputs; a request's output does
-// not depend on its batch; from logits equals `verify_tree` on the rows the same policy warps; a
+// not depend on its batch; from logits equals `verify_tree` on the rows the same policy warps, with
+// every target sample (sample-and-match's at each node, the other rules' bonus at a leaf) redrawn by
+// the policy's `sample_logits` (docs/reference/sampling-contract.md, verification from logits); a
 // chain-shaped tree gives the chain verifier's outputs (acceptance/tree.hpp, multi_candidate.hpp).
 #include <algorithm>
 #include <cstddef>
@@ -23,6 +25,7 @@
 #include "specdec/core/tree.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/exec/policy.hpp"
+#include "specdec/sampling/with_policy.hpp"
 #if SPECDEC_ENABLE_SIMD
 #include "specdec/backend/simd/warp.hpp"
 #include "specdec/exec/simd.hpp"
@@ -365,6 +368,60 @@ bool warp_targets(const Policy&, const tree_case<T>& c, std::vector<T>& rows, st
   return all;
 }
 
+// Whether the walk draws node i's token from the target alone when it stops there or passes it:
+// sample-and-match at every node, the rules with a bonus at a leaf (greedy and typical read rows).
+template <class Rule>
+bool is_target_sample(const specdec::tree_layout& l, std::size_t b, std::size_t node) {
+  constexpr specdec::tree_method method = specdec::tree_method_of<Rule>::value;
+  if constexpr (method == specdec::tree_method::greedy || method == specdec::tree_method::typical) return false;
+  return method == specdec::tree_method::sample_and_match || l.first_child(b, node) == no_node;
+}
+
+// `verify_tree`'s outputs on the warped rows (`direct`) with every target sample redrawn from the
+// logits by `Policy`: what tree verification from logits returns when every row is usable.
+template <class Rule, class Policy, class T>
+void redraw_target_samples(const Policy& policy, const tree_case<T>& c, tree_out& direct) {
+  using specdec::random::purpose;
+  constexpr specdec::tree_method method = specdec::tree_method_of<Rule>::value;
+  const auto& l = c.layout;
+  for (std::size_t b = 0; b < l.batch_size(); ++b) {
+    if (!specdec::is_valid(direct.status[b])) continue;
+    const auto draw = [&](std::size_t node, purpose what) {
+      const auto logits = std::span<const T>(c.p).subspan(l.node_row(b, node) * c.V, c.V);
+      const specdec::sample_result y = specdec::sample_logits(
+          policy, logits, c.params[b], c.streams[b].open(static_cast<std::uint32_t>(node), what).uniform());
+      FUZZ_CHECK(y.status == specdec::row_status::ok);  // (every row warps to a usable row here)
+      return y.token;
+    };
+    const auto tokens = std::span<token_id>(direct.tokens).subspan(b * direct.stride, direct.stride);
+    const auto path = std::span<std::int32_t>(direct.path).subspan(b * direct.stride, direct.stride);
+    if constexpr (method == specdec::tree_method::sample_and_match) {
+      std::fill(tokens.begin(), tokens.end(), specdec::no_token);
+      std::fill(path.begin(), path.end(), no_node);
+      path[0] = 0;
+      std::size_t node = 0, depth = 0;
+      for (;;) {
+        const token_id y = draw(node, purpose::target_sample);
+        tokens[depth] = y;
+        std::int32_t next = no_node;
+        for (std::int32_t ch = l.first_child(b, node); ch != no_node; ch = l.next_sibling(b, static_cast<std::size_t>(ch)))
+          if (c.tokens[l.node_row(b, static_cast<std::size_t>(ch))] == y) {
+            next = ch;
+            break;
+          }
+        if (next == no_node) break;
+        node = static_cast<std::size_t>(next);
+        path[++depth] = next;
+      }
+      direct.accepted[b] = static_cast<std::int32_t>(depth);
+    } else {
+      const auto depth = static_cast<std::size_t>(direct.accepted[b]);
+      const auto last = static_cast<std::size_t>(path[depth]);
+      if (is_target_sample<Rule>(l, b, last)) tokens[depth] = draw(last, purpose::resample);
+    }
+  }
+}
+
 // One policy's run and the checks that need only it; returns the outputs and the warp statuses.
 template <class Policy, class Rule, class T>
 std::pair<tree_out, std::vector<specdec::row_status>> check_policy(const Policy& policy, const Rule& rule, const tree_case<T>& c,
@@ -378,10 +435,25 @@ std::pair<tree_out, std::vector<specdec::row_status>> check_policy(const Policy&
   }
   std::vector<T> warped;
   const bool all_usable = warp_targets(policy, c, warped, statuses);
-  check_tree_outputs<Rule>(c, out, std::span<const T>(warped), options.check_normalisation);
-  if (all_usable) {  // "same tokens as verify_tree on the warped rows"
+  // seq's samples from logits are samples of its warped rows; simd's top-p path can move the top-p
+  // boundary by rounding (backend/simd/sample_logits.hpp), so there a target sample is checked
+  // against the row's support (finite logits) when T > 0.
+  std::vector<T> emitted_from(warped);
+  if constexpr (specdec::exec::backend_of<Policy> != specdec::exec::backend::seq)
+    for (std::size_t b = 0; b < c.layout.batch_size(); ++b) {
+      if (c.params[b].temperature == 0.0) continue;
+      for (std::size_t node = 0; node < c.layout.num_nodes(b); ++node) {
+        if (!is_target_sample<Rule>(c.layout, b, node)) continue;
+        const std::size_t at = c.layout.node_row(b, node) * c.V;
+        for (std::size_t v = 0; v < c.V; ++v)
+          emitted_from[at + v] = c.p[at + v] > -std::numeric_limits<T>::infinity() ? T(1) : T(0);
+      }
+    }
+  check_tree_outputs<Rule>(c, out, std::span<const T>(emitted_from), options.check_normalisation);
+  if (all_usable) {  // "same tokens as verify_tree on the warped rows", target samples redrawn
     tree_out direct(c.layout.batch_size(), c.out_width());
     specdec::verify_tree(policy, rule, c.batch(warped), c.streams, direct.view(), options);
+    redraw_target_samples<Rule>(policy, c, direct);
     FUZZ_CHECK(direct == out);
   }
   return {out, statuses};

@@ -73,7 +73,10 @@ void verify_tree(const Policy& policy, const Rule& rule, const tree_batch<T>& ba
 //! first with its request's parameters (temperature, top-k, top-p, min-p), and only those rows (an
 //! EAGLE tree of 60 nodes typically reads one to a few). Draft rows are the probabilities the
 //! candidates were drawn from, as a tree drafter writes them. Same tokens as `verify_tree` on the
-//! warped rows. Host backends (seq, simd); on a device backend warp the rows and call `verify_tree`.
+//! warped rows, except that each target sample (sample-and-match's at every node, the other rules'
+//! bonus at a leaf) is the backend's `sample_logits` of the node's logits (the sampling contract,
+//! verification from logits; on seq the two are the same computation). Host backends (seq, simd);
+//! on a device backend warp the rows and call `verify_tree`.
 //! \throws specdec::error as `verify_tree`, and without one valid `warp_params` per request
 template <exec::ExecutionPolicy Policy, TreeRule Rule, class T>
 void verify_tree_from_logits(const Policy& policy, const Rule& rule, const tree_batch<T>& logits_batch,

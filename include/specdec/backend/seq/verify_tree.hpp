@@ -85,6 +85,7 @@ struct tree_warped_rows {
   std::size_t b;
   warp_params params;
   std::vector<T>& scratch;
+  logit_row_scratch<T>& sample_scratch;               // the target samples' (`sample_target`), apart from `scratch`'s cached row
   std::size_t warped = static_cast<std::size_t>(-1);  // the node whose row `scratch` holds
   bool usable = false;
 
@@ -97,6 +98,11 @@ struct tree_warped_rows {
     return {std::span<const T>(scratch), usable};
   }
   std::span<const T> draft(std::size_t node) { return batch.draft_row(b, node); }
+  //! A sample of the node's target row with the uniform u, drawn from the logits as the backend's
+  //! `sample_logits` draws it (the sampling contract, verification from logits).
+  sample_result sample_target(std::size_t node, double u) {
+    return Kernels::sample_logits(batch.target_row(b, node), params, u, sample_scratch);
+  }
 };
 
 //! The residual r carried over the siblings of a node: p itself until the first update, then the
@@ -135,27 +141,13 @@ struct carried_residual {
   }
 };
 
-//! Greedy and sample-and-match at a node: the child whose token is the target's choice, or that choice.
-template <class K, TreeRule Rule, class T>
-node_decision match_target_choice(const tree_batch<T>& batch, std::size_t b, std::size_t node, std::span<const T> p,
-                                  const random::request_stream& stream, request_checks<K, T>& checks) {
-  constexpr tree_method method = tree_method_of<Rule>::value;
-  node_decision d;
-  if constexpr (method == tree_method::greedy) {
-    if (!K::greedy_usable(p)) {
-      checks.status |= verify_status::invalid_row;
-      return d;
-    }
-    d.emitted = static_cast<token_id>(K::argmax(p));
-  } else {
-    checks.emit(K::sample_categorical(p, stream.open(static_cast<std::uint32_t>(node), random::purpose::target_sample).uniform()),
-                d.emitted);
-    if (d.emitted == no_token) return d;
-  }
+//! The child of `node` whose token is `token` (the target's choice), or, when none is, that choice emitted.
+template <class T>
+node_decision child_with_token(const tree_batch<T>& batch, std::size_t b, std::size_t node, token_id token) {
   for (std::int32_t c = batch.layout.first_child(b, node); c != no_node;
        c = batch.layout.next_sibling(b, static_cast<std::size_t>(c)))
-    if (batch.token(b, static_cast<std::size_t>(c)) == d.emitted) return {c, no_token};
-  return d;
+    if (batch.token(b, static_cast<std::size_t>(c)) == token) return {c, no_token};
+  return {no_node, token};
 }
 
 //! The coin-based rules at a node with children (acceptance/multi_candidate.hpp's table).
@@ -333,25 +325,33 @@ std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, Rows&
   } else {
     std::size_t node = 0, depth = 0;
     for (;;) {
-      const row_ref<T> target = rows.target(node);
-      if (!checks.row(target)) return static_cast<std::int32_t>(depth);
-      const std::span<const T> p = target.values;
+      const bool leaf = tree.first_child(b, node) == no_node;
       node_decision d;
-      if (tree.first_child(b, node) == no_node) {  // a leaf: the bonus, drawn as the chain rule draws it
-        const auto pos = static_cast<std::uint32_t>(node);
-        if constexpr (method == tree_method::greedy) {
-          if (K::greedy_usable(p))
-            d.emitted = static_cast<token_id>(K::argmax(p));
-          else
-            status |= verify_status::invalid_row;
-        } else {
-          const auto what = method == tree_method::sample_and_match ? purpose::target_sample : purpose::resample;
-          checks.emit(K::sample_categorical(p, stream.open(pos, what).uniform()), d.emitted);
+      if constexpr (method == tree_method::greedy) {  // the argmax: the matching child, or emitted
+        const row_ref<T> target = rows.target(node);
+        if (!checks.row(target)) return static_cast<std::int32_t>(depth);
+        if (!K::greedy_usable(target.values)) {
+          status |= verify_status::invalid_row;
+          return static_cast<std::int32_t>(depth);
         }
-      } else if constexpr (method == tree_method::greedy || method == tree_method::sample_and_match) {
-        d = match_target_choice<K, Rule>(batch, b, node, p, stream, checks);
+        const auto best = static_cast<token_id>(K::argmax(target.values));
+        d = leaf ? node_decision{no_node, best} : child_with_token(batch, b, node, best);
       } else {
-        d = decide_by_coins<K, Rule>(batch, rows, b, node, p, stream, checks, s);
+        constexpr bool samples_target = method == tree_method::sample_and_match;
+        if (samples_target || leaf) {
+          // A target sample: sample-and-match's at every node (the matching child, or emitted); the
+          // other rules' bonus at a leaf, drawn as the chain rule draws it.
+          const auto what = samples_target ? purpose::target_sample : purpose::resample;
+          const std::optional<sample_result> y =
+              target_sample(rows, checks, node, stream.open(static_cast<std::uint32_t>(node), what).uniform());
+          if (!y) return static_cast<std::int32_t>(depth);
+          checks.emit(*y, d.emitted);
+          if (!leaf && d.emitted != no_token) d = child_with_token(batch, b, node, d.emitted);
+        } else if constexpr (!samples_target) {
+          const row_ref<T> target = rows.target(node);
+          if (!checks.row(target)) return static_cast<std::int32_t>(depth);
+          d = decide_by_coins<K, Rule>(batch, rows, b, node, target.values, stream, checks, s);
+        }
       }
       if (!is_valid(status)) return static_cast<std::int32_t>(depth);
       if (d.child == no_node) {
@@ -418,8 +418,9 @@ void verify_tree_from_logits_with(const Rule& rule, const tree_batch<T>& batch, 
   SPECDEC_EXPECTS(target_params.size() == batch.layout.batch_size(), "one warp_params per request is required");
   for (const auto& w : target_params) validate(w);
   thread_local std::vector<T> scratch;  // kept from call to call: no allocation once V long
+  thread_local logit_row_scratch<T> sample_scratch;
   verify_each_tree<K>(rule, batch, streams, out, options, [&](std::size_t b) {
-    return tree_warped_rows<T, K>{batch, b, target_params[b], scratch};
+    return tree_warped_rows<T, K>{batch, b, target_params[b], scratch, sample_scratch};
   });
 }
 }  // namespace detail
