@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -1022,6 +1023,47 @@ TEMPLATE_LIST_TEST_CASE("simd kth_largest is the k-th largest, even on ascending
     }
     CHECK_FALSE(specdec::backend::simd::kth_largest<Arch>(std::span<const float>(ties), V + 1).has_value());
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("simd kth_largest from its interleaved-maxima bound: exact with NaN, infinities, ties and low id ranges",
+                        "[simd][select]", specdec_simd_archs) {
+  using namespace specdec_simd_test;
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x51D, 31, 0, 0, purpose::user});
+  constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const auto exact = [](const std::vector<float>& row, std::size_t k) -> std::optional<float> {
+    std::vector<float> kept;
+    for (const float x : row)
+      if (x > -inf) kept.push_back(x);  // (NaN fails the comparison)
+    if (kept.size() < k) return std::nullopt;
+    std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(k - 1), kept.end(), std::greater<float>());
+    return kept[k - 1];
+  };
+  for (const std::size_t V : {std::size_t{4096}, std::size_t{32000}})
+    for (int variant = 0; variant < 6; ++variant) {
+      std::vector<float> row(V);
+      for (float& x : row) x = static_cast<float>(4.0 * (s.uniform() - 0.5));
+      if (variant == 1)  // a low range of ids: the groups' maxima come from the rest
+        for (std::size_t v = 0; v < V / 2; ++v) row[v] = -50.0f;
+      if (variant == 2)  // NaN and -inf scattered, +inf a few times
+        for (std::size_t v = 0; v < V; v += 7) row[v] = v % 3 == 0 ? nan : v % 3 == 1 ? -inf : row[v];
+      if (variant == 3)
+        for (std::size_t v = 5; v < V; v += V / 9) row[v] = inf;
+      if (variant == 4) std::fill(row.begin(), row.end(), 1.0f);  // all tied
+      if (variant == 5)                                           // all -inf but a few
+        for (std::size_t v = 0; v < V; ++v) row[v] = v % 1000 == 0 ? 1.0f : -inf;
+      for (const std::size_t k : {std::size_t{1}, std::size_t{7}, std::size_t{50}, std::size_t{64}, std::size_t{100},
+                                  std::size_t{128}, std::size_t{129}}) {
+        CAPTURE(V, variant, k);
+        bool saw_nan = false;
+        const std::optional<float> got = specdec::backend::simd::kth_largest<Arch>(std::span<const float>(row), k, &saw_nan);
+        const std::optional<float> want = exact(row, k);
+        REQUIRE(got.has_value() == want.has_value());
+        if (got) CHECK(*got == *want);
+        CHECK(saw_nan == (variant == 2));
+      }
+    }
 }
 
 // ---- chain verification from logits -----------------------------------------------------------------

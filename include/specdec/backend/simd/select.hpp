@@ -9,8 +9,11 @@
 //! and the entries below it are dropped. Being branch-free matters: a branch on freshly loaded data
 //! mispredicts whenever an entry passes and, when the row comes from DRAM, waits for the load first
 //! (the branchy version took 75 us from DRAM against 30 us from L2 at V = 128256, k = 50). The worst
-//! case (an ascending row) is O(V) nth_element work. The answer is exact: the value std::nth_element
-//! finds on the whole row (seq's `keep_top_k`). Measured against a radix select (an 11-bit
+//! case (an ascending row) is O(V) nth_element work. For k up to 8 batches' lanes (128 floats on
+//! AVX-512) on rows of 16 times that, tau starts from `kth_bound` (a pass of vector maxima over
+//! interleaved groups) instead of -inf, which spares most shrinks of the buffer (`k-th largest (k
+//! 50)`, V = 32000: 17-20 us against 33-41 us from -inf, bench/README.md). The answer is exact: the
+//! value std::nth_element finds on the whole row (seq's `keep_top_k`). Measured against a radix select (an 11-bit
 //! histogram, then nth_element in the chosen bucket: 4-5x slower) and nth_element on a copy (20x
 //! slower) in bench/README.md.
 #pragma once
@@ -141,6 +144,32 @@ T threshold_in(std::vector<T>& values, double above, double goal, T fallback) {
   return fallback;
 }
 
+//! The number of interleaved groups of `kth_bound` for batches of `n` lanes: 8 registers' worth.
+inline constexpr std::size_t kth_bound_groups(std::size_t n) noexcept { return 8 * n; }
+
+//! A lower bound of the k-th largest entry of `row` (NaN skipped), for k <= `kth_bound_groups`: the
+//! k-th largest of the maxima of the interleaved groups {v : v mod G = g} over the row's whole
+//! batches. The maxima are G distinct entries, so at least k entries of the row are >= it. One pass
+//! of vector maxima, which spares `kth_largest` most of the buffer shrinks it would take from -inf
+//! (interleaved groups, so that a range of ids with low values does not pull the bound down).
+template <class Arch, class T>
+T kth_bound(std::span<const T> row, std::size_t k) {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size, regs = 8;
+  std::array<B, regs> best;
+  best.fill(B(-std::numeric_limits<T>::infinity()));
+  const std::size_t full = row.size() / (regs * n) * (regs * n);
+  for (std::size_t v = 0; v < full; v += regs * n)
+    for (std::size_t j = 0; j < regs; ++j) {
+      const B x = B::load_unaligned(row.data() + v + j * n);
+      best[j] = xsimd::select(x > best[j], x, best[j]);  // a NaN never replaces a maximum
+    }
+  alignas(64) std::array<T, regs * n> maxima;
+  for (std::size_t j = 0; j < regs; ++j) best[j].store_aligned(maxima.data() + j * n);
+  std::nth_element(maxima.begin(), maxima.begin() + static_cast<std::ptrdiff_t>(k - 1), maxima.end(), std::greater<T>());
+  return maxima[k - 1];
+}
+
 }  // namespace detail
 
 //! The k-th largest (k >= 1) of the entries of `row` that are > -inf (NaN and -inf are ignored), or
@@ -155,6 +184,10 @@ std::optional<T> kth_largest(std::span<const T> row, std::size_t k, bool* saw_na
   // The inner loop holds no call, so that tau, size, the buffer's address and the NaN flags stay in
   // registers; `shrink` (rare) runs between inner loops.
   detail::filter_state<T> st{lowest, 0, std::max<std::size_t>(4 * k, 256)};  // every entry > tau is a candidate
+  // Start from a bound when the row is long enough for it to pay: entries >= it pass (the largest T
+  // below it; never below -inf).
+  constexpr std::size_t groups = detail::kth_bound_groups(n);
+  if (k <= groups && row.size() >= 16 * groups) st.tau = std::nextafter(detail::kth_bound<Arch>(row, k), lowest);
   std::vector<T> buffer(st.cap + ways * n);
   const std::size_t full = row.size() / n * n;
   std::size_t v = 0;
