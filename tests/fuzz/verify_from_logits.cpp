@@ -168,8 +168,7 @@ std::pair<chain_out, std::vector<specdec::row_status>> check_policy(const Policy
       for (std::size_t i = 0; i <= n; ++i) {
         if (!is_target_sample(traits, i, n)) continue;
         const std::size_t t = l.target_row(b, i) * c.V;
-        for (std::size_t v = 0; v < c.V; ++v)
-          emitted_from[t + v] = c.p[t + v] > -std::numeric_limits<T>::infinity() ? T(1) : T(0);
+        write_support(std::span<const T>(c.p).subspan(t, c.V), std::span<T>(emitted_from).subspan(t, c.V));
       }
     }
   }

@@ -445,8 +445,7 @@ std::pair<tree_out, std::vector<specdec::row_status>> check_policy(const Policy&
       for (std::size_t node = 0; node < c.layout.num_nodes(b); ++node) {
         if (!is_target_sample<Rule>(c.layout, b, node)) continue;
         const std::size_t at = c.layout.node_row(b, node) * c.V;
-        for (std::size_t v = 0; v < c.V; ++v)
-          emitted_from[at + v] = c.p[at + v] > -std::numeric_limits<T>::infinity() ? T(1) : T(0);
+        write_support(std::span<const T>(c.p).subspan(at, c.V), std::span<T>(emitted_from).subspan(at, c.V));
       }
     }
   check_tree_outputs<Rule>(c, out, std::span<const T>(emitted_from), options.check_normalisation);

@@ -147,6 +147,18 @@ void kept_probabilities(std::span<const double> weights, std::vector<T>& values)
   values.resize(weights.size());
   for (std::size_t i = 0; i < weights.size(); ++i) values[i] = static_cast<T>(weights[i] * scale);
 }
+
+//! `sparse_filter`, then `kept_probabilities` of the kept tokens: what `warp_logits` writes on those
+//! tokens (0 elsewhere) and what verification from logits reads. `values` is empty unless the status
+//! is ok. \pre `sparse_filter_applies<T>(w)`, w valid
+template <class Arch, class T>
+row_status sparse_probabilities(std::span<const T> logits, const warp_params& w, std::vector<token_id>& tokens,
+                                std::vector<double>& weights, std::vector<T>& values) {
+  const row_status s = sparse_filter<Arch>(logits, w, tokens, weights);
+  values.clear();
+  if (s == row_status::ok) kept_probabilities(std::span<const double>(weights), values);
+  return s;
+}
 }  // namespace detail
 
 }  // namespace specdec::backend::simd

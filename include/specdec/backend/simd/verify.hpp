@@ -100,9 +100,7 @@ struct verify_kernels {
   static seq::target_probabilities<T> probabilities(std::span<const T> logits, const warp_params& w,
                                                     seq::logit_row_scratch<T>& scratch) {
     if (detail::sparse_filter_applies<T>(w)) {
-      const row_status s = detail::sparse_filter<Arch>(logits, w, scratch.kept, scratch.weights);
-      scratch.probabilities.clear();
-      if (s == row_status::ok) detail::kept_probabilities(std::span<const double>(scratch.weights), scratch.probabilities);
+      const row_status s = detail::sparse_probabilities<Arch>(logits, w, scratch.kept, scratch.weights, scratch.probabilities);
       return {{std::span<const T>(scratch.probabilities), s == row_status::ok}, std::span<const token_id>(scratch.kept), true};
     }
     scratch.row.resize(logits.size());

@@ -187,7 +187,6 @@ bool first_band(std::span<const T> row, unsigned shift, double goal, double& abo
   return false;
 }
 
-
 }  // namespace detail
 
 //! Zeroes every entry below the k-th largest (ties at the boundary kept), as `specdec::keep_top_k`.
@@ -299,12 +298,10 @@ row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp
         thread_local std::vector<token_id> tokens;
         thread_local std::vector<double> weights;
         thread_local std::vector<T> values;
-        const row_status s = detail::sparse_filter<Arch>(logits, w, tokens, weights);
+        const row_status s = detail::sparse_probabilities<Arch>(logits, w, tokens, weights, values);
         std::fill(probs.begin(), probs.end(), U(0));
-        if (s != row_status::ok) return s;
-        detail::kept_probabilities(std::span<const double>(weights), values);
-        for (std::size_t i = 0; i < tokens.size(); ++i) probs[static_cast<std::size_t>(tokens[i])] = values[i];
-        return row_status::ok;
+        for (std::size_t i = 0; i < values.size(); ++i) probs[static_cast<std::size_t>(tokens[i])] = values[i];
+        return s;
       }
     }
     const row_status s = softmax<Arch>(logits, probs, w.temperature);
