@@ -38,6 +38,12 @@ inline constexpr bool vector_row_type = std::is_same_v<T, float> || std::is_same
 template <class Arch, class Family>
 inline constexpr bool is_family = std::is_base_of_v<Family, Arch>;
 
+//! Whether `xsimd::max(x, y)` is an x86 max instruction, which returns y when either is NaN (so a
+//! running maximum max(x, best) skips NaN entries).
+template <class Arch>
+inline constexpr bool max_skips_nan_first =
+    is_family<Arch, xsimd::sse2> || is_family<Arch, xsimd::avx> || is_family<Arch, xsimd::avx512f>;
+
 //! The lower (Half = 0) or upper (Half = 1) half of a float batch, as doubles.
 template <int Half, class Arch>
 dbatch<Arch> widen_half(const fbatch<Arch>& x) noexcept {

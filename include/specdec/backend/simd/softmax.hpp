@@ -4,8 +4,8 @@
 //! Same definitions and the same status rules as distributions/softmax.hpp (NaN or +inf: not_finite;
 //! all -inf: no_mass; -inf logits get probability 0). Agreement with seq:
 //!  - the row maximum and the status are exact;
-//!  - float rows: t = (x - max) * float(1 / T) and exp(t) are computed in float (xsimd's exp, within
-//!    2 ulp of the correctly rounded value); the sum is a double sum. Each probability is within a
+//!  - float rows: t = (x - max) * float(1 / T) and exp(t) are computed in float (backend/simd/exp.hpp,
+//!    within 2 ulp of the correctly rounded value); the sum is a double sum. Each probability is within a
 //!    relative (2 |t| + 4) * 2^-23 of seq's (t is the entry's scaled logit gap to the maximum, so the
 //!    bound is a few ulp for the tokens that carry the mass; measured in tests/backend). The |t| term:
 //!    x - max, float(1 / T) and their product each round once (3 * 2^-24 relative on t, which exp
@@ -30,6 +30,7 @@
 #include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
+#include "specdec/backend/simd/exp.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/distributions/row_status.hpp"
 #include "specdec/distributions/softmax.hpp"
@@ -45,15 +46,18 @@ row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
   const std::size_t full = logits.size() / (ways * n) * (ways * n);
   std::array<B, ways> best;
   best.fill(B(-inf));
-  auto bad = xsimd::isnan(best[0]);  // all false
+  auto below_inf = best[0] < B(inf);  // all true; false once a lane saw NaN or +inf
   for (std::size_t v = 0; v < full; v += ways * n)
     for (std::size_t w = 0; w < ways; ++w) {
       const B x = B::load_unaligned(logits.data() + v + w * n);
-      bad = bad | xsimd::isnan(x) | (x == B(inf));       // (xsimd's AVX != is ordered: false for NaN)
-      best[w] = xsimd::select(x > best[w], x, best[w]);  // skips NaN, as seq does
+      below_inf = below_inf & (x < B(inf));
+      if constexpr (detail::max_skips_nan_first<Arch>)  // both skip NaN, as seq does
+        best[w] = xsimd::max(x, best[w]);
+      else
+        best[w] = xsimd::select(x > best[w], x, best[w]);
     }
   double m = -std::numeric_limits<double>::infinity();
-  bool finite = !xsimd::any(bad);
+  bool finite = xsimd::all(below_inf);
   alignas(64) std::array<T, n> lanes;
   for (const B& b : best) {
     b.store_aligned(lanes.data());
@@ -84,12 +88,12 @@ struct scaled_exp {
         factor(std::is_same_v<T, float> ? static_cast<T>(1.0 / temperature) : static_cast<T>(temperature)) {}
   B operator()(const B& x) const noexcept {
     if constexpr (std::is_same_v<T, float>)
-      return xsimd::exp(xsimd::max((x - max) * factor, B(exp_floor)));
+      return exp_in_range<Arch>(xsimd::max((x - max) * factor, B(exp_floor)));
     else
       return xsimd::exp(xsimd::max((x - max) / factor, B(exp_floor)));  // double rows divide, as seq does
   }
-  //! Arguments are raised to this floor, where xsimd's exp is 0 already (its minlog is about -708 for
-  //! double, -88 for float), so the results do not change; -inf (a -inf logit, or the padding of a
+  //! Arguments are raised to this floor, where the exp is 0 already (below about -708 for double, -104
+  //! for float), so the results do not change; -inf (a -inf logit, or the padding of a
   //! partial batch) and huge negative arguments would reach xsimd's conversion of k = round(x / log 2)
   //! to an integer, which for double batches without a vector instruction for it (SSE2, AVX2) is a
   //! scalar cast of an out-of-range value: undefined behaviour (found by tests/fuzz/verify_from_logits.cpp).
@@ -132,25 +136,93 @@ void scale_row(std::span<T> row, double inv) noexcept {
 
 //! sum_v exp((x_v - m) / T), storing each exp into `out` (same length as `logits`) when `Store`.
 //! (A compile-time switch, not `if (out)`: see `scaled_exp` about GCC 12 and loop-invariant branches.)
-template <class Arch, bool Store, class T>
-double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out) noexcept {
+//! With `Pairs` (float rows), two batches of weights are added in float before the double sum: one
+//! more rounding per pair, so the sum is within 2^-24 relative of the double sum, for fewer widening
+//! adds. With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
+//! of a row that `one_read_weights` reads from memory while this part computes).
+template <class Arch, bool Store, class T, bool Pairs = false>
+double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out, std::span<const T> ahead = {}) noexcept {
   using B = xsimd::batch<T, Arch>;
-  constexpr std::size_t n = B::size;
+  constexpr std::size_t n = B::size, per_line = 64 / sizeof(T);
+  constexpr std::size_t width = Pairs && std::is_same_v<T, float> ? 2 * n : n;  // entries per step
   const scaled_exp<Arch, T> f(m, temperature);
   dbatch<Arch> acc0(0.0), acc1(0.0);
-  const std::size_t full = logits.size() / n * n;
-  for (std::size_t v = 0; v < full; v += n) {
+  const auto weight = [&](std::size_t v) {
     const B e = f(B::load_unaligned(logits.data() + v));
     if constexpr (Store) e.store_unaligned(out + v);
-    accumulate<Arch, T>(e, acc0, acc1);
+    return e;
+  };
+  const auto step = [&](std::size_t v) {
+    if constexpr (width == n)
+      accumulate<Arch, T>(weight(v), acc0, acc1);
+    else
+      accumulate<Arch, T>(weight(v) + weight(v + n), acc0, acc1);
+  };
+  const std::size_t full = logits.size() / width * width, covered = std::min(full, ahead.size() / width * width);
+  std::size_t v = 0;
+  for (; v < covered; v += width) {
+    for (std::size_t j = 0; j < width; j += per_line) __builtin_prefetch(ahead.data() + v + j);
+    step(v);
   }
-  if (full < logits.size()) {  // the remainder through the same vector code, padded with -inf
-    const std::size_t rest = logits.size() - full;
-    const B e = f(load_partial<B>(logits.data() + full, rest, -std::numeric_limits<T>::infinity()));
-    if constexpr (Store) store_partial(out + full, e, rest);
+  for (; v < full; v += width) step(v);
+  for (; v + n <= logits.size(); v += n) accumulate<Arch, T>(weight(v), acc0, acc1);
+  if (v < logits.size()) {  // the remainder through the same vector code, padded with -inf
+    const std::size_t rest = logits.size() - v;
+    const B e = f(load_partial<B>(logits.data() + v, rest, -std::numeric_limits<T>::infinity()));
+    if constexpr (Store) store_partial(out + v, e, rest);
     accumulate<Arch, T>(e, acc0, acc1);
   }
   return lanes_sum<Arch>(acc0, acc1);
+}
+
+//! The weights of `one_read_weights`: the row's status, their sum, the reference R they are relative
+//! to, and the row's maximum.
+struct referenced_weights {
+  row_status status;
+  double sum, reference, max;
+};
+
+//! The weights w_v = exp((x_v - R) / T) of a row of logits (`scaled_exp`: for float rows the
+//! softmax's weights, with R in place of the maximum), stored to `out`, and their sum (float rows:
+//! summed in pairs, `sum_scaled_exp`), reading the
+//! row from memory once: chunk by chunk, the chunk's maximum and status (`logit_row_max`), then its
+//! weights from the first-level cache while the next chunk is prefetched. R is the first finite
+//! chunk maximum, so weights can exceed 1, by at most e^64; when a later chunk's maximum would take
+//! them past that, R becomes the row's maximum (the rest of the row is read for it) and the weights
+//! so far are computed again. The status is `logit_row_max`'s for the row; the weights are
+//! unspecified on not_finite, 0 on no_mass.
+//! \pre T > 0; float rows: 1 / T a float (`vector_temperature`)
+template <class Arch, class T>
+referenced_weights one_read_weights(std::span<const T> logits, double temperature, T* out) noexcept {
+  constexpr std::size_t chunk = 4096;  // (16 KB of floats)
+  constexpr double headroom = 64.0;    // (float's largest is e^88.7)
+  constexpr double none = -std::numeric_limits<double>::infinity();
+  referenced_weights r{row_status::no_mass, 0.0, none, none};
+  for (std::size_t begin = 0; begin < logits.size(); begin += chunk) {
+    const std::span<const T> part = logits.subspan(begin, std::min(chunk, logits.size() - begin));
+    double part_max = none;
+    const row_status s = logit_row_max<Arch>(part, part_max);
+    if (s == row_status::not_finite) return {s, 0.0, r.reference, r.max};
+    if (s == row_status::ok && r.status == row_status::no_mass) {
+      r.status = row_status::ok;
+      r.reference = part_max;
+    } else if (s == row_status::ok && (part_max - r.reference) / temperature > headroom) {
+      double row_max = none;
+      if (logit_row_max<Arch>(logits.subspan(begin), row_max) == row_status::not_finite)
+        return {row_status::not_finite, 0.0, r.reference, r.max};
+      r.reference = row_max;
+      r.sum = sum_scaled_exp<Arch, true, T, true>(logits.first(begin), r.reference, temperature, out);
+    }
+    r.max = std::max(r.max, part_max);
+    if (r.status == row_status::no_mass) {
+      std::fill(out + begin, out + begin + part.size(), T(0));
+      continue;
+    }
+    const std::size_t next = begin + part.size();
+    r.sum += sum_scaled_exp<Arch, true, T, true>(part, r.reference, temperature, out + begin,
+                                                 logits.subspan(next, std::min(chunk, logits.size() - next)));
+  }
+  return r;
 }
 
 template <class T, class U>

@@ -1,0 +1,206 @@
+// SPECDEC_TEST_COMPILE_OPTIONS: -mavx512f -mavx512cd -mavx512dq -mavx512bw -mavx2 -mfma
+// SPECDEC_TEST_LABELS: simd_isa
+//
+// The pieces of the simd top-p path from logits (backend/simd/sample_logits.hpp): the float exp of
+// backend/simd/exp.hpp against exp in double, the one-read weights of backend/simd/softmax.hpp
+// against their definition, and backend/simd/top_p_cut.hpp's cut against the threshold of the sorted
+// row, with the guessed band and without it, on rows where the guess holds the cut and on rows built
+// so that it misses. Compiled for AVX-512 and AVX2 where the compiler accepts the flags (see
+// simd_avx512.cpp); each case checks that the CPU runs the architecture first.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns falsely inside xsimd's AVX-512 kernels (-W[maybe-]uninitialized on _mm512_undefined_*).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include "specdec/backend/simd/xsimd_include.hpp"
+
+#include "specdec/backend/simd/exp.hpp"
+#include "specdec/backend/simd/softmax.hpp"
+#include "specdec/backend/simd/top_p_cut.hpp"
+#include "specdec/exec/simd.hpp"
+#include "specdec/random/stream.hpp"
+
+#if XSIMD_WITH_AVX512BW
+using top_p_archs = std::tuple<xsimd::avx512bw, xsimd::avx2>;
+#elif XSIMD_WITH_AVX2
+using top_p_archs = std::tuple<xsimd::avx2>;
+#else
+using top_p_archs = std::tuple<xsimd::default_arch>;
+#endif
+
+namespace {
+
+using specdec::random::philox_stream;
+using specdec::random::purpose;
+using specdec::random::stream_address;
+constexpr float inf = std::numeric_limits<float>::infinity();
+
+template <class Arch>
+bool runnable() {
+  if (specdec::exec::arch_runnable<Arch>()) return true;
+  WARN("skipped: this CPU cannot run xsimd architecture " << Arch::name());
+  return false;
+}
+
+//! Float ulps between a float and the double it approximates (the spacing of floats at the double).
+double ulps(float got, double want) {
+  const float near = static_cast<float>(want);
+  const double spacing = static_cast<double>(std::nextafter(std::abs(near), inf) - std::abs(near));
+  return std::abs(static_cast<double>(got) - want) / spacing;
+}
+
+//! The top-p threshold by its definition: the row sorted, the value c at which the cumulative mass
+//! first reaches `goal` (S(> c) < goal <= S(>= c)).
+float sorted_threshold(std::vector<float> row, double goal) {
+  std::sort(row.begin(), row.end(), std::greater<float>());
+  double cumulative = 0.0;
+  for (const float x : row) {
+    cumulative += static_cast<double>(x);
+    if (cumulative >= goal) return x;
+  }
+  return row.back();
+}
+
+//! A standard normal draw (Box and Muller).
+double normal(philox_stream& s) {
+  const double u = s.uniform(), v = s.uniform();
+  return std::sqrt(-2.0 * std::log1p(-u)) * std::cos(6.283185307179586 * v);
+}
+
+//! Weights exp(l - max) of normal logits with standard deviation `sd`, and their largest.
+std::vector<float> normal_weights(philox_stream& s, std::size_t V, double sd) {
+  std::vector<double> l(V);
+  for (double& x : l) x = sd * normal(s);
+  const double m = *std::max_element(l.begin(), l.end());
+  std::vector<float> w(V);
+  for (std::size_t v = 0; v < V; ++v) w[v] = static_cast<float>(std::exp(l[v] - m));
+  return w;
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("simd exp_in_range is within 2 ulp of exp, exactly 1 at 0 and 0 far below", "[simd][softmax]",
+                        top_p_archs) {
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  using B = xsimd::batch<float, Arch>;
+  constexpr std::size_t n = B::size;
+  // Every 61st float of [-87.3, 64] by bit pattern (normal results: exp(-87.3) > FLT_MIN), and 0.
+  std::vector<float> t{0.0f, -0.0f, 1.0f, -1.0f, 64.0f, -87.3f};
+  for (std::uint32_t bits = 0; bits <= 0x42800000u; bits += 61) t.push_back(std::bit_cast<float>(bits));            // (0, 64]
+  for (std::uint32_t bits = 0x80000000u; bits <= 0xc2ae999au; bits += 61) t.push_back(std::bit_cast<float>(bits));  // [-87.3, 0)
+  while (t.size() % n) t.push_back(0.0f);
+  double worst = 0.0;
+  std::array<float, n> out;
+  for (std::size_t i = 0; i < t.size(); i += n) {
+    specdec::backend::simd::detail::exp_in_range<Arch>(B::load_unaligned(t.data() + i)).store_unaligned(out.data());
+    for (std::size_t j = 0; j < n; ++j) worst = std::max(worst, ulps(out[j], std::exp(static_cast<double>(t[i + j]))));
+  }
+  INFO(Arch::name() << ": worst " << worst << " ulp over " << t.size() << " arguments");
+  CHECK(worst <= 2.0);
+  specdec::backend::simd::detail::exp_in_range<Arch>(B(0.0f)).store_unaligned(out.data());
+  CHECK(out[0] == 1.0f);
+  specdec::backend::simd::detail::exp_in_range<Arch>(B(-1000.0f)).store_unaligned(out.data());
+  CHECK(out[0] == 0.0f);
+}
+
+TEMPLATE_LIST_TEST_CASE("simd one_read_weights: the softmax weights relative to its reference, the row's status",
+                        "[simd][softmax]", top_p_archs) {
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x70C, 1, 0, 0, purpose::user});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const std::size_t V : {std::size_t{1}, std::size_t{100}, std::size_t{4096}, std::size_t{4097}, std::size_t{50001}})
+    for (int variant = 0; variant < 6; ++variant)
+      for (const double temperature : {1.0, 0.3}) {
+        std::vector<float> l(V);
+        for (float& x : l) x = static_cast<float>(2.0 * normal(s));
+        if (variant == 1) l[V - 1] = 200.0f;  // a late maximum, far above the first part's
+        if (variant == 2) l[V - 1] = nan;
+        if (variant == 3) std::fill(l.begin(), l.end(), -inf);
+        if (variant == 4) std::fill(l.begin(), l.begin() + static_cast<std::ptrdiff_t>(V / 2), -inf);  // a -inf prefix
+        if (variant == 5) l[V / 2] = inf;
+        CAPTURE(V, variant, temperature);
+        std::vector<float> w(V, -1.0f);
+        const auto r = specdec::backend::simd::detail::one_read_weights<Arch>(std::span<const float>(l), temperature, w.data());
+        double m = 0.0;
+        const specdec::row_status want = specdec::backend::simd::logit_row_max<Arch>(std::span<const float>(l), m);
+        REQUIRE(r.status == want);
+        if (r.status == specdec::row_status::not_finite) continue;
+        if (r.status == specdec::row_status::no_mass) {
+          CHECK(std::all_of(w.begin(), w.end(), [](float x) { return x == 0.0f; }));
+          continue;
+        }
+        REQUIRE(r.max == m);
+        // The reference is within 64 T below the maximum (weights <= e^64), and is the maximum
+        // itself after a late jump.
+        CHECK(r.reference <= m);
+        CHECK((m - r.reference) / temperature <= 64.0);
+        if (variant == 1) CHECK(r.reference == m);
+        double sum = 0.0;
+        for (std::size_t v = 0; v < V; ++v) {
+          const double gap = (static_cast<double>(l[v]) - r.reference) / temperature;
+          const double want_w = std::exp(gap);
+          sum += static_cast<double>(w[v]);
+          if (want_w < 1e-30) continue;  // (float underflow may differ)
+          CAPTURE(v, l[v], w[v], want_w);
+          REQUIRE(std::abs(static_cast<double>(w[v]) - want_w) <= (2.0 * std::abs(gap) + 4.0) * 0x1p-23 * want_w);
+        }
+        CHECK(std::abs(r.sum - sum) <= 0x1p-23 * sum);  // pairs added in float: within 2^-24 each
+      }
+}
+
+TEMPLATE_LIST_TEST_CASE("simd top_p_cut is the sorted row's threshold, with the guessed band and without it", "[simd][warp]",
+                        top_p_archs) {
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  namespace d = specdec::backend::simd::detail;
+  constexpr std::size_t n = xsimd::batch<float, Arch>::size;
+  philox_stream s(stream_address{0x70C, 2, 0, 0, purpose::user});
+  int guessed = 0, missed = 0;
+  for (const std::size_t V : {std::size_t{20000}, std::size_t{128256}})
+    for (const double sd : {0.5, 2.0, 4.0, 8.0})
+      for (const double top_p : {0.5, 0.9, 0.95, 0.99})
+        for (int variant = 0; variant < 3; ++variant) {
+          std::vector<float> w = normal_weights(s, V, sd);
+          if (variant == 1)  // the batches the guess samples (every stride-th) weigh a tenth: it misses
+            for (std::size_t v = 0; v < V; ++v)
+              if ((v / n) % (V / n / d::guess_batches) == 0) w[v] *= 0.1f;
+          if (variant == 2)  // ties: values rounded to 8 levels per octave
+            for (float& x : w) x = std::exp2(std::round(std::log2(x) * 8.0f) / 8.0f);
+          double z = 0.0;
+          for (const float x : w) z += static_cast<double>(x);
+          const float top = *std::max_element(w.begin(), w.end());
+          const double goal = top_p * z;
+          const float lo = std::clamp(d::round_down_to<float>((z - goal) / static_cast<double>(V) * (1.0 - 0x1p-20)),
+                                      std::numeric_limits<float>::denorm_min(), top);
+          const std::span<const float> row(w);
+          const float want = sorted_threshold(w, goal);
+          CAPTURE(V, sd, top_p, variant, want);
+          CHECK(d::top_p_cut<Arch>(row, goal, lo, top) == want);
+          CHECK(d::top_p_cut<Arch>(row, goal, lo, top, z) == want);
+          if (const auto band = d::guess_cut_band<Arch>(row, z, goal, lo, top)) {
+            ++guessed;
+            if (!((*band)[0] <= want && want < (*band)[1])) ++missed;
+          }
+        }
+  // Both paths ran: guesses that held the cut (the band pass) and guesses that did not (the fallback).
+  INFO(Arch::name() << ": " << guessed << " guesses, " << missed << " of which missed the cut");
+  CHECK(guessed - missed >= 20);
+  CHECK(missed >= 5);
+}
