@@ -5,10 +5,12 @@
 //! Shapes: gamma 4 and 8, V 32000 and 128256, rows from DRAM or from cache; the chains and their
 //! warping are bench/logit_chains.hpp's.
 //! Draft sides: `draft logits` (the verifier warps each draft row it reads), `q(x) given` (a draft row
-//! is warped only at a rejection), `q rows given` (no draft row is warped). The `naive` row warps all
+//! is warped only at a rejection), `q rows given` (no draft row is warped). Rules: strict with each
+//! draft side, block with q(x) given, sample-and-match. The `naive` row warps all
 //! gamma + 1 target and gamma draft rows with seq's `warp_logits` then runs seq's `verify`.
 //! Bytes per call: the logit and q rows the call reads (target rows 0..a, and the draft rows its draft
-//! side reads), from the outputs of each call.
+//! side reads; block: gamma target rows, and the bonus row or one draft row), from the outputs of each
+//! call.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -81,7 +83,11 @@ void run(benchmark::State& state, const char* rule_name, const Rule& rule, side 
     const bool rejected = accepted < static_cast<std::int32_t>(gamma);
     accepted_total += a;
     double rows = a + 1;  // target rows 0..a
-    if constexpr (specdec::reads_draft_distribution<Rule>) {
+    if constexpr (std::is_same_v<Rule, specdec::block_rule>) {
+      // The forward pass reads target rows 0..gamma-1 (q(x) given), the bonus row gamma when all are
+      // accepted, and the draft row where the scan stops otherwise.
+      rows = static_cast<double>(gamma) + 1.0;
+    } else if constexpr (specdec::reads_draft_distribution<Rule>) {
       if (std::is_same_v<Backend, naive_backend>)
         rows = 2.0 * static_cast<double>(gamma) + 1.0;
       else if (s == side::q_at_drafts)
@@ -127,6 +133,10 @@ void register_all() {
                   run<Backend>(st, "strict", specdec::strict, s, gamma, V, dram);
                 })->Unit(benchmark::kMicrosecond);
               }
+              if (!std::is_same_v<Backend, naive_backend>)
+                benchmark::RegisterBenchmark(("BM_block/q(x) given" + tail).c_str(), [=](benchmark::State& st) {
+                  run<Backend>(st, "block", specdec::block, side::q_at_drafts, gamma, V, dram);
+                })->Unit(benchmark::kMicrosecond);
               benchmark::RegisterBenchmark(("BM_sample_and_match" + tail).c_str(), [=](benchmark::State& st) {
                 run<Backend>(st, "sample_and_match", specdec::sample_and_match, side::draft_logits, gamma, V, dram);
               })->Unit(benchmark::kMicrosecond);

@@ -4,6 +4,7 @@
 // not read; bad values are flagged, never turned into tokens; bad shapes throw.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -210,3 +211,56 @@ TEST_CASE("verify_from_logits: bad q(x) values are flagged, bad shapes throw", "
   const std::vector<specdec::warp_params> one_param(1);
   CHECK_THROWS_AS(run(specdec::exec::seq, specdec::strict, c.logits, c, {.params = one_param}), specdec::error);
 }
+
+namespace {
+
+//! One request, one draft: block verification reads the target row twice (its forward pass, then
+//! its scan), the second time from the verifier's scratch. A second call on the same buffers, whose
+//! target row now gives the draft no probability, must reject it: nothing of the first call's row
+//! may be reused.
+template <class Policy>
+void check_rewritten_logits(const Policy& policy) {
+  constexpr std::size_t V = 300;
+  constexpr token_id x = 5;
+  philox_stream s(stream_address{0x12E, 0, 0, 0, purpose::user});
+  row draft(V);
+  for (float& l : draft) l = static_cast<float>(4.0 * (s.uniform() - 0.5));
+  draft[x] = 3.0f;  // among the largest: a top-k 50 keeps it
+  request_data<float> r;
+  r.stream = request_stream{0x12E, 0, 3};
+  r.drafts = {x};
+  r.draft_rows = {draft};
+  r.target_rows = {draft, draft};
+  owned_batch<float> batch = build_batch(std::vector<request_data<float>>{r}, V, true);
+  const float* const rows_before = batch.target_rows.data();
+  for (const specdec::warp_params w :
+       {specdec::warp_params{.temperature = 1.0}, specdec::warp_params{.temperature = 1.0, .top_k = 50}}) {
+    CAPTURE(w.top_k);
+    const std::vector<specdec::warp_params> params{w};
+    std::copy(draft.begin(), draft.end(), batch.target_rows.begin());
+    owned_outputs first(batch);
+    specdec::verify_from_logits(policy, specdec::block, batch.view(), std::span<const specdec::warp_params>(params),
+                                std::span<const specdec::warp_params>(params), batch.stream_span(), first.view());
+    CHECK(first.num_accepted[0] == 1);                               // p = q: block accepts
+    batch.target_rows[x] = -std::numeric_limits<float>::infinity();  // rewritten in place: p(x) = 0
+    REQUIRE(batch.target_rows.data() == rows_before);
+    owned_outputs second(batch);
+    specdec::verify_from_logits(policy, specdec::block, batch.view(), std::span<const specdec::warp_params>(params),
+                                std::span<const specdec::warp_params>(params), batch.stream_span(), second.view());
+    CHECK(second.num_accepted[0] == 0);
+    CHECK(second.tokens[0] != x);
+    CHECK(specdec::is_valid(second.status[0]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("verify_from_logits reads logits rewritten in place between calls afresh (block, seq)", "[acceptance][logits]") {
+  check_rewritten_logits(specdec::exec::seq);
+}
+
+#if SPECDEC_ENABLE_SIMD
+TEST_CASE("verify_from_logits reads logits rewritten in place between calls afresh (block, simd)", "[acceptance][logits]") {
+  check_rewritten_logits(specdec::exec::simd);
+}
+#endif

@@ -58,13 +58,16 @@ struct target_probabilities {
 };
 
 //! The scratch of one request's target rows from logits: the warped row, or a sparse filter's kept
-//! tokens, weights and probabilities.
+//! tokens, weights and probabilities; and which row's probabilities it holds, so that reading them
+//! again costs nothing (`warped_logit_rows::probabilities`).
 template <class T>
 struct logit_row_scratch {
-  std::vector<T> row;            //!< a warped row
-  std::vector<token_id> kept;    //!< the kept tokens of a sparse filter
-  std::vector<double> weights;   //!< their weights
-  std::vector<T> probabilities;  //!< their probabilities
+  std::vector<T> row;              //!< a warped row
+  std::vector<token_id> kept;      //!< the kept tokens of a sparse filter
+  std::vector<double> weights;     //!< their weights
+  std::vector<T> probabilities;    //!< their probabilities
+  const T* held_row = nullptr;     //!< the logits row whose probabilities `held` views, or null
+  target_probabilities<T> held{};  //!< that row's probabilities (views into this scratch)
 };
 
 //! Rows read directly from a probability batch.
@@ -200,14 +203,27 @@ struct warped_logit_rows {
   logit_row_scratch<T>& target_scratch;  //!< holds the last target row's warp
   std::vector<T>& draft_scratch;         //!< holds the last warped draft row
   //! Target row i of request b, warped into `target_scratch`.
-  row_ref<T> target(std::size_t i) { return warp(batch.target_row(b, i), target_params, target_scratch.row); }
-  //! Target row i's probabilities as the backend warps them (`Kernels::probabilities`: a row, or kept tokens).
+  row_ref<T> target(std::size_t i) {
+    target_scratch.held_row = nullptr;
+    return warp(batch.target_row(b, i), target_params, target_scratch.row);
+  }
+  //! Target row i's probabilities as the backend warps them (`Kernels::probabilities`: a row, or kept tokens);
+  //! computed once when read twice in a row (block verification's scan stops at the last row of its
+  //! forward pass). \pre `target_scratch.held_row` was reset since the request's logits were last written
+  //! (`verify_from_logits_with` resets it for each request)
   target_probabilities<T> probabilities(std::size_t i) {
-    return Kernels::probabilities(batch.target_row(b, i), target_params, target_scratch);
+    const std::span<const T> logits = batch.target_row(b, i);
+    if (target_scratch.held_row != logits.data()) {
+      target_scratch.held_row = nullptr;  // (while the kernel overwrites the scratch)
+      target_scratch.held = Kernels::probabilities(logits, target_params, target_scratch);
+      target_scratch.held_row = logits.data();
+    }
+    return target_scratch.held;
   }
   //! A sample of target row i with the uniform u, drawn from the logits as the backend's `sample_logits` draws it
   //! (docs: the sampling contract, verification from logits).
   sample_result sample_target(std::size_t i, double u) {
+    target_scratch.held_row = nullptr;
     return Kernels::sample_logits(batch.target_row(b, i), target_params, u, target_scratch);
   }
   //! Draft row i of request b: q itself, or its logits warped into `draft_scratch`.
@@ -569,6 +585,7 @@ void verify_from_logits_with(const Rule& rule, const chain_batch<T>& batch, std:
   thread_local std::vector<T> draft_scratch;
   verify_each<K>(rule, batch, streams, out, options, [&](std::size_t b) {
     const warp_params* draft_params = !draft_logits ? nullptr : draft.params.empty() ? &target_params[b] : &draft.params[b];
+    target_scratch.held_row = nullptr;  // (a caller may rewrite its logits between calls, in place)
     return warped_logit_rows<T, K>{batch, b, target_params[b], draft_params, draft.q_at_drafts, target_scratch, draft_scratch};
   });
 }
