@@ -48,24 +48,20 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <memory>
-#include <optional>
 #include <span>
 #include <type_traits>
-#include <vector>
 
 #include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/categorical.hpp"
 #include "specdec/backend/simd/reduce.hpp"
 #include "specdec/backend/simd/select.hpp"
+#include "specdec/backend/simd/softmax.hpp"
 #include "specdec/backend/simd/sparse_filter.hpp"
 #include "specdec/backend/simd/top_p_cut.hpp"
-#include "specdec/backend/simd/softmax.hpp"
 #include "specdec/backend/simd/warp.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/sampling/categorical.hpp"
@@ -141,11 +137,10 @@ template <class Arch, class T>
 sample_result sample_logits(std::span<const T> logits, const warp_params& w, double u) {
   validate(w);
   if (detail::sparse_filter_applies<T>(w)) {
-    thread_local std::vector<token_id> tokens;
-    thread_local std::vector<double> weights;
-    const row_status s = detail::sparse_filter<Arch>(logits, w, tokens, weights);
+    detail::sparse_buffers<T>& kept = detail::thread_sparse_buffers<T>();
+    const row_status s = detail::sparse_filter<Arch>(logits, w, kept.tokens, kept.weights);
     if (s != row_status::ok) return {no_token, s, 0.0};
-    return sample_sparse(logits.size(), tokens, weights, u);
+    return sample_sparse(logits.size(), kept.tokens, kept.weights, u);
   }
   if (w.temperature > 0.0 && w.top_k == 0 && w.top_p < 1.0 && w.min_p == 0.0 && detail::vector_row_type<T> &&
       detail::vector_temperature<T>(w.temperature))

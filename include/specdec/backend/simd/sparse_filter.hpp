@@ -159,6 +159,24 @@ row_status sparse_probabilities(std::span<const T> logits, const warp_params& w,
   if (s == row_status::ok) kept_probabilities(std::span<const double>(weights), values);
   return s;
 }
+
+//! A sparse filter's result: the kept tokens, their weights and their probabilities.
+template <class T>
+struct sparse_buffers {
+  std::vector<token_id> tokens;  //!< the kept tokens (increasing)
+  std::vector<double> weights;   //!< their weights
+  std::vector<T> values;         //!< their probabilities (`sparse_probabilities`)
+};
+
+//! The calling thread's `sparse_buffers`, kept from call to call (no allocation once large enough),
+//! for `sample_logits` and `warp_logits`, which use them only until they return. Verification from
+//! logits keeps its own (`seq::logit_row_scratch`): its view of a row outlives the target samples it
+//! draws with `sample_logits`.
+template <class T>
+sparse_buffers<T>& thread_sparse_buffers() {
+  thread_local sparse_buffers<T> buffers;
+  return buffers;
+}
 }  // namespace detail
 
 }  // namespace specdec::backend::simd

@@ -295,12 +295,10 @@ row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp
     }
     if constexpr (std::is_same_v<T, U>) {
       if (detail::sparse_filter_applies<T>(w)) {
-        thread_local std::vector<token_id> tokens;
-        thread_local std::vector<double> weights;
-        thread_local std::vector<T> values;
-        const row_status s = detail::sparse_probabilities<Arch>(logits, w, tokens, weights, values);
+        detail::sparse_buffers<T>& kept = detail::thread_sparse_buffers<T>();
+        const row_status s = detail::sparse_probabilities<Arch>(logits, w, kept.tokens, kept.weights, kept.values);
         std::fill(probs.begin(), probs.end(), U(0));
-        for (std::size_t i = 0; i < values.size(); ++i) probs[static_cast<std::size_t>(tokens[i])] = values[i];
+        for (std::size_t i = 0; i < kept.values.size(); ++i) probs[static_cast<std::size_t>(kept.tokens[i])] = kept.values[i];
         return s;
       }
     }
