@@ -5,7 +5,8 @@
 // backend/simd/exp.hpp against exp in double, the one-read weights of backend/simd/softmax.hpp
 // against their definition, and backend/simd/top_p_cut.hpp's cut against the threshold of the sorted
 // row, with the guessed band and without it, on rows where the guess holds the cut and on rows built
-// so that it misses. Compiled for AVX-512 and AVX2 where the compiler accepts the flags (see
+// so that it misses; and the whole path on double rows against seq (float rows:
+// tests/sampling/simd_sample_logits.cpp and simd_cases.hpp). Compiled for AVX-512 and AVX2 where the compiler accepts the flags (see
 // simd_avx512.cpp); each case checks that the CPU runs the architecture first.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns falsely inside xsimd's AVX-512 kernels (-W[maybe-]uninitialized on _mm512_undefined_*).
@@ -30,10 +31,13 @@
 #include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/exp.hpp"
+#include "specdec/backend/simd/sample_logits.hpp"
 #include "specdec/backend/simd/softmax.hpp"
 #include "specdec/backend/simd/top_p_cut.hpp"
+#include "specdec/distributions/warp.hpp"
 #include "specdec/exec/simd.hpp"
 #include "specdec/random/stream.hpp"
+#include "specdec/sampling/categorical.hpp"
 
 #if XSIMD_WITH_AVX512BW
 using top_p_archs = std::tuple<xsimd::avx512bw, xsimd::avx2>;
@@ -203,4 +207,35 @@ TEMPLATE_LIST_TEST_CASE("simd top_p_cut is the sorted row's threshold, with the 
   INFO(Arch::name() << ": " << guessed << " guesses, " << missed << " of which missed the cut");
   CHECK(guessed - missed >= 20);
   CHECK(missed >= 5);
+}
+
+TEMPLATE_LIST_TEST_CASE("simd sample_logits' top-p path on double rows agrees with seq and keeps to its mask", "[simd][sampling]",
+                        top_p_archs) {
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  philox_stream s(stream_address{0x70C, 3, 0, 0, purpose::user});
+  std::size_t draws = 0, agree = 0;
+  for (const std::size_t V : {std::size_t{5000}, std::size_t{40000}})
+    for (const double sd : {1.0, 2.0, 4.0})
+      for (const double top_p : {0.5, 0.9, 0.99})
+        for (const double temperature : {1.0, 0.7}) {
+          std::vector<double> l(V);
+          for (double& x : l) x = sd * normal(s);
+          const specdec::warp_params w{.temperature = temperature, .top_p = top_p};
+          std::vector<double> probs(V);
+          REQUIRE(specdec::warp_logits(std::span<const double>(l), std::span<double>(probs), w) == specdec::row_status::ok);
+          for (int k = 0; k < 20; ++k) {
+            const double u = s.uniform();
+            const auto a = specdec::sample_categorical(std::span<const double>(probs), u);
+            const auto b = specdec::backend::simd::sample_logits<Arch>(std::span<const double>(l), w, u);
+            CAPTURE(V, sd, top_p, temperature, u);
+            REQUIRE(b.status == specdec::row_status::ok);
+            REQUIRE(specdec::in_vocabulary(b.token, V));
+            REQUIRE(probs[static_cast<std::size_t>(b.token)] > 0.0);  // never outside seq's kept set
+            ++draws;
+            agree += a.token == b.token;
+          }
+        }
+  INFO(Arch::name() << ": " << agree << " of " << draws << " tokens equal to seq's");
+  CHECK(agree * 1000 >= draws * 999);
 }
