@@ -69,17 +69,17 @@
 namespace specdec::backend::simd {
 
 namespace detail {
-//! The step (categorical.hpp's `WeightStep`) of a row of the top-p path's weights whose entries below
-//! `cut` weigh 0: the same weights and sums as `row_step` on the row after `zero_below(row, cut)`,
-//! without that pass over the row. The weights are exps of finite arguments (`one_read_weights`), so
-//! finite and >= 0: the row is usable, and no check is made.
+//! The step (categorical.hpp's `WeightStep`) of a row whose entries below `cut` weigh 0: the same
+//! weights, sums and usability as `row_step` on the row after `zero_below(row, cut)`, without that
+//! pass over the row.
 template <class Arch, class T>
 struct threshold_row_step {
   const T* x;
   std::size_t size;
   T cut;
+  fast_usable_tracker<Arch, T> ok{};
 
-  void operator()(std::size_t base, lane_accumulators<Arch>& acc) const {
+  void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
     using B = xsimd::batch<T, Arch>;
     constexpr std::size_t R = sampling_lanes / dbatch<Arch>::size;
     const B c(cut), zero(T(0));
@@ -87,17 +87,25 @@ struct threshold_row_step {
       for (std::size_t k = 0; k < R / 2; ++k) {
         const B l = B::load_unaligned(x + base + k * B::size);
         const B v = xsimd::select(l < c, zero, l);
+        ok.add(v);
         acc[2 * k] += widen_lo<Arch>(v);
         acc[2 * k + 1] += widen_hi<Arch>(v);
       }
     } else {
       for (std::size_t k = 0; k < R; ++k) {
         const B l = B::load_unaligned(x + base + k * B::size);
-        acc[k] += xsimd::select(l < c, zero, l);
+        const B v = xsimd::select(l < c, zero, l);
+        ok.add(v);
+        acc[k] += v;
       }
     }
   }
-  static constexpr bool usable() noexcept { return true; }
+  bool usable() const {
+    if (ok.all()) return true;
+    for (std::size_t v = 0; v < size; ++v)
+      if (!specdec::detail::usable_weight(scalar(v))) return false;
+    return true;
+  }
   double scalar(std::size_t v) const { return x[v] < cut ? 0.0 : static_cast<double>(x[v]); }
 };
 
