@@ -450,7 +450,7 @@ TEMPLATE_LIST_TEST_CASE("simd softmax: tiny temperatures on float rows, -inf and
   //    gave NaN probabilities with status ok; such rows now take seq's path;
   //  - a -inf logit (or the -inf padding of a partial batch) reached xsimd's exp, whose conversion of
   //    round(x / log 2) to a 64-bit integer is a scalar cast of -inf on SSE2/AVX2: undefined behaviour
-  //    (UBSan); arguments are now raised to a floor where exp is 0 already.
+  //    (UBSan); arguments are now raised to a floor where exp is 0 already (NaN too: see 1e300 below).
   using Arch = TestType;
   if (!specdec_simd_test::runnable<Arch>()) return;
   const auto check = [](auto tag, std::initializer_list<double> values, double temperature) {
@@ -471,7 +471,8 @@ TEMPLATE_LIST_TEST_CASE("simd softmax: tiny temperatures on float rows, -inf and
     CHECK(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)));
   };
   constexpr double inf = std::numeric_limits<double>::infinity();
-  for (const double temperature : {1e-300, 1e-39, 1.0}) {
+  // 1e300: float(1 / T) is 0, so a -inf logit's argument is -inf * 0 = NaN, which must weigh 0.
+  for (const double temperature : {1e-300, 1e-39, 1.0, 1e300}) {
     check(float{}, {1.0, 2.0, 2.0, 0.5, 1.0}, temperature);
     check(float{}, {-inf, 3.0, -inf, 3.0, -inf, -inf, -inf, -inf, 1.0}, temperature);
   }

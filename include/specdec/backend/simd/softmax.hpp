@@ -88,9 +88,18 @@ struct scaled_exp {
         factor(std::is_same_v<T, float> ? static_cast<T>(1.0 / temperature) : static_cast<T>(temperature)) {}
   B operator()(const B& x) const noexcept {
     if constexpr (std::is_same_v<T, float>)
-      return exp_in_range<Arch>(xsimd::max((x - max) * factor, B(exp_floor)));
+      return exp_in_range<Arch>(raised((x - max) * factor));
     else
-      return xsimd::exp(xsimd::max((x - max) / factor, B(exp_floor)));  // double rows divide, as seq does
+      return xsimd::exp(raised((x - max) / factor));  // double rows divide, as seq does
+  }
+  //! t raised to `exp_floor`, NaN included (a -inf logit times a float(1 / T) of 0, at temperatures
+  //! above about 1e45), so that such a logit weighs 0 as in seq: x86's max instruction returns its
+  //! second operand when the first is NaN; elsewhere a comparison, false for NaN, picks the floor.
+  static B raised(const B& t) noexcept {
+    if constexpr (max_skips_nan_first<Arch>)
+      return xsimd::max(t, B(exp_floor));
+    else
+      return xsimd::select(t > B(exp_floor), t, B(exp_floor));
   }
   //! Arguments are raised to this floor, where the exp is 0 already (below about -708 for double, -104
   //! for float), so the results do not change; -inf (a -inf logit, or the padding of a
