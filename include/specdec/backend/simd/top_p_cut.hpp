@@ -10,7 +10,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <tuple>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -162,20 +161,20 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, double* 
 template <class Arch, class T>
 T top_p_cut(std::span<const T> row, double goal, T lo, T top = T(1), double z = 0.0);
 
-//! A guess at a narrow band [lo, hi) that holds the top-p cut c of `row` (`top_p_cut`; z the row's
-//! mass, goal <= z), from a subsample of `guess_batches` evenly spaced batches of the row, or nothing when
-//! the row is too short for it to pay, or the estimate too uncertain. The entries below c carry z - S(>= c), about z - goal; the
-//! subsample's mass below a threshold, scaled by the subsampled fraction, estimates the row's with a
-//! small relative error, since those entries are all below the threshold (the mass above it is
-//! dominated by the few largest entries, and would not). The band runs between the subsample's cuts
-//! for a mass below of (z - goal) (1 +- margin), the margin 4.5 standard errors of the estimate
-//! (from the subsample's spread), at least 0.1; none when it would exceed 0.5 (rows whose few
-//! largest entries hold the mass, such as low temperatures). Only a guess: `top_p_cut` checks it against the exact masses of one pass over
-//! the row and falls back to its full search when it misses.
-//! \pre as `top_p_cut`
 //! Batches in the subsample of `guess_cut_band`.
 inline constexpr std::size_t guess_batches = 128;
 
+//! A guess at a narrow band [lo, hi) that holds the top-p cut c of `row` (`top_p_cut`; z the row's
+//! mass, goal <= z), from a subsample of `guess_batches` evenly spaced batches of the row; nothing
+//! when the row is too short for it to pay, or the estimate too uncertain. The entries below c carry
+//! z - S(>= c), about z - goal; the subsample's mass below a threshold, scaled by the subsampled
+//! fraction, estimates the row's with a small relative error, since those entries are all below the
+//! threshold (the mass above it is dominated by the few largest entries, and would not). The band
+//! runs between the subsample's cuts for a mass below of (z - goal) (1 +- margin), the margin 4.5
+//! standard errors of the estimate (from the subsample's spread), at least 0.1; nothing when it would
+//! exceed 0.5 (rows whose few largest entries hold the mass, such as low temperatures). Only a guess:
+//! `top_p_cut` checks it against the exact masses of one pass over the row and falls back to its full
+//! search when it misses. \pre as `top_p_cut`
 template <class Arch, class T>
 std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z, double goal, T lo, T top) {
   using B = xsimd::batch<T, Arch>;
@@ -238,7 +237,12 @@ T top_p_cut(std::span<const T> row, double goal, T lo, T top, double z) {
     const band_summary<T> got = gather_band<Arch, T, true, false>(row, (*guess)[0], (*guess)[1], buffer[1], &guess_above);
     const std::span<const T> band(buffer[1], got.size);
     if (guess_above < goal && guess_above + masses_at_least<Arch>(band, std::array<T, 1>{T(0)})[0] >= goal) {
-      std::tie(in, lo, hi, top, above, level) = std::tuple(band, (*guess)[0], (*guess)[1], got.most, guess_above, 1);
+      in = band;  // the state after level 0, with the guessed band
+      lo = (*guess)[0];
+      hi = (*guess)[1];
+      top = got.most;
+      above = guess_above;
+      level = 1;
     }
   }
   for (;; ++level) {
