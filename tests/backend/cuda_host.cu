@@ -246,9 +246,13 @@ warp_params random_params(std::size_t V, specdec::random::philox_stream& g) {
   return w;
 }
 
-//! filter.cuh's top-p agreement bound: (2V + 256) 2^-53 M.
+//! filter.cuh's top-p agreement bound, (2V + 256) 2^-53 M, plus the rounding of seq's fixed-point
+//! masses (half a count per entry, a count at most 2^-min(51, 62 - bit_width(V)) of 2M:
+//! distributions/logit_weights.hpp).
 double top_p_bound(std::size_t V, long double M) {
-  return static_cast<double>((2.0L * static_cast<long double>(V) + 256.0L) * std::ldexp(1.0L, -53) * M);
+  const long double counts =
+      static_cast<long double>(V) * std::ldexp(1.0L, -std::min(51, 62 - static_cast<int>(std::bit_width(V))));
+  return static_cast<double>(((2.0L * static_cast<long double>(V) + 256.0L) * std::ldexp(1.0L, -53) + counts) * M);
 }
 
 struct replay_counts {

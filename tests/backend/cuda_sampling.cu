@@ -3,7 +3,8 @@
 //  - probabilities and log-sum-exp within the bounds stated in softmax.cuh (from CUDA's documented
 //    expf / exp / log errors), statuses exactly seq's, unusable rows zero- or NaN-filled;
 //  - filter masks identical to seq's keep_top_k / keep_top_p / keep_min_p, except top-p rows whose
-//    exact cumulative mass at the boundary is within the stated (2V + 256) 2^-53 M of the goal
+//    exact cumulative mass at the boundary is within the stated (2V + 256) 2^-53 M of the goal (plus
+//    the rounding of seq's fixed-point masses, distributions/logit_weights.hpp)
 //    (checked explicitly; rows of dyadic values must always agree);
 //  - sampled tokens identical to seq's sample_categorical for the same stream, and never outside the
 //    mask or the vocabulary; a row's result does not depend on the rest of its batch;
@@ -12,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -147,7 +149,7 @@ float smallest_kept(std::span<const float> filtered) {
 
 //! filter.cuh's top-p agreement: when the seq and GPU thresholds `a` and `b` (smallest kept values)
 //! differ, the larger one must sit where the exact cumulative mass of top-k's survivors is within
-//! (2V + 256) 2^-53 M of top_p * M.
+//! (2V + 256) 2^-53 M of top_p * M (plus seq's fixed-point rounding).
 bool near_top_p_boundary(std::span<const float> p, const warp_params& w, float a, float b) {
   std::vector<float> survivors(p.begin(), p.end());
   specdec::keep_top_k(std::span<float>(survivors), w.top_k);
@@ -158,7 +160,9 @@ bool near_top_p_boundary(std::span<const float> p, const warp_params& w, float a
     if (x >= v) above += x;
   }
   const long double goal = static_cast<long double>(w.top_p) * mass;
-  const long double tol = (2.0L * static_cast<long double>(p.size()) + 256.0L) * 0x1p-53L * mass;
+  const long double counts =  // seq's fixed-point masses: half a count per entry, a count <= 2^-min(51, 62 - bits(V)) 2M
+      static_cast<long double>(p.size()) * std::ldexp(1.0L, -std::min(51, 62 - static_cast<int>(std::bit_width(p.size()))));
+  const long double tol = ((2.0L * static_cast<long double>(p.size()) + 256.0L) * 0x1p-53L + counts) * mass;
   return w.top_p < 1.0 && std::abs(above - goal) <= tol;
 }
 

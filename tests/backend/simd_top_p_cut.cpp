@@ -1,11 +1,12 @@
 // SPECDEC_TEST_COMPILE_OPTIONS: -mavx512f -mavx512cd -mavx512dq -mavx512bw -mavx2 -mfma
 // SPECDEC_TEST_LABELS: simd_isa
 //
-// The pieces of the simd top-p path from logits (backend/simd/sample_logits.hpp): the float exp of
-// backend/simd/exp.hpp against exp in double, the one-read weights of backend/simd/softmax.hpp
-// against their definition, and backend/simd/top_p_cut.hpp's cut against the threshold of the sorted
-// row, with the guessed band and without it, on rows where the guess holds the cut and on rows built
-// so that it misses; and the whole path on double rows against seq (float rows:
+// The pieces of the simd top-p path from logits (backend/simd/sample_logits.hpp): the vector
+// `weight_exp` of backend/simd/exp.hpp against the scalar one (bit for bit) and exp in double, the
+// one-read weights of backend/simd/softmax.hpp against seq's `logit_weights` (bit for bit), and
+// backend/simd/top_p_cut.hpp's cut against the threshold of the sorted row by fixed-point masses,
+// with the guessed band and without it, on rows where the guess holds the cut and on rows built so
+// that it misses; and the whole path on double rows against seq (float rows:
 // tests/sampling/simd_sample_logits.cpp and simd_cases.hpp). Compiled for AVX-512 and AVX2 where the compiler accepts the flags (see
 // simd_avx512.cpp); each case checks that the CPU runs the architecture first.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -38,6 +39,8 @@
 #include "specdec/exec/simd.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
+#include "specdec/sampling/sample_logits.hpp"
+#include "support/logits_reference.hpp"
 
 #if XSIMD_WITH_AVX512BW
 using top_p_archs = std::tuple<xsimd::avx512bw, xsimd::avx2>;
@@ -68,16 +71,17 @@ double ulps(float got, double want) {
   return std::abs(static_cast<double>(got) - want) / spacing;
 }
 
-//! The top-p threshold by its definition: the row sorted, the value c at which the cumulative mass
-//! first reaches `goal` (S(> c) < goal <= S(>= c)).
-float sorted_threshold(std::vector<float> row, double goal) {
-  std::sort(row.begin(), row.end(), std::greater<float>());
-  double cumulative = 0.0;
-  for (const float x : row) {
-    cumulative += static_cast<double>(x);
-    if (cumulative >= goal) return x;
-  }
-  return row.back();
+//! The top-p threshold by its definition: the positive entries sorted, the value c at which the
+//! cumulative fixed-point mass first reaches the goal (S(> c) < goal <= S(>= c)).
+float sorted_threshold(const std::vector<float>& row, double top_p, const specdec::detail::fixed_mass_scale& f) {
+  std::vector<float> kept;
+  std::int64_t total = 0;
+  for (const float x : row)
+    if (x > 0.0f) {
+      kept.push_back(x);
+      total += f(static_cast<double>(x));
+    }
+  return specdec::detail::fixed_threshold_in(kept, 0, specdec::detail::fixed_goal(top_p, total), 0.0f, f);
 }
 
 //! A standard normal draw (Box and Muller).
@@ -98,33 +102,69 @@ std::vector<float> normal_weights(philox_stream& s, std::size_t V, double sd) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("simd exp_in_range is within 2 ulp of exp, exactly 1 at 0 and 0 far below", "[simd][softmax]",
+TEMPLATE_LIST_TEST_CASE("simd weight_exp is seq's weight_exp bit for bit, and within 2 ulp of exp", "[simd][softmax]",
                         top_p_archs) {
   using Arch = TestType;
   if (!runnable<Arch>()) return;
-  using B = xsimd::batch<float, Arch>;
-  constexpr std::size_t n = B::size;
-  // Every 61st float of [-87.3, 64] by bit pattern (normal results: exp(-87.3) > FLT_MIN), and 0.
-  std::vector<float> t{0.0f, -0.0f, 1.0f, -1.0f, 64.0f, -87.3f};
-  for (std::uint32_t bits = 0; bits <= 0x42800000u; bits += 61) t.push_back(std::bit_cast<float>(bits));            // (0, 64]
-  for (std::uint32_t bits = 0x80000000u; bits <= 0xc2ae999au; bits += 61) t.push_back(std::bit_cast<float>(bits));  // [-87.3, 0)
-  while (t.size() % n) t.push_back(0.0f);
-  double worst = 0.0;
-  std::array<float, n> out;
-  for (std::size_t i = 0; i < t.size(); i += n) {
-    specdec::backend::simd::detail::exp_in_range<Arch>(B::load_unaligned(t.data() + i)).store_unaligned(out.data());
-    for (std::size_t j = 0; j < n; ++j) worst = std::max(worst, ulps(out[j], std::exp(static_cast<double>(t[i + j]))));
+  namespace sd = specdec::detail;
+  {
+    using B = xsimd::batch<float, Arch>;
+    constexpr std::size_t n = B::size;
+    // Every 61st float of [-110, 88] by bit pattern (normal, subnormal and zero results), and the ends.
+    std::vector<float> t{0.0f, -0.0f, 1.0f, -1.0f, 64.0f, -87.3f, -1000.0f, -inf, std::numeric_limits<float>::quiet_NaN()};
+    for (std::uint32_t bits = 0; bits <= 0x42b00000u; bits += 61) t.push_back(std::bit_cast<float>(bits));            // (0, 88]
+    for (std::uint32_t bits = 0x80000000u; bits <= 0xc2dc0000u; bits += 61) t.push_back(std::bit_cast<float>(bits));  // [-110, 0)
+    while (t.size() % n) t.push_back(0.0f);
+    double worst = 0.0;
+    std::size_t differ = 0;
+    std::array<float, n> out;
+    for (std::size_t i = 0; i < t.size(); i += n) {
+      specdec::backend::simd::detail::weight_exp<Arch, float>(B::load_unaligned(t.data() + i)).store_unaligned(out.data());
+      for (std::size_t j = 0; j < n; ++j) {
+        const float scalar = sd::weight_exp(t[i + j]);
+        differ += std::bit_cast<std::uint32_t>(scalar) != std::bit_cast<std::uint32_t>(out[j]);
+        const double want = std::exp(static_cast<double>(t[i + j]));
+        if (want >= static_cast<double>(std::numeric_limits<float>::min())) worst = std::max(worst, ulps(scalar, want));
+      }
+    }
+    INFO(Arch::name() << ": float, worst " << worst << " ulp over " << t.size() << " arguments");
+    CHECK(differ == 0);
+    CHECK(worst <= 2.0);
+    CHECK(sd::weight_exp(0.0f) == 1.0f);
+    CHECK(sd::weight_exp(-1000.0f) == 0.0f);
+    CHECK(sd::weight_exp(-inf) == 0.0f);
+    CHECK(sd::weight_exp(std::numeric_limits<float>::quiet_NaN()) == 0.0f);
+    CHECK(sd::weight_exp(-103.0f) > 0.0f);  // subnormal results are kept (e^-103 is about 1.4e-45)
   }
-  INFO(Arch::name() << ": worst " << worst << " ulp over " << t.size() << " arguments");
-  CHECK(worst <= 2.0);
-  specdec::backend::simd::detail::exp_in_range<Arch>(B(0.0f)).store_unaligned(out.data());
-  CHECK(out[0] == 1.0f);
-  specdec::backend::simd::detail::exp_in_range<Arch>(B(-1000.0f)).store_unaligned(out.data());
-  CHECK(out[0] == 0.0f);
+  {
+    using B = xsimd::batch<double, Arch>;
+    constexpr std::size_t n = B::size;
+    std::vector<double> t{0.0, -0.0, -745.0, 709.0, -1e4, -std::numeric_limits<double>::infinity()};
+    philox_stream s(stream_address{0x70C, 9, 0, 0, purpose::user});
+    for (int i = 0; i < 200000; ++i) t.push_back(-760.0 + 1469.0 * s.uniform());
+    while (t.size() % n) t.push_back(0.0);
+    double worst = 0.0;
+    std::size_t differ = 0;
+    std::array<double, n> out;
+    for (std::size_t i = 0; i < t.size(); i += n) {
+      specdec::backend::simd::detail::weight_exp<Arch, double>(B::load_unaligned(t.data() + i)).store_unaligned(out.data());
+      for (std::size_t j = 0; j < n; ++j) {
+        const double scalar = sd::weight_exp(t[i + j]);
+        differ += std::bit_cast<std::uint64_t>(scalar) != std::bit_cast<std::uint64_t>(out[j]);
+        const double want = std::exp(t[i + j]);
+        if (want >= std::numeric_limits<double>::min())
+          worst = std::max(worst, std::abs(scalar - want) / (std::nextafter(want, 2.0 * want) - want));
+      }
+    }
+    INFO(Arch::name() << ": double, worst " << worst << " ulp (of glibc's exp) over " << t.size() << " arguments");
+    CHECK(differ == 0);
+    CHECK(worst <= 2.0);
+    CHECK(sd::weight_exp(0.0) == 1.0);
+  }
 }
 
-TEMPLATE_LIST_TEST_CASE("simd one_read_weights: the softmax weights relative to its reference, the row's status",
-                        "[simd][softmax]", top_p_archs) {
+TEMPLATE_LIST_TEST_CASE("simd one_read_weights: seq's weights and reference bit for bit, the row's status", "[simd][softmax]",
+                        top_p_archs) {
   using Arch = TestType;
   if (!runnable<Arch>()) return;
   philox_stream s(stream_address{0x70C, 1, 0, 0, purpose::user});
@@ -151,26 +191,24 @@ TEMPLATE_LIST_TEST_CASE("simd one_read_weights: the softmax weights relative to 
           continue;
         }
         REQUIRE(r.max == m);
-        // The reference is within 64 T below the maximum (weights <= e^64), and is the maximum
-        // itself after a late jump.
+        // The reference is seq's: within 64 T below the maximum (weights <= e^64), and the maximum
+        // itself after a late jump; the weights are seq's bit for bit.
+        CHECK(r.reference == specdec::detail::weight_reference(std::span<const float>(l), m, temperature));
         CHECK(r.reference <= m);
         CHECK((m - r.reference) / temperature <= 64.0);
         if (variant == 1) CHECK(r.reference == m);
+        std::vector<float> seq_weights(V);
+        specdec::detail::logit_weights(std::span<const float>(l), m, temperature, std::span<float>(seq_weights));
+        REQUIRE(w == seq_weights);
         double sum = 0.0;
-        for (std::size_t v = 0; v < V; ++v) {
-          const double gap = (static_cast<double>(l[v]) - r.reference) / temperature;
-          const double want_w = std::exp(gap);
-          sum += static_cast<double>(w[v]);
-          if (want_w < 1e-30) continue;  // (float underflow may differ)
-          CAPTURE(v, l[v], w[v], want_w);
-          REQUIRE(std::abs(static_cast<double>(w[v]) - want_w) <= (2.0 * std::abs(gap) + 4.0) * 0x1p-23 * want_w);
-        }
+        for (const float x : w) sum += static_cast<double>(x);
         CHECK(std::abs(r.sum - sum) <= 0x1p-23 * sum);  // pairs added in float: within 2^-24 each
       }
 }
 
-TEMPLATE_LIST_TEST_CASE("simd top_p_cut is the sorted row's threshold, with the guessed band and without it", "[simd][warp]",
-                        top_p_archs) {
+TEMPLATE_LIST_TEST_CASE(
+    "simd top_p_cut is the sorted row's threshold by fixed-point masses, with the guessed band and without it", "[simd][warp]",
+    top_p_archs) {
   using Arch = TestType;
   if (!runnable<Arch>()) return;
   namespace d = specdec::backend::simd::detail;
@@ -190,15 +228,18 @@ TEMPLATE_LIST_TEST_CASE("simd top_p_cut is the sorted row's threshold, with the 
           double z = 0.0;
           for (const float x : w) z += static_cast<double>(x);
           const float top = *std::max_element(w.begin(), w.end());
+          const specdec::detail::fixed_mass_scale f(static_cast<double>(top), V);
           const double goal = top_p * z;
-          const float lo = std::clamp(d::round_down_to<float>((z - goal) / static_cast<double>(V) * (1.0 - 0x1p-20)),
-                                      std::numeric_limits<float>::denorm_min(), top);
+          const float lo = std::clamp(
+              d::round_down_to<float>(((z - goal) * (1.0 - 0x1p-16) - static_cast<double>(V) * std::ldexp(1.0, -f.exponent)) /
+                                      static_cast<double>(V)),
+              std::numeric_limits<float>::denorm_min(), top);
           const std::span<const float> row(w);
-          const float want = sorted_threshold(w, goal);
+          const float want = sorted_threshold(w, top_p, f);
           CAPTURE(V, sd, top_p, variant, want);
-          CHECK(d::top_p_cut<Arch>(row, goal, lo, top) == want);
-          CHECK(d::top_p_cut<Arch>(row, goal, lo, top, z) == want);
-          if (const auto band = d::guess_cut_band<Arch>(row, z, goal, lo, top)) {
+          CHECK(d::top_p_cut<Arch>(row, top_p, f, lo, top) == want);
+          CHECK(d::top_p_cut<Arch>(row, top_p, f, lo, top, z) == want);
+          if (const auto band = d::guess_cut_band<Arch>(row, z, goal, lo, top, f)) {
             ++guessed;
             if (!((*band)[0] <= want && want < (*band)[1])) ++missed;
           }
@@ -209,12 +250,12 @@ TEMPLATE_LIST_TEST_CASE("simd top_p_cut is the sorted row's threshold, with the 
   CHECK(missed >= 5);
 }
 
-TEMPLATE_LIST_TEST_CASE("simd sample_logits' top-p path on double rows agrees with seq and keeps to its mask", "[simd][sampling]",
+TEMPLATE_LIST_TEST_CASE("simd sample_logits' top-p path on double rows gives seq's token bit for bit", "[simd][sampling]",
                         top_p_archs) {
   using Arch = TestType;
   if (!runnable<Arch>()) return;
   philox_stream s(stream_address{0x70C, 3, 0, 0, purpose::user});
-  std::size_t draws = 0, agree = 0;
+  std::size_t draws = 0;
   for (const std::size_t V : {std::size_t{5000}, std::size_t{40000}})
     for (const double sd : {1.0, 2.0, 4.0})
       for (const double top_p : {0.5, 0.9, 0.99})
@@ -224,18 +265,18 @@ TEMPLATE_LIST_TEST_CASE("simd sample_logits' top-p path on double rows agrees wi
           const specdec::warp_params w{.temperature = temperature, .top_p = top_p};
           std::vector<double> probs(V);
           REQUIRE(specdec::warp_logits(std::span<const double>(l), std::span<double>(probs), w) == specdec::row_status::ok);
+          const specdec_test::logits_reference<double> reference(std::span<const double>(l), w);
           for (int k = 0; k < 20; ++k) {
             const double u = s.uniform();
-            const auto a = specdec::sample_categorical(std::span<const double>(probs), u);
+            const auto a = reference(u);
             const auto b = specdec::backend::simd::sample_logits<Arch>(std::span<const double>(l), w, u);
             CAPTURE(V, sd, top_p, temperature, u);
             REQUIRE(b.status == specdec::row_status::ok);
-            REQUIRE(specdec::in_vocabulary(b.token, V));
-            REQUIRE(probs[static_cast<std::size_t>(b.token)] > 0.0);  // never outside seq's kept set
+            REQUIRE(b.token == a.token);
+            REQUIRE(b.mass == a.mass);
+            REQUIRE(probs[static_cast<std::size_t>(b.token)] > 0.0);  // inside seq's kept set
             ++draws;
-            agree += a.token == b.token;
           }
         }
-  INFO(Arch::name() << ": " << agree << " of " << draws << " tokens equal to seq's");
-  CHECK(agree * 1000 >= draws * 999);
+  INFO(Arch::name() << ": " << draws << " tokens equal to seq's");
 }

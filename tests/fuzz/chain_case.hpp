@@ -226,13 +226,6 @@ bool shapes_ok(const specdec::chain_batch<T>& batch, bool reads_q, std::size_t n
   return out.num_accepted.size() == B && out.status.size() == B;
 }
 
-//! Writes to `out` the support of a row of logits (1 where the logit is > -inf, else 0): what a
-//! sample from logits may emit where a backend's filters can move a boundary by rounding.
-template <class T>
-void write_support(std::span<const T> logits, std::span<T> out) {
-  for (std::size_t v = 0; v < logits.size(); ++v) out[v] = logits[v] > -std::numeric_limits<T>::infinity() ? T(1) : T(0);
-}
-
 //! The invariants of request b's output (status.hpp, tests/acceptance/bad_input.cpp): tokens in
 //! [0, V) or -1; a request with an id outside [0, V) is refused whole; the accepted drafts come
 //! first, then one correction or bonus token when valid, then -1; flags only where the rule and the

@@ -435,19 +435,8 @@ std::pair<tree_out, std::vector<specdec::row_status>> check_policy(const Policy&
   }
   std::vector<T> warped;
   const bool all_usable = warp_targets(policy, c, warped, statuses);
-  // seq's samples from logits are samples of its warped rows; simd's top-p path can move the top-p
-  // boundary by rounding (backend/simd/sample_logits.hpp), so there a target sample is checked
-  // against the row's support (finite logits) when T > 0.
-  std::vector<T> emitted_from(warped);
-  if constexpr (specdec::exec::backend_of<Policy> != specdec::exec::backend::seq)
-    for (std::size_t b = 0; b < c.layout.batch_size(); ++b) {
-      if (c.params[b].temperature == 0.0) continue;
-      for (std::size_t node = 0; node < c.layout.num_nodes(b); ++node) {
-        if (!is_target_sample<Rule>(c.layout, b, node)) continue;
-        const std::size_t at = c.layout.node_row(b, node) * c.V;
-        write_support(std::span<const T>(c.p).subspan(at, c.V), std::span<T>(emitted_from).subspan(at, c.V));
-      }
-    }
+  // Samples from logits are draws from the kept weights, whose support is the warped row's.
+  const std::vector<T>& emitted_from = warped;
   check_tree_outputs<Rule>(c, out, std::span<const T>(emitted_from), options.check_normalisation);
   if (all_usable) {  // "same tokens as verify_tree on the warped rows", target samples redrawn
     tree_out direct(c.layout.batch_size(), c.out_width());
@@ -596,10 +585,9 @@ void fuzz_tree(byte_reader& in) {
 #if SPECDEC_ENABLE_SIMD
     const auto [simd, simd_statuses] = check_policy(specdec::exec::simd, rule, c, from_logits, options);
     FUZZ_CHECK(simd_statuses == seq_statuses);
-    // From logits only greedy warping (T = 0) is exact on both; a normalisation check may differ for
-    // a sum within rounding of the tolerance.
+    // Warping and sampling from logits are seq's bit for bit; a normalisation check may differ for a
+    // sum within rounding of the tolerance.
     const bool comparable =
-        (!from_logits || std::all_of(c.params.begin(), c.params.end(), [](const auto& w) { return w.temperature == 0.0; })) &&
         !(options.check_normalisation &&
           ((!from_logits && any_normalisation_ambiguous(std::span<const T>(c.p), V, options.normalisation_tolerance)) ||
            any_normalisation_ambiguous(std::span<const T>(c.q), V, options.normalisation_tolerance)));

@@ -18,11 +18,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "specdec/contracts.hpp"
+#include "specdec/distributions/logit_weights.hpp"
 #include "specdec/distributions/row_status.hpp"
 #include "specdec/distributions/softmax.hpp"
 
@@ -61,41 +64,35 @@ void keep_top_k(std::span<T> probs, int k) {
     if (p < kth) p = T(0);
 }
 
-//! Keeps the smallest high-probability set whose mass reaches top_p of the row's mass (ties at the
-//! boundary kept). Does not renormalise.
+namespace detail {
+//! `keep_top_p` with the fixed-point masses `f` (distributions/logit_weights.hpp).
 template <class T>
-void keep_top_p(std::span<T> probs, double top_p) {
-  SPECDEC_EXPECTS(top_p > 0.0 && top_p <= 1.0, "top_p must be in (0, 1]");
-  if (top_p >= 1.0) return;
+void keep_top_p_fixed(std::span<T> probs, double top_p, const fixed_mass_scale& f) {
   std::vector<T> values;
   values.reserve(probs.size());
-  double mass = 0.0;
+  std::int64_t mass = 0;
   for (const T p : probs)
     if (p > T(0)) {
       values.push_back(p);
-      mass += static_cast<double>(p);
+      mass += f(static_cast<double>(p));
     }
-  std::sort(values.begin(), values.end(), std::greater<T>());
-  // Entries near DBL_MAX overflow the mass: cumulate in units of the largest entry then (found by
-  // tests/fuzz/warp_and_sample.cpp: the goal was inf and every entry was kept). Otherwise scale = 1.
-  double scale = 1.0;
-  if (!std::isfinite(mass)) {
-    scale = 1.0 / static_cast<double>(values.front());
-    mass = 0.0;
-    for (const T v : values) mass += static_cast<double>(v) * scale;
-  }
-  const double goal = top_p * mass;
-  double cumulative = 0.0;
-  T threshold = values.empty() ? T(0) : values.back();
-  for (const T v : values) {
-    cumulative += static_cast<double>(v) * scale;
-    if (cumulative >= goal) {
-      threshold = v;
-      break;
-    }
-  }
+  const T threshold = fixed_threshold_in(values, 0, fixed_goal(top_p, mass), T(0), f);
   for (T& p : probs)
     if (p < threshold) p = T(0);
+}
+}  // namespace detail
+
+//! Keeps the smallest high-probability set whose mass reaches top_p of the row's mass (ties at the
+//! boundary kept). Does not renormalise. The masses are the exact fixed-point sums of
+//! distributions/logit_weights.hpp (each entry counted to within 2^-45 of the largest at V = 128256), so
+//! that every backend keeps the same set, whatever the order it adds in.
+template <class T>
+void keep_top_p(std::span<T> probs, double top_p) {
+  SPECDEC_EXPECTS(top_p > 0.0 && top_p <= 1.0, "top_p must be in (0, 1]");
+  if (top_p >= 1.0 || probs.empty()) return;
+  const T top = *std::max_element(probs.begin(), probs.end());
+  if (!(top > T(0))) return;
+  detail::keep_top_p_fixed(probs, top_p, detail::fixed_mass_scale(static_cast<double>(top), probs.size()));
 }
 
 //! Zeroes entries below min_p times the row maximum. Does not renormalise.
@@ -148,8 +145,48 @@ row_status apply_filters(std::span<T> probs, const warp_params& w) {
 }
 }  // namespace detail
 
+namespace detail {
+//! The weights of a row of logits that survive the filters (\ref sampling_weights): what
+//! `warp_logits` normalises and `sample_logits` draws from.
+struct kept_weights {
+  row_status status;
+  double top;         //!< the maximum's weight (the maximum logit's, which every filter keeps)
+  std::int64_t mass;  //!< the kept weights' fixed-point mass
+  fixed_mass_scale scale;
+};
+
+//! Writes the weights e_v of `logits` to `e` with every filter of `w` applied on them (0 where
+//! filtered out): top-k on e (ties kept), top-p on the survivors by fixed-point masses, min-p as
+//! e >= min_p * top; weights that count 0 (below half a count) are dropped too. An unusable row
+//! leaves `e` zero-filled. \pre `weighs_logits<T>(w.temperature)`
+template <class T>
+kept_weights keep_logit_weights(std::span<const T> logits, const warp_params& w, std::span<T> e) {
+  double m = 0.0;
+  const row_status s = logit_row_max(logits, m);
+  if (s != row_status::ok) {
+    for (T& x : e) x = T(0);
+    return {s, 0.0, 0, fixed_mass_scale(1.0, e.size())};
+  }
+  const double top = static_cast<double>(logit_weights(logits, m, w.temperature, e));
+  const fixed_mass_scale f(top, e.size());
+  keep_top_k(e, w.top_k);
+  if (w.top_p < 1.0) keep_top_p_fixed(e, w.top_p, f);
+  if (w.min_p > 0.0)
+    for (T& x : e)
+      if (static_cast<double>(x) < w.min_p * top) x = T(0);
+  std::int64_t mass = 0;
+  for (T& x : e) {
+    const std::int64_t count = f(static_cast<double>(x));
+    if (count == 0) x = T(0);  // (the kept weights are those that count: each warped probability is > 0)
+    mass += count;
+  }
+  return {row_status::ok, top, mass, f};
+}
+}  // namespace detail
+
 //! probs = warp(softmax(logits / T)). On an unusable row (NaN, +inf, all -inf) `probs` is zero-filled
-//! and the status says why.
+//! and the status says why. Float and double rows: the kept weights of `detail::keep_logit_weights`
+//! times the inverse of their fixed-point mass, rounded to U (\ref sampling_weights).
 //! \pre probs.size() == logits.size(); \throws specdec::error on invalid `w`.
 template <class T, class U>
 row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
@@ -163,6 +200,24 @@ row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp
       return s;
     }
     detail::one_hot(probs, argmax(logits));
+    return row_status::ok;
+  }
+  if (detail::weighs_logits<T>(w.temperature)) {
+    std::vector<T> own;
+    std::span<T> e;
+    if constexpr (std::is_same_v<T, U>) {
+      e = probs;
+    } else {
+      own.resize(logits.size());
+      e = own;
+    }
+    const detail::kept_weights k = detail::keep_logit_weights(logits, w, e);
+    if (k.status != row_status::ok) {
+      for (U& p : probs) p = U(0);
+      return k.status;
+    }
+    const double inv = k.scale.inverse(k.mass);
+    for (std::size_t v = 0; v < probs.size(); ++v) probs[v] = static_cast<U>(static_cast<double>(e[v]) * inv);
     return row_status::ok;
   }
   const row_status s = softmax(logits, probs, w.temperature);

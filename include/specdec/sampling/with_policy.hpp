@@ -75,8 +75,8 @@ sample_result sample_categorical(const Policy& policy, std::span<const T> weight
 
 //! One token from warp(softmax(logits / T)) with the uniform u on `Policy`'s backend: seq is
 //! `sample_logits(logits, w, u)` (sampling/sample_logits.hpp); simd reads the row without writing a
-//! warped row where it can (backend/simd/sample_logits.hpp: tokens agree with seq's except where a
-//! rounding boundary moves).
+//! warped row where it can (backend/simd/sample_logits.hpp: seq's token, status and mass, bit for
+//! bit).
 //! \throws specdec::error on invalid `w`
 template <exec::ExecutionPolicy Policy, class T>
 sample_result sample_logits(const Policy& policy, std::span<const T> logits, const warp_params& w, double u) {

@@ -1,45 +1,75 @@
 //! \file backend/simd/exp.hpp
-//! \brief exp(t) of float batches for the weights of the simd softmax (backend/simd/softmax.hpp,
-//! `scaled_exp`), whose arguments are scaled gaps to a row's maximum or to a reference at most 64
-//! below it, so no overflow handling is needed.
+//! \brief `weight_exp` on batches of float or double: the same operations, in the same order, as
+//! the scalar `specdec::detail::weight_exp` (distributions/logit_weights.hpp), so every lane equals
+//! the scalar result bit for bit on every architecture (no fused multiply-add; products pass through
+//! `no_contract` before they are added).
 //!
-//! On AVX-512: t = k ln 2 + r with k = nearbyint(t / ln 2) and r from two fused multiply-adds (ln 2
-//! split in a high part with 10 significant bits, so k * hi is exact for |k| < 2^14, and a low part:
-//! Cody and Waite's reduction), |r| <= ln(2) / 2; exp(r) = 1 + r + r^2 P(r) with P the degree-4
-//! minimax polynomial of Cephes's expf (Moshier) for (exp(r) - 1 - r) / r^2; then 2^k exp(r) in one
-//! `vscalefps`, which also gives the subnormal results below FLT_MIN (and +0 below them).
-//! Error: within 2 ulp of exp(t) for normal results (tests/backend/simd_top_p_cut.cpp measures 1.46
-//! ulp at most over every 61st float of [-87.3, 64]).
-//! Other architectures: xsimd::exp (the same reduction and polynomial, with xsimd's `ldexp` and
-//! selects for the range ends; +0 below t = -87.3).
-//! \pre -1000 <= t <= 88 (the caller raises smaller arguments; -inf would give NaN here)
+//! The scaling by 2^k: `vscalefps`/`vscalefpd` on AVX-512 (one instruction, rounded once, which also
+//! gives the subnormal results); elsewhere 2^k is built in the exponent field (k + bias added to a
+//! power of two whose low bits then hold it, shifted into place), and a result below the normal range
+//! takes a second, rounding scaling, as the scalar code does.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
 
 #include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
+#include "specdec/distributions/logit_weights.hpp"
 
 namespace specdec::backend::simd::detail {
 
-template <class Arch>
-fbatch<Arch> exp_in_range(const fbatch<Arch>& t) noexcept {
+//! `specdec::detail::multiply_add` on batches.
+template <class B>
+B multiply_add(const B& a, const B& b, const B& c) noexcept {
+  auto product = static_cast<typename B::register_type>(a * b);
+  specdec::detail::no_contract(product);
+  return B(product) + c;
+}
+
+//! 2^k for integer-valued k in [least_normal, largest exponent], built in the exponent field.
+template <class Arch, class T>
+xsimd::batch<T, Arch> power_of_two(const xsimd::batch<T, Arch>& k) noexcept {
+  using C = specdec::detail::weight_exp_constants<T>;
+  using U = xsimd::batch<specdec::detail::weight_bits_t<T>, Arch>;
+  using B = xsimd::batch<T, Arch>;
+  // k + 2^fraction_bits + bias is exact, and its low bits hold k + bias.
+  const B biased = k + B(static_cast<T>((std::uint64_t(1) << C::fraction_bits) + C::bias));
+  return xsimd::bitwise_cast<B>(xsimd::bitwise_cast<U>(biased) << C::fraction_bits);
+}
+
+//! exp(t) lane by lane, bit for bit `specdec::detail::weight_exp` (NaN and t below its floor give 0).
+//! \pre t <= 88 (float), 709 (double)
+template <class Arch, class T>
+xsimd::batch<T, Arch> weight_exp(xsimd::batch<T, Arch> t) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  using C = specdec::detail::weight_exp_constants<T>;
+  if constexpr (max_skips_nan_first<Arch>)  // NaN and t below the floor: the floor
+    t = xsimd::max(t, B(C::floor));
+  else
+    t = xsimd::select(t > B(C::floor), t, B(C::floor));
+  const B k = xsimd::nearbyint(t * B(C::log2e));
+  B r = multiply_add(-k, B(C::ln2_hi), t);
+  r = multiply_add(-k, B(C::ln2_lo), r);
+  B p(C::poly[0]);
+  for (std::size_t i = 1; i < C::poly.size(); ++i) p = multiply_add(p, r, B(C::poly[i]));
+  const B e = multiply_add(r * r, p, r) + B(T(1));
 #if XSIMD_WITH_AVX512F
   if constexpr (is_family<Arch, xsimd::avx512f>) {
-    using B = fbatch<Arch>;
-    const B k = xsimd::nearbyint(t * B(1.44269504088896341f));  // 1 / ln 2
-    B r = xsimd::fnma(k, B(0.693359375f), t);                   // ln 2, high part (0x3f318000)
-    r = xsimd::fnma(k, B(-2.12194440e-4f), r);                  // ln 2 - high part
-    B p = B(1.3997796e-03f);
-    p = xsimd::fma(p, r, B(8.3955629e-03f));
-    p = xsimd::fma(p, r, B(4.1665401e-02f));
-    p = xsimd::fma(p, r, B(1.6666277e-01f));
-    p = xsimd::fma(p, r, B(5.0000000e-01f));
-    const B e = xsimd::fma(p, r * r, r) + B(1.0f);
-    return B(_mm512_scalef_ps(e, k));
+    if constexpr (std::is_same_v<T, float>)
+      return B(_mm512_scalef_ps(e, k));
+    else
+      return B(_mm512_scalef_pd(e, k));
   } else
 #endif
   {
-    return xsimd::exp(t);
+    const B least(static_cast<T>(C::least_normal));
+    const B first = e * power_of_two<Arch, T>(xsimd::max(k, least));  // exact: a normal result
+    const B second =
+        power_of_two<Arch, T>(xsimd::min(xsimd::max(k - least, B(static_cast<T>(C::least_nonzero - C::least_normal))), B(T(0))));
+    return xsimd::select(k < B(static_cast<T>(C::least_nonzero)), B(T(0)), first * second);
   }
 }
 

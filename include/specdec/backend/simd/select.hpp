@@ -130,20 +130,6 @@ template <class T>
 }
 
 
-//! seq's top-p threshold over the candidates `values` (any order), cumulating from `above` (the
-//! mass of the entries larger than every candidate): the first value, in descending order, at which
-//! the cumulative mass reaches `goal`; `fallback` if it never does.
-template <class T>
-T threshold_in(std::vector<T>& values, double above, double goal, T fallback) {
-  std::sort(values.begin(), values.end(), std::greater<T>());
-  double cumulative = above;
-  for (const T v : values) {
-    cumulative += static_cast<double>(v);
-    if (cumulative >= goal) return v;
-  }
-  return fallback;
-}
-
 //! The number of interleaved groups of `kth_bound` for batches of `n` lanes: 8 registers' worth.
 inline constexpr std::size_t kth_bound_groups(std::size_t n) noexcept { return 8 * n; }
 

@@ -4,15 +4,15 @@
 //! Same definitions and the same status rules as distributions/softmax.hpp (NaN or +inf: not_finite;
 //! all -inf: no_mass; -inf logits get probability 0). Agreement with seq:
 //!  - the row maximum and the status are exact;
-//!  - float rows: t = (x - max) * float(1 / T) and exp(t) are computed in float (backend/simd/exp.hpp,
-//!    within 2 ulp of the correctly rounded value); the sum is a double sum. Each probability is within a
+//!  - float rows: t = (x - max) * float(1 / T) and exp(t) are computed in float (`weight_exp` of
+//!    backend/simd/exp.hpp, within 2 ulp of the correctly rounded value); the sum is a double sum. Each probability is within a
 //!    relative (2 |t| + 4) * 2^-23 of seq's (t is the entry's scaled logit gap to the maximum, so the
 //!    bound is a few ulp for the tokens that carry the mass; measured in tests/backend). The |t| term:
 //!    x - max, float(1 / T) and their product each round once (3 * 2^-24 relative on t, which exp
 //!    turns into 1.5 |t| 2^-23; (|t| + 4) 2^-23 was stated before tests/fuzz/warp_and_sample.cpp
 //!    found 1.07 times it at t = 39);
-//!  - double rows: the same operations as seq in double (division by T), xsimd's exp within 1 ulp of
-//!    glibc's; the order of the sum moves 1 / sum, so probabilities agree within (2 V + 8) 2^-53
+//!  - double rows: the same operations as seq in double (division by T), `weight_exp` within 1 ulp of
+//!    glibc's exp; the order of the sum moves 1 / sum, so probabilities agree within (2 V + 8) 2^-53
 //!    relative;
 //!  - the normalisation multiplies by 1 / sum exactly as seq does (in double, then rounded).
 //! **Fallback:** other element types (logits and probabilities of different types), and float rows
@@ -76,37 +76,26 @@ row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
 
 namespace detail {
 
-//! exp((x - max) / T) on batches of T (see the file comment for how float rows compute it). The
-//! scaling is unconditional (x * 1 and x / 1 are exact): with a branch on `T != 1` inside the loop,
-//! GCC 12 -O3 for AVX-512 turned it into a division masked by the boolean (lane 0 only), a miscompile.
+//! exp((x - max) / T) on batches of T: `weight_exp` of `specdec::detail::weight_argument`'s t, so
+//! with the reference R as `max` these are the weights of distributions/logit_weights.hpp bit for
+//! bit. The scaling is unconditional (x * 1 and x / 1 are exact): with a branch on `T != 1` inside
+//! the loop, GCC 12 -O3 for AVX-512 turned it into a division masked by the boolean (lane 0 only), a
+//! miscompile.
 template <class Arch, class T>
 struct scaled_exp {
   using B = xsimd::batch<T, Arch>;
   B max, factor;
-  scaled_exp(double m, double temperature)
-      : max(static_cast<T>(m)),
-        factor(std::is_same_v<T, float> ? static_cast<T>(1.0 / temperature) : static_cast<T>(temperature)) {}
+  scaled_exp(double m, double temperature) {
+    const specdec::detail::weight_argument<T> t(m, temperature);
+    max = B(t.reference);
+    factor = B(t.factor);
+  }
   B operator()(const B& x) const noexcept {
     if constexpr (std::is_same_v<T, float>)
-      return exp_in_range<Arch>(raised((x - max) * factor));
+      return weight_exp<Arch, T>((x - max) * factor);
     else
-      return xsimd::exp(raised((x - max) / factor));  // double rows divide, as seq does
+      return weight_exp<Arch, T>((x - max) / factor);  // double rows divide, as seq does
   }
-  //! t raised to `exp_floor`, NaN included (a -inf logit times a float(1 / T) of 0, at temperatures
-  //! above about 1e45), so that such a logit weighs 0 as in seq: x86's max instruction returns its
-  //! second operand when the first is NaN; elsewhere a comparison, false for NaN, picks the floor.
-  static B raised(const B& t) noexcept {
-    if constexpr (max_skips_nan_first<Arch>)
-      return xsimd::max(t, B(exp_floor));
-    else
-      return xsimd::select(t > B(exp_floor), t, B(exp_floor));
-  }
-  //! Arguments are raised to this floor, where the exp is 0 already (below about -708 for double, -104
-  //! for float), so the results do not change; -inf (a -inf logit, or the padding of a
-  //! partial batch) and huge negative arguments would reach xsimd's conversion of k = round(x / log 2)
-  //! to an integer, which for double batches without a vector instruction for it (SSE2, AVX2) is a
-  //! scalar cast of an out-of-range value: undefined behaviour (found by tests/fuzz/verify_from_logits.cpp).
-  static constexpr T exp_floor = T(-1000);
 };
 
 //! Adds the batch e of T to double accumulators.
@@ -191,14 +180,13 @@ struct referenced_weights {
   double sum, reference, max;
 };
 
-//! The weights w_v = exp((x_v - R) / T) of a row of logits (`scaled_exp`: for float rows the
-//! softmax's weights, with R in place of the maximum), stored to `out`, and their sum (float rows:
-//! summed in pairs, `sum_scaled_exp`), reading the
-//! row from memory once: chunk by chunk, the chunk's maximum and status (`logit_row_max`), then its
-//! weights from the first-level cache while the next chunk is prefetched. R is the first finite
-//! chunk maximum, so weights can exceed 1, by at most e^64; when a later chunk's maximum would take
-//! them past that, R becomes the row's maximum (the rest of the row is read for it) and the weights
-//! so far are computed again. The status is `logit_row_max`'s for the row; the weights are
+//! The weights of distributions/logit_weights.hpp, bit for bit, of a row of logits (`scaled_exp` with
+//! the reference R), stored to `out`, and their sum (float rows: summed in pairs, `sum_scaled_exp`),
+//! reading the row from memory once: chunk by chunk (`specdec::detail::weight_chunk`), the chunk's
+//! maximum and status (`logit_row_max`), then its weights from the first-level cache while the next
+//! chunk is prefetched. R is the first finite chunk maximum, so weights can exceed 1, by at most e^64;
+//! when a later chunk's maximum would take them past that, R becomes the row's maximum (the rest of
+//! the row is read for it) and the weights so far are computed again. The status is `logit_row_max`'s for the row; the weights are
 //! unspecified on not_finite, 0 on no_mass.
 //! \pre T > 0; float rows: 1 / T a float (`vector_temperature`)
 template <class Arch, class T>

@@ -1,12 +1,14 @@
 //! \file backend/simd/top_p_cut.hpp
-//! \brief seq's top-p threshold of a large row of weights without sorting the row (`top_p_cut`), and
-//! the per-thread scratch rows it and the top-p path of backend/simd/sample_logits.hpp work in.
+//! \brief seq's top-p threshold of a large row of weights without sorting the row (`top_p_cut`,
+//! `search_cut`), by the exact fixed-point masses of distributions/logit_weights.hpp, and the
+//! per-thread scratch rows it and the top-p path of backend/simd/sample_logits.hpp work in.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
+#include "specdec/backend/simd/fixed_mass.hpp"
 #include "specdec/backend/simd/select.hpp"
 #include "specdec/backend/simd/softmax.hpp"
 #include "specdec/backend/simd/sparse_filter.hpp"
@@ -43,36 +46,55 @@ T* scratch_row(std::size_t size) {
   return row.get();
 }
 
-//! The masses sum_v [row_v >= pivots_j] row_v, j < P: double sums in lane order, one pass (`top_p_cut`
-//! where `choose_band_fast` cannot decide).
+//! The fixed-point masses sum_v [row_v >= pivots_j] f(row_v), j < P, in one pass (`top_p_cut` where
+//! `choose_band_fast` cannot decide).
 template <class Arch, class T, std::size_t P>
-std::array<double, P> masses_at_least(std::span<const T> row, const std::array<T, P>& pivots) noexcept {
+std::array<std::int64_t, P> masses_at_least(std::span<const T> row, const std::array<T, P>& pivots,
+                                            const specdec::detail::fixed_mass_scale& f) noexcept {
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size;
-  std::array<dbatch<Arch>, 2 * P> acc;
-  acc.fill(dbatch<Arch>(0.0));
+  std::array<fixed_sum<Arch>, P> acc;
+  acc.fill(fixed_sum<Arch>(f));
   std::array<B, P> at;
   for (std::size_t j = 0; j < P; ++j) at[j] = B(pivots[j]);
   const auto add = [&](const B& x) {
-    for (std::size_t j = 0; j < P; ++j) accumulate<Arch, T>(xsimd::select(x >= at[j], x, B(T(0))), acc[2 * j], acc[2 * j + 1]);
+    for (std::size_t j = 0; j < P; ++j) acc[j].add_weights(xsimd::select(x >= at[j], x, B(T(0))));
   };
   const std::size_t full = row.size() / n * n;
   for (std::size_t v = 0; v < full; v += n) add(B::load_unaligned(row.data() + v));
   if (full < row.size()) add(load_partial<B>(row.data() + full, row.size() - full, T(0)));
-  std::array<double, P> mass;
-  for (std::size_t j = 0; j < P; ++j) mass[j] = lanes_sum<Arch>(acc[2 * j], acc[2 * j + 1]);
+  std::array<std::int64_t, P> mass;
+  for (std::size_t j = 0; j < P; ++j) mass[j] = acc[j].total();
   return mass;
 }
 
+//! The fixed-point mass of a whole row of weights (entries >= 0).
+template <class Arch, class T>
+std::int64_t fixed_row_mass(std::span<const T> row, const specdec::detail::fixed_mass_scale& f) noexcept {
+  return masses_at_least<Arch>(row, std::array<T, 1>{T(0)}, f)[0];
+}
+
+//! The approximate mass of a row of weights (entries >= 0): a double sum in lane order.
+template <class Arch, class T>
+double row_mass(std::span<const T> row) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size;
+  dbatch<Arch> acc0(0.0), acc1(0.0);
+  const std::size_t full = row.size() / n * n;
+  for (std::size_t v = 0; v < full; v += n) accumulate<Arch, T>(B::load_unaligned(row.data() + v), acc0, acc1);
+  if (full < row.size()) accumulate<Arch, T>(load_partial<B>(row.data() + full, row.size() - full, T(0)), acc0, acc1);
+  return lanes_sum<Arch>(acc0, acc1);
+}
+
 //! The band choice of `top_p_cut` from float sums: `chosen` = the least j with
-//! above + masses_at_least(row, pivots)[j] >= goal (P if none), as the exact double masses give it,
-//! whenever every comparison it rests on is farther from `goal` than the float sums' error bound
-//! (positive terms: (k - 1) 2^-24 of the mass for k terms per lane, doubled); false when one is not,
-//! or for double rows: then the caller takes the exact masses. Float adds cost a quarter of the
-//! widening double adds of `masses_at_least`.
+//! above + masses_at_least(row, pivots, f)[j] >= goal (P if none), as the exact fixed-point masses
+//! give it, whenever every comparison it rests on is farther from `goal` than the float sums' error
+//! bound (positive terms: (k - 1) 2^-24 of the mass for k terms per lane, doubled) plus the rounding
+//! of the counts (half a unit per entry); false when one is not, or for double rows: then the caller
+//! takes the exact masses. Float adds cost a fraction of the fixed-point conversions.
 template <class Arch, class T, std::size_t P>
-bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, double above, double goal,
-                      std::size_t& chosen) noexcept {
+bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, std::int64_t above, std::int64_t goal,
+                      const specdec::detail::fixed_mass_scale& f, std::size_t& chosen) noexcept {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
@@ -98,18 +120,21 @@ bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, do
     }
     const double terms = static_cast<double>(row.size() / (2 * n) + 2);  // per lane, at most
     const double rel = 2.0 * terms * std::ldexp(1.0, -24) + std::ldexp(1.0, -50);
+    const double unit = std::ldexp(1.0, -f.exponent);  // one count, in weight units
+    const double target = static_cast<double>(goal) * unit;
     for (std::size_t j = 0; j < P; ++j) {
       alignas(64) std::array<float, 2 * n> lanes;
       acc[2 * j].store_aligned(lanes.data());
       acc[2 * j + 1].store_aligned(lanes.data() + n);
       double mass = 0.0;
       for (const float x : lanes) mass += static_cast<double>(x);
-      const double estimate = above + mass, bound = rel * estimate;
-      if (estimate - bound >= goal) {
+      const double estimate = static_cast<double>(above) * unit + mass;
+      const double bound = rel * estimate + (static_cast<double>(row.size()) + 2.0) * unit;
+      if (estimate - bound >= target) {
         chosen = j;
         return true;
       }
-      if (!(estimate + bound < goal)) return false;
+      if (!(estimate + bound < target)) return false;
     }
     chosen = P;
     return true;
@@ -124,22 +149,29 @@ struct band_summary {
 };
 
 //! Writes the entries of `row` in [lo, hi) to `out` (room for row.size() plus a batch), in row order,
-//! without a branch per entry (`compress_greater`). With `Mass`, also sets `*above` to the mass of
-//! the entries >= hi, bit for bit `masses_at_least(row, {hi})` (the same sums in the same order).
-//! Without `Summary`, the returned least and largest are the bounds lo and the float below hi (a
-//! lighter pass).
+//! without a branch per entry (`compress_greater`). With `Mass`, also sets `*above` to the fixed-point
+//! mass of the entries >= hi and `*total` to the row's. Without `Summary`, the returned least and
+//! largest are the bounds lo and the float below hi (a lighter pass).
 //! \pre lo > 0
 template <class Arch, class T, bool Mass = false, bool Summary = true>
-band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, double* above = nullptr) noexcept {
+band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const specdec::detail::fixed_mass_scale* f = nullptr,
+                            std::int64_t* above = nullptr, std::int64_t* total = nullptr) noexcept {
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size;
   constexpr T inf = std::numeric_limits<T>::infinity();
   const B tau(std::nextafter(lo, -inf)), upper(hi), none(-inf);
   B least(inf), most(-inf);
   std::size_t size = 0;
-  dbatch<Arch> acc0(0.0), acc1(0.0);
+  std::optional<fixed_sum<Arch>> high, all;
+  if constexpr (Mass) {
+    high.emplace(*f);
+    all.emplace(*f);
+  }
   const auto take = [&](const B& x) {
-    if constexpr (Mass) accumulate<Arch, T>(xsimd::select(x >= upper, x, B(T(0))), acc0, acc1);
+    if constexpr (Mass) {
+      high->add_weights(xsimd::select(x >= upper, x, B(T(0))));
+      all->add_weights(xsimd::select(x > B(T(0)), x, B(T(0))));  // (-inf padding counts 0)
+    }
     const B y = xsimd::select(x < upper, x, none);
     size += compress_greater<Arch>(y, tau, out + size);
     if constexpr (Summary) {
@@ -150,33 +182,99 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, double* 
   const std::size_t full = row.size() / n * n;
   for (std::size_t v = 0; v < full; v += n) take(B::load_unaligned(row.data() + v));
   if (full < row.size()) take(load_partial<B>(row.data() + full, row.size() - full, -inf));
-  if constexpr (Mass) *above = lanes_sum<Arch>(acc0, acc1);
+  if constexpr (Mass) {
+    *above = high->total();
+    if (total) *total = all->total();
+  }
   if constexpr (!Summary) return {size, lo, std::nextafter(hi, -inf)};
-  alignas(64) std::array<T, n> low, high;
+  alignas(64) std::array<T, n> low, high_lanes;
   least.store_aligned(low.data());
-  most.store_aligned(high.data());
-  return {size, *std::min_element(low.begin(), low.end()), *std::max_element(high.begin(), high.end())};
+  most.store_aligned(high_lanes.data());
+  return {size, *std::min_element(low.begin(), low.end()), *std::max_element(high_lanes.begin(), high_lanes.end())};
 }
 
+//! Where the search of `top_p_cut` stands: the band [lo, hi) that holds the cut, its entries `in`
+//! (the whole row, entries outside the band too, at level 0), their largest `top`, and the
+//! fixed-point mass `above` of the entries >= hi.
+template <class T>
+struct cut_search {
+  std::span<const T> in;
+  T lo, hi, top;
+  std::int64_t above;
+  int level;
+};
+
+//! The cut for a fixed-point `goal` (the value c with S(> c) < goal <= S(>= c), S(>= c) the
+//! fixed-point mass of the entries >= c) from the state `st` of the search: the band is narrowed
+//! with `pivots` thresholds spaced geometrically from its maximum down to lo (one pass for their
+//! masses, `choose_band_fast` or exact fixed-point sums, and one that gathers the chosen band and adds
+//! the exact mass above it to `above`) until it holds at most `sort_limit` entries, which
+//! `fixed_threshold_in` sorts. \pre S(>= st.lo) >= goal
 template <class Arch, class T>
-T top_p_cut(std::span<const T> row, double goal, T lo, T top = T(1), double z = 0.0);
+T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const specdec::detail::fixed_mass_scale& f) {
+  constexpr std::size_t pivots = 4, n = xsimd::batch<T, Arch>::size;
+  constexpr int max_levels = 12;           // (then the band is sorted whatever its size)
+  constexpr std::size_t sort_limit = 256;  // (2048, `top_p_sort_limit`, spent ~10 % of a call sorting)
+  // Two buffers (the thread's scratch rows 1 and 2) that the levels' bands alternate between.
+  const std::array<T*, 2> buffer{scratch_row<T, 1>(row.size() + n), scratch_row<T, 2>(row.size() + n)};
+  for (;; ++st.level) {
+    if (st.in.size() <= sort_limit || st.level == max_levels) {
+      if (st.level == 0) st.in = std::span<const T>(buffer[0], gather_band<Arch>(row, st.lo, st.hi, buffer[0]).size);
+      std::vector<T> band(st.in.begin(), st.in.end());
+      const T least = band.empty() ? st.lo : *std::min_element(band.begin(), band.end());
+      return specdec::detail::fixed_threshold_in(band, st.above, goal, least, f);
+    }
+    std::array<T, pivots> at;  // at[0] = top > at[1] > ... >= lo (rounded down: duplicates are harmless)
+    for (std::size_t j = 0; j < pivots; ++j)
+      at[j] = round_down_to<T>(static_cast<double>(st.top) * std::pow(static_cast<double>(st.lo) / static_cast<double>(st.top),
+                                                                      static_cast<double>(j) / pivots));
+    at[0] = st.top;
+    std::size_t j = 0;
+    if (!choose_band_fast<Arch>(st.in, at, st.above, goal, f, j)) {
+      const std::array<std::int64_t, pivots> mass = masses_at_least<Arch>(st.in, at, f);
+      j = 0;
+      while (j < pivots && st.above + mass[j] < goal) ++j;
+    }
+    // The new band [at[j], at[j - 1]): at[-1] is hi, at[pivots] is lo; `above` gains the exact mass
+    // >= at[j - 1], summed by the gathering pass.
+    const T new_lo = j < pivots ? at[j] : st.lo, new_hi = j > 0 ? at[j - 1] : st.hi;
+    T* const out = buffer[static_cast<std::size_t>(st.level + 1) % 2];
+    std::int64_t gained = 0;
+    const band_summary<T> got = j > 0 ? gather_band<Arch, T, true>(st.in, new_lo, new_hi, out, &f, &gained)
+                                      : gather_band<Arch>(st.in, new_lo, new_hi, out);
+    st.above += gained;
+    st.in = std::span<const T>(out, got.size);
+    st.lo = new_lo;
+    st.hi = new_hi;
+    if (st.in.empty()) return st.lo;              // (rounding: keep every entry >= lo)
+    if (got.least == got.most) return got.least;  // ties only, e.g. at[0]'s
+    st.top = got.most;
+  }
+}
+
+//! The search of `search_cut` from the whole row.
+template <class T>
+cut_search<T> whole_row(std::span<const T> row, T lo, T top) {
+  return {row, lo, std::numeric_limits<T>::infinity(), top, 0, 0};
+}
 
 //! Batches in the subsample of `guess_cut_band`.
 inline constexpr std::size_t guess_batches = 128;
 
-//! A guess at a narrow band [lo, hi) that holds the top-p cut c of `row` (`top_p_cut`; z the row's
-//! mass, goal <= z), from a subsample of `guess_batches` evenly spaced batches of the row; nothing
-//! when the row is too short for it to pay, or the estimate too uncertain. The entries below c carry
-//! z - S(>= c), about z - goal; the subsample's mass below a threshold, scaled by the subsampled
-//! fraction, estimates the row's with a small relative error, since those entries are all below the
-//! threshold (the mass above it is dominated by the few largest entries, and would not). The band
-//! runs between the subsample's cuts for a mass below of (z - goal) (1 +- margin), the margin 4.5
-//! standard errors of the estimate (from the subsample's spread), at least 0.1; nothing when it would
-//! exceed 0.5 (rows whose few largest entries hold the mass, such as low temperatures). Only a guess:
-//! `top_p_cut` checks it against the exact masses of one pass over the row and falls back to its full
-//! search when it misses. \pre as `top_p_cut`
+//! A guess at a narrow band [lo, hi) that holds the top-p cut c of `row` (`top_p_cut`; z about the
+//! row's mass, goal about top_p z), from a subsample of `guess_batches` evenly spaced batches of the
+//! row; nothing when the row is too short for it to pay, or the estimate too uncertain. The entries
+//! below c carry z - S(>= c), about z - goal; the subsample's mass below a threshold, scaled by the
+//! subsampled fraction, estimates the row's with a small relative error, since those entries are all
+//! below the threshold (the mass above it is dominated by the few largest entries, and would not).
+//! The band runs between the subsample's cuts for a mass below of (z - goal) (1 +- margin), the
+//! margin 4.5 standard errors of the estimate (from the subsample's spread), at least 0.1; nothing
+//! when it would exceed 0.5 (rows whose few largest entries hold the mass, such as low temperatures).
+//! Only a guess: `top_p_cut` checks it against the exact masses of one pass over the row and falls
+//! back to its full search when it misses. \pre as `top_p_cut`
 template <class Arch, class T>
-std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z, double goal, T lo, T top) {
+std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z, double goal, T lo, T top,
+                                               const specdec::detail::fixed_mass_scale& f) {
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size, sampled = guess_batches;
   constexpr double least_margin = 0.1, most_margin = 0.5, errors = 4.5;
@@ -187,14 +285,18 @@ std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z,
   std::size_t size = 0;
   for (std::size_t b = 0; b < batches; b += stride, size += n) B::load_unaligned(row.data() + b * n).store_unaligned(sub + size);
   const std::span<const T> s(sub, size);
-  const double sub_mass = masses_at_least<Arch>(s, std::array<T, 1>{T(0)})[0];
-  const double below = (z - goal) * static_cast<double>(size) / static_cast<double>(row.size());
+  const std::int64_t sub_mass = fixed_row_mass<Arch>(s, f);
+  const double unit = std::ldexp(1.0, -f.exponent);  // one count, in weight units
+  const double below = (z - goal) * static_cast<double>(size) / static_cast<double>(row.size()) / unit;  // in counts
   // The subsample's entries below lo (1 - most_margin) weigh less than `size` of them, at most
-  // below (1 - most_margin): every goal below is reached at or above it (`top_p_cut`'s precondition).
+  // below (1 - most_margin): every goal below is reached at or above it (`search_cut`'s precondition).
   const T sub_lo =
       std::max(round_down_to<T>(static_cast<double>(lo) * (1.0 - most_margin)), std::numeric_limits<T>::denorm_min());
-  const auto cut_at = [&](double relative) { return top_p_cut<Arch>(s, sub_mass - below * relative, sub_lo, top); };
-  if (!(sub_mass - below > 0.0)) return std::nullopt;
+  const auto cut_at = [&](double relative) {
+    const double goal_counts = std::ceil(static_cast<double>(sub_mass) - below * relative);
+    return search_cut<Arch>(s, whole_row(s, sub_lo, top), static_cast<std::int64_t>(goal_counts), f);
+  };
+  if (!(static_cast<double>(sub_mass) - below > 0.0)) return std::nullopt;
   // The estimate's relative standard error, from the subsample's entries below its cut: the margin
   // is `errors` of them (at least `least_margin`); none when that exceeds `most_margin`.
   const T nominal = cut_at(1.0);
@@ -206,78 +308,35 @@ std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z,
   }
   const double s1 = lanes_sum<Arch>(sum0, sum1), s2 = lanes_sum<Arch>(squares0, squares1);
   const double margin = std::max(least_margin, errors * std::sqrt(std::max(0.0, s2 - s1 * s1 / static_cast<double>(size))) / s1);
-  if (!(margin <= most_margin) || !(sub_mass - below * (1.0 + margin) > 0.0)) return std::nullopt;
+  if (!(margin <= most_margin) || !(static_cast<double>(sub_mass) - below * (1.0 + margin) > 0.0)) return std::nullopt;
   const T high = cut_at(1.0 + margin), low = cut_at(1.0 - margin);
   return std::array<T, 2>{std::max(low, lo), std::nextafter(high, std::numeric_limits<T>::infinity())};
 }
 
-//! seq's top-p threshold (`threshold_in` on the whole row) of a row of weights in [0, top] whose mass
-//! reaches `goal` at or above `lo`: the value c with S(> c) < goal <= S(>= c), S(>= c) the mass of the
-//! entries >= c. A band [lo, hi) that holds c, and the mass `above` of the entries >= hi, are narrowed
-//! with `pivots` thresholds spaced geometrically from the band's maximum down to lo (one pass for
-//! their masses, `choose_band_fast` or exact double sums, and one that gathers the chosen band and
-//! adds the exact mass above it to `above`) until the band holds at most `sort_limit` entries, which
-//! `threshold_in` sorts (a smaller sort for one more cheap level). On a long row (given its mass z),
-//! the first band is `guess_cut_band`'s when one pass that gathers it and sums the mass above it
-//! shows that it holds c; the search runs from the whole row otherwise. \pre 0 < lo <= top
+//! The top-p cut of a row of weights in [0, top] (`specdec::detail::keep_top_p_fixed`'s threshold,
+//! without sorting the row): the value c with S(> c) < goal <= S(>= c), S(>= c) the fixed-point
+//! mass (`f`) of the entries >= c and goal = `fixed_goal(top_p, S(>= 0))`. `lo` is a floor that the cut
+//! cannot be below (S(>= lo) >= goal; the denormal minimum when none is known). On a long row, given
+//! z > 0 (about the row's mass), the first band is `guess_cut_band`'s when the pass that gathers it,
+//! and sums the fixed-point masses above it and of the whole row, shows that it holds c; otherwise
+//! the search runs from the whole row. \pre 0 < lo <= top, top_p in (0, 1)
 template <class Arch, class T>
-T top_p_cut(std::span<const T> row, double goal, T lo, T top, double z) {
-  constexpr std::size_t pivots = 4, n = xsimd::batch<T, Arch>::size;
-  constexpr int max_levels = 12;           // (then the band is sorted whatever its size)
-  constexpr std::size_t sort_limit = 256;  // (2048, `top_p_sort_limit`, spent ~10 % of a call sorting)
-  const std::optional<std::array<T, 2>> guess = z > 0.0 ? guess_cut_band<Arch>(row, z, goal, lo, top) : std::nullopt;
-  T hi = std::numeric_limits<T>::infinity();
-  double above = 0.0;
-  // Two buffers (the thread's scratch rows 1 and 2) that the levels' bands alternate between.
-  const std::array<T*, 2> buffer{scratch_row<T, 1>(row.size() + n), scratch_row<T, 2>(row.size() + n)};
-  std::span<const T> in = row;  // the whole row at level 0 (entries outside [lo, hi) too), then the band
-  int level = 0;
+T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_mass_scale& f, T lo, T top, double z = 0.0) {
+  constexpr std::size_t n = xsimd::batch<T, Arch>::size;
+  const std::optional<std::array<T, 2>> guess = z > 0.0 ? guess_cut_band<Arch>(row, z, top_p * z, lo, top, f) : std::nullopt;
+  std::int64_t total = 0;
   if (guess && (*guess)[0] < (*guess)[1]) {
-    double guess_above = 0.0;
-    const band_summary<T> got = gather_band<Arch, T, true, false>(row, (*guess)[0], (*guess)[1], buffer[1], &guess_above);
-    const std::span<const T> band(buffer[1], got.size);
-    if (guess_above < goal && guess_above + masses_at_least<Arch>(band, std::array<T, 1>{T(0)})[0] >= goal) {
-      in = band;  // the state after level 0, with the guessed band
-      lo = (*guess)[0];
-      hi = (*guess)[1];
-      top = got.most;
-      above = guess_above;
-      level = 1;
-    }
+    T* const band_buffer = scratch_row<T, 1>(row.size() + n);
+    std::int64_t above = 0;
+    const band_summary<T> got = gather_band<Arch, T, true, false>(row, (*guess)[0], (*guess)[1], band_buffer, &f, &above, &total);
+    const std::span<const T> band(band_buffer, got.size);
+    const std::int64_t goal = specdec::detail::fixed_goal(top_p, total);
+    if (above < goal && above + fixed_row_mass<Arch>(band, f) >= goal)  // the state after level 0, with the guessed band
+      return search_cut<Arch>(row, cut_search<T>{band, (*guess)[0], (*guess)[1], got.most, above, 1}, goal, f);
+  } else {
+    total = fixed_row_mass<Arch>(row, f);
   }
-  for (;; ++level) {
-    if (in.size() <= sort_limit || level == max_levels) {
-      if (level == 0) in = std::span<const T>(buffer[0], gather_band<Arch>(row, lo, hi, buffer[0]).size);
-      std::vector<T> band(in.begin(), in.end());
-      const T least = band.empty() ? lo : *std::min_element(band.begin(), band.end());
-      return threshold_in(band, above, goal, least);
-    }
-    std::array<T, pivots> at;  // at[0] = top > at[1] > ... >= lo (rounded down: duplicates are harmless)
-    for (std::size_t j = 0; j < pivots; ++j)
-      at[j] = round_down_to<T>(static_cast<double>(top) *
-                               std::pow(static_cast<double>(lo) / static_cast<double>(top), static_cast<double>(j) / pivots));
-    at[0] = top;
-    std::size_t j = 0;
-    if (!choose_band_fast<Arch>(in, at, above, goal, j)) {
-      const std::array<double, pivots> mass = masses_at_least<Arch>(in, at);
-      j = 0;
-      while (j < pivots && above + mass[j] < goal) ++j;
-    }
-    // The new band [at[j], at[j - 1]): at[-1] is hi, at[pivots] is lo; `above` gains the exact mass
-    // >= at[j - 1], summed by the gathering pass.
-    const T new_lo = j < pivots ? at[j] : lo, new_hi = j > 0 ? at[j - 1] : hi;
-    T* const out = buffer[static_cast<std::size_t>(level + 1) % 2];
-    double gained = 0.0;
-    const band_summary<T> got =
-        j > 0 ? gather_band<Arch, T, true>(in, new_lo, new_hi, out, &gained) : gather_band<Arch>(in, new_lo, new_hi, out);
-    above += gained;
-    in = std::span<const T>(out, got.size);
-    lo = new_lo;
-    hi = new_hi;
-    if (in.empty()) return lo;                    // (rounding: keep every entry >= lo)
-    if (got.least == got.most) return got.least;  // ties only, e.g. at[0]'s
-    top = got.most;
-  }
+  return search_cut<Arch>(row, whole_row(row, lo, top), specdec::detail::fixed_goal(top_p, total), f);
 }
 
 }  // namespace specdec::backend::simd::detail

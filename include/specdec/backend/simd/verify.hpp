@@ -12,8 +12,9 @@
 //!  - greedy: exact (comparisons only);
 //!  - the `check_normalisation` option sums rows in lane order: the flag can differ from seq's only
 //!    for a row whose sum is within ~1e-12 of 1 +- tolerance;
-//!  - from logits: rows are warped by `backend::simd::warp_logits` (see backend/simd/warp.hpp for
-//!    its agreement bound with seq), then verified as above.
+//!  - from logits: rows are warped by `backend::simd::warp_logits` and target samples drawn by
+//!    `backend::simd::sample_logits`, both seq's bit for bit (docs/reference/sampling-contract.md),
+//!    then verified as above.
 #pragma once
 
 #include <cstddef>

@@ -3,31 +3,25 @@
 //! on the simd backend, without sorting the vocabulary. Same definitions, order and tie rules as
 //! distributions/warp.hpp.
 //!
-//! - top-k: the k-th largest probability by `kth_largest` (a threshold filter, backend/simd/select.hpp);
+//! - top-k: the k-th largest entry by `kth_largest` (a threshold filter, backend/simd/select.hpp);
 //!   exact, the same surviving set as seq.
-//! - top-p: the threshold is the value v with S(> v) < top_p * mass <= S(>= v), S(>= v) being the
-//!   mass of the entries >= v. A radix search on the bit patterns (non-negative floats order like
-//!   their bits) finds it: a 1024-bucket histogram of masses (double) over the row's positive entries,
-//!   a scan from the top bucket to the one where the mass reaches the goal, then the same on that
-//!   bucket's entries with the next 10 bits, until at most `top_p_sort_limit` entries remain; those
-//!   are sorted and cumulated. One histogram pass and one gather pass over the row in the usual case
-//!   (after a top-k the surviving positives fit a single bucket level). The survivors equal seq's
-//!   unless the cumulative mass at the boundary is within rounding (~1e-15 relative) of the goal
-//!   (the sums add in another order). A pivot search (three thresholds per pass, 8-10 passes at
-//!   V = 128256) took 460 us against ~185 us for this search (bench/README.md).
-//! - min-p: exact (comparison with the smallest float >= min_p * max).
-//! - renormalisation: a lane-order double sum, then p * (1 / sum) in double rounded to T, as seq: the
-//!   probabilities equal seq's up to the last bits of the sum: float rows at most 1 ulp apart
-//!   (rarely); double rows within (2 V + 8) 2^-53 relative, as softmax's (the order of the sum moves
+//! - top-p: the threshold is the value v with S(> v) < goal <= S(>= v), S(>= v) the fixed-point mass
+//!   (distributions/logit_weights.hpp) of the entries >= v: `search_cut` of backend/simd/top_p_cut.hpp
+//!   narrows bands by pivots without sorting the row. The masses are exact integers, so the survivors
+//!   are seq's whatever the order of the sums.
+//! - min-p: exact (comparison with the smallest T >= min_p * max).
+//! - `warp_logits` on float and double rows at T > 0: seq's row bit for bit: the weights of
+//!   distributions/logit_weights.hpp in one read of the logits (`one_read_weights`), the filters on
+//!   them, and the kept weights times the inverse of their fixed-point mass (`keep_logit_weights`);
+//!   with a top-k in [1, `sparse_top_k_limit`], or a min-p alone, the kept tokens of
+//!   backend/simd/sparse_filter.hpp without a weight for every entry. T = 0 is the argmax one-hot row.
+//! - `warp_probs`: the filters above, then a lane-order double sum and p * (1 / sum) in double rounded
+//!   to T, as seq: the probabilities equal seq's up to the last bits of the sum: float rows at most 1
+//!   ulp apart (rarely); double rows within (2 V + 8) 2^-53 relative (the order of the sum moves
 //!   1 / sum by up to V - 1 roundings; found by tests/fuzz/warp_and_sample.cpp, where 1 ulp was stated).
-//! - temperature from logits: backend/simd/softmax.hpp (a documented ulp bound); T = 0 is the argmax
-//!   one-hot row, exact.
-//! - from logits with a top-k in [1, `sparse_top_k_limit`], or a min-p alone: no softmax of the row;
-//!   the kept tokens and their probabilities come from backend/simd/sparse_filter.hpp (the set
-//!   `sample_logits` samples), every other entry is 0. The masks agree with seq's except where a tie
-//!   or a top-p / min-p boundary is within rounding (seq filters p = e / sum, rounded once more).
 //! **Fallback:** `warp_probs` with a temperature other than 0 and 1 (p^(1/T), a scalar log and exp per
-//! entry) runs seq's `warp_probs`; rows other than float or double use seq.
+//! entry) runs seq's `warp_probs`; rows other than float or double, and float logits at T below
+//! 1 / FLT_MAX, use seq.
 #pragma once
 
 #include <algorithm>
@@ -49,14 +43,12 @@
 #include "specdec/backend/simd/select.hpp"
 #include "specdec/backend/simd/softmax.hpp"
 #include "specdec/backend/simd/sparse_filter.hpp"
+#include "specdec/backend/simd/top_p_cut.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/distributions/row_status.hpp"
 #include "specdec/distributions/warp.hpp"
 
 namespace specdec::backend::simd {
-
-//! Up to this many candidate entries, top-p sorts them instead of narrowing the band further.
-inline constexpr std::size_t top_p_sort_limit = 2048;
 
 namespace detail {
 
@@ -83,110 +75,6 @@ T ceil_to(double c) noexcept {
   return t;
 }
 
-//! Non-negative floats and doubles order like their bit patterns read as unsigned integers.
-template <class T>
-using bits_of_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-template <class T>
-bits_of_t<T> to_bits(T x) noexcept {
-  return std::bit_cast<bits_of_t<T>>(x);
-}
-template <class T>
-T from_bits(bits_of_t<T> b) noexcept {
-  return std::bit_cast<T>(b);
-}
-
-//! The number of entries > 0.
-template <class Arch, class T>
-std::size_t count_positive(std::span<const T> row) noexcept {
-  using B = xsimd::batch<T, Arch>;
-  constexpr std::size_t n = B::size;
-  const std::size_t full = row.size() / n * n;
-  B c(T(0));
-  const B zero(T(0)), one(T(1));
-  for (std::size_t v = 0; v < full; v += n) c += xsimd::select(B::load_unaligned(row.data() + v) > zero, one, zero);
-  alignas(64) std::array<T, n> lanes;
-  c.store_aligned(lanes.data());
-  double total = 0.0;  // exact: each lane counts at most V / n < 2^24 entries
-  for (const T x : lanes) total += static_cast<double>(x);
-  for (std::size_t v = full; v < row.size(); ++v) total += row[v] > T(0) ? 1.0 : 0.0;
-  return static_cast<std::size_t>(total);
-}
-
-//! Appends the entries > 0 to `out`.
-template <class Arch, class T>
-void gather_positive(std::span<const T> row, std::vector<T>& out) {
-  std::vector<std::size_t> at;
-  indices_at_least<Arch>(row, std::numeric_limits<T>::denorm_min(), at);
-  for (const std::size_t v : at) out.push_back(row[v]);
-}
-
-//! One level of the radix search for the top-p threshold: the entries of `values` (all > 0) are put
-//! in 1024 buckets by the 10 bits of their pattern below `shift + 10` (within the current band all
-//! higher bits are equal); scanning buckets from the top, `above` (the mass of larger entries)
-//! grows until a bucket would reach `goal`; `values` keeps that bucket's entries. Returns false when
-//! no bucket reaches the goal (rounding): then `values` is left as it was.
-template <class T>
-bool narrow_band(std::vector<T>& values, unsigned shift, double goal, double& above) {
-  constexpr std::size_t buckets = 1024;
-  std::array<double, buckets> mass{};
-  const auto key = [shift](T x) { return static_cast<std::size_t>((to_bits(x) >> shift) & (buckets - 1)); };
-  for (const T x : values) mass[key(x)] += static_cast<double>(x);
-  for (std::size_t b = buckets; b-- > 0;) {
-    if (mass[b] > 0.0 && above + mass[b] >= goal) {  // an empty bucket never holds the threshold (goal 0)
-      values.erase(std::remove_if(values.begin(), values.end(), [&](T x) { return key(x) != b; }), values.end());
-      return true;
-    }
-    above += mass[b];
-  }
-  return false;
-}
-
-//! The first level of `narrow_band` over a whole row (only its positive entries), with two
-//! interleaved histograms so that equal neighbours do not chain their updates; gathers the chosen
-//! bucket's entries into `band`.
-template <class Arch, class T>
-bool first_band(std::span<const T> row, unsigned shift, double goal, double& above, std::vector<T>& band) {
-  constexpr std::size_t buckets = 1024;
-  std::array<std::array<double, buckets>, 2> mass{};
-  const auto key = [shift](T x) { return static_cast<std::size_t>((to_bits(x) >> shift) & (buckets - 1)); };
-  std::size_t v = 0;
-  for (; v + 2 <= row.size(); v += 2) {
-    const T a = row[v], b = row[v + 1];
-    mass[0][key(a)] += a > T(0) ? static_cast<double>(a) : 0.0;
-    mass[1][key(b)] += b > T(0) ? static_cast<double>(b) : 0.0;
-  }
-  if (v < row.size() && row[v] > T(0)) mass[0][key(row[v])] += static_cast<double>(row[v]);
-  for (std::size_t k = buckets; k-- > 0;) {
-    const double m = mass[0][k] + mass[1][k];
-    // An empty bucket never holds the threshold: when top_p * mass underflows to a goal of 0, the
-    // first bucket "reached" it and every entry was kept (found by tests/fuzz/warp_and_sample.cpp).
-    if (m > 0.0 && above + m >= goal) {
-      // The bucket is [k << shift, (k + 1) << shift) in bit patterns (the bits above are 0: T > 0).
-      // The top bucket's end is the sign bit's pattern (-0): its bound is +inf instead (it holds the
-      // largest finite values; found by tests/fuzz/warp_and_sample.cpp, which kept every entry).
-      const T lower = from_bits<T>(static_cast<bits_of_t<T>>(k) << shift);
-      const bits_of_t<T> upper_bits = static_cast<bits_of_t<T>>(static_cast<bits_of_t<T>>(k + 1) << shift);
-      const T upper = (upper_bits >> (8 * sizeof(T) - 1)) != 0 ? std::numeric_limits<T>::infinity() : from_bits<T>(upper_bits);
-      using B = xsimd::batch<T, Arch>;
-      constexpr std::size_t n = B::size;
-      const B lo(lower), hi(upper);
-      const std::size_t full = row.size() / n * n;
-      const auto take = [&](T x) {
-        if (x >= lower && x < upper && x > T(0)) band.push_back(x);
-      };
-      for (std::size_t i = 0; i < full; i += n) {
-        const B x = B::load_unaligned(row.data() + i);
-        if (xsimd::any((x >= lo) & (x < hi)))
-          for (std::size_t j = 0; j < n; ++j) take(row[i + j]);
-      }
-      for (std::size_t i = full; i < row.size(); ++i) take(row[i]);
-      return true;
-    }
-    above += m;
-  }
-  return false;
-}
-
 }  // namespace detail
 
 //! Zeroes every entry below the k-th largest (ties at the boundary kept), as `specdec::keep_top_k`.
@@ -203,38 +91,38 @@ void keep_top_k(std::span<T> probs, int k) {
   }
 }
 
+namespace detail {
+//! `specdec::detail::keep_top_p_fixed` (the same kept set, bit for bit): the row's fixed-point mass in
+//! one pass, then `search_cut` from a floor below which no entry is kept (the entries below lo count
+//! at most V (lo 2^g + 1/2) together), then a zeroing pass. \pre entries >= 0 and <= top, top > 0
+template <class Arch, class T>
+void keep_top_p_fixed(std::span<T> probs, double top_p, const specdec::detail::fixed_mass_scale& f, T top) {
+  const std::span<const T> row(probs);
+  const std::int64_t total = fixed_row_mass<Arch>(row, f);
+  const std::int64_t goal = specdec::detail::fixed_goal(top_p, total);
+  const double size = static_cast<double>(row.size());
+  const double floor = (static_cast<double>(total - goal) / size - 1.0) * std::ldexp(1.0, -f.exponent);
+  const T lo = std::clamp(round_down_to<T>(floor), std::numeric_limits<T>::denorm_min(), top);
+  zero_below<Arch>(probs, search_cut<Arch>(row, whole_row(row, lo, top), goal, f));
+}
+}  // namespace detail
+
 //! Keeps the smallest high-probability set whose mass reaches top_p of the row's mass (ties at the
-//! boundary kept), as `specdec::keep_top_p`; the rows have no negative entries (warp's output).
+//! boundary kept), as `specdec::keep_top_p` (the same fixed-point masses, so the same set, without
+//! sorting the row: backend/simd/top_p_cut.hpp); the rows have no negative entries (warp's output).
 //! \throws specdec::error unless 0 < top_p <= 1
 template <class Arch, class T>
 void keep_top_p(std::span<T> probs, double top_p) {
   SPECDEC_EXPECTS(top_p > 0.0 && top_p <= 1.0, "top_p must be in (0, 1]");
-  if (top_p >= 1.0) return;
+  if (top_p >= 1.0 || probs.empty()) return;
   if constexpr (!detail::vector_row_type<T>) {
     specdec::keep_top_p(probs, top_p);
   } else {
-    const std::span<const T> row(probs);
-    const double mass = sum<Arch>(row);
-    if (!(mass > 0.0)) return;
-    if (!std::isfinite(mass)) return specdec::keep_top_p(probs, top_p);  // entries near DBL_MAX: seq's scaled sums
-    const double goal = top_p * mass;
-    // Radix search (1024 buckets per level, on the bit patterns, which order like the values):
-    // the first level over the row, the next ones over the shrinking band, then a sort of the band.
-    constexpr unsigned width = 8 * sizeof(T) - 1;  // the sign bit is 0
-    std::vector<T> band;
-    double above = 0.0;
-    T threshold = T(0);                                           // keep every positive entry unless the search finds a threshold
-    if (detail::count_positive<Arch>(row) <= top_p_sort_limit) {  // e.g. after a top-k: sort them all
-      detail::gather_positive<Arch>(row, band);
-      threshold = detail::threshold_in(band, 0.0, goal, T(0));
-    } else if (detail::first_band<Arch>(row, width - 10, goal, above, band)) {
-      for (unsigned shift = width - 20; band.size() > top_p_sort_limit && shift < width; shift -= std::min(shift, 10u)) {
-        if (!detail::narrow_band(band, shift, goal, above)) break;
-        if (shift == 0) break;
-      }
-      threshold = detail::threshold_in(band, above, goal, band.empty() ? T(0) : *std::min_element(band.begin(), band.end()));
-    }
-    detail::zero_below<Arch>(probs, threshold);
+    const std::ptrdiff_t at = argmax<Arch>(std::span<const T>(probs));
+    if (at < 0) return;
+    const T top = probs[static_cast<std::size_t>(at)];
+    if (!(top > T(0))) return;
+    detail::keep_top_p_fixed<Arch>(probs, top_p, specdec::detail::fixed_mass_scale(static_cast<double>(top), probs.size()), top);
   }
 }
 
@@ -276,8 +164,33 @@ row_status apply_filters(std::span<T> probs, const warp_params& w) {
 }
 }  // namespace detail
 
-//! probs = warp(softmax(logits / T)), as `specdec::warp_logits` (see the file comment for the
-//! agreement with seq). On an unusable row `probs` is zero-filled and the status says why.
+namespace detail {
+//! `specdec::detail::keep_logit_weights` on the simd backend, bit for bit: the weights in one read
+//! (`one_read_weights`, the same reference and `weight_exp`), then top-k (`kth_largest`), top-p
+//! (`keep_top_p_fixed`) and min-p (e >= the least T >= min_p * top) on them, the weights that
+//! count 0 dropped, and the kept mass.
+//! \pre `specdec::detail::weighs_logits<T>(w.temperature)`, T float or double
+template <class Arch, class T>
+specdec::detail::kept_weights keep_logit_weights(std::span<const T> logits, const warp_params& w, std::span<T> e) {
+  const referenced_weights r = one_read_weights<Arch>(logits, w.temperature, e.data());
+  if (r.status != row_status::ok) {
+    std::fill(e.begin(), e.end(), T(0));
+    return {r.status, 0.0, 0, specdec::detail::fixed_mass_scale(1.0, e.size())};
+  }
+  const T top = scaled_exp<Arch, T>(r.reference, w.temperature)(xsimd::batch<T, Arch>(static_cast<T>(r.max))).get(0);
+  const specdec::detail::fixed_mass_scale f(static_cast<double>(top), e.size());
+  keep_top_k<Arch>(e, w.top_k);
+  if (w.top_p < 1.0) keep_top_p_fixed<Arch>(e, w.top_p, f, top);
+  // min-p, and the weights that count 0: one pass
+  zero_below<Arch>(e, std::max(ceil_to<T>(w.min_p * static_cast<double>(top)), f.least_counted<T>()));
+  return {row_status::ok, static_cast<double>(top), fixed_row_mass<Arch>(std::span<const T>(e), f), f};
+}
+}  // namespace detail
+
+//! probs = warp(softmax(logits / T)), as `specdec::warp_logits`, bit for bit on float and double
+//! rows: where a sparse filter applies, its kept tokens (backend/simd/sparse_filter.hpp), else
+//! `detail::keep_logit_weights`; then the kept weights times the inverse of their fixed-point mass.
+//! On an unusable row `probs` is zero-filled and the status says why.
 //! \pre probs.size() == logits.size()  \throws specdec::error on invalid `w` or sizes
 template <class Arch, class T, class U>
 row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp_params& w) {
@@ -293,18 +206,18 @@ row_status warp_logits(std::span<const T> logits, std::span<U> probs, const warp
       if (s == row_status::ok) probs[static_cast<std::size_t>(argmax<Arch>(logits))] = U(1);
       return s;
     }
-    if constexpr (std::is_same_v<T, U>) {
-      if (detail::sparse_filter_applies<T>(w)) {
-        detail::sparse_buffers<T>& kept = detail::thread_sparse_buffers<T>();
-        const row_status s = detail::sparse_probabilities<Arch>(logits, w, kept.tokens, kept.weights, kept.values);
-        std::fill(probs.begin(), probs.end(), U(0));
-        for (std::size_t i = 0; i < kept.values.size(); ++i) probs[static_cast<std::size_t>(kept.tokens[i])] = kept.values[i];
-        return s;
-      }
+    if (!specdec::detail::weighs_logits<T>(w.temperature)) return specdec::warp_logits(logits, probs, w);
+    if (detail::sparse_filter_applies<T>(w)) {
+      detail::sparse_buffers<T>& kept = detail::thread_sparse_buffers<T>();
+      const row_status s = detail::sparse_probabilities<Arch>(logits, w, kept.tokens, kept.weights, kept.values);
+      std::fill(probs.begin(), probs.end(), U(0));
+      for (std::size_t i = 0; i < kept.values.size(); ++i) probs[static_cast<std::size_t>(kept.tokens[i])] = kept.values[i];
+      return s;
     }
-    const row_status s = softmax<Arch>(logits, probs, w.temperature);
-    if (s != row_status::ok) return s;
-    return detail::apply_filters<Arch>(probs, w);
+    const specdec::detail::kept_weights k = detail::keep_logit_weights<Arch>(logits, w, probs);
+    if (k.status != row_status::ok) return k.status;
+    detail::scale_row<Arch>(probs, k.scale.inverse(k.mass));
+    return row_status::ok;
   }
 }
 

@@ -1,0 +1,63 @@
+//! \file backend/simd/fixed_mass.hpp
+//! \brief Sums of fixed-point masses (distributions/logit_weights.hpp, `fixed_mass_scale`) on
+//! batches: every weight w counts nearbyint((w 2^g1) 2^g2), exactly as the scalar code counts it, and
+//! the counts add in 64-bit integers, so a sum does not depend on the order of its terms.
+//!
+//! The count of a lane: y = ((w 2^g1) 2^g2) + 2^52 in double rounds the scaled weight (< 2^51) to the
+//! nearest integer, ties to even, as nearbyint does, and leaves it in the low bits of y; the lanes
+//! add y's bit patterns, and `total` takes away 2^52's pattern once per added lane.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "specdec/backend/simd/xsimd_include.hpp"
+
+#include "specdec/backend/simd/arch.hpp"
+#include "specdec/distributions/logit_weights.hpp"
+
+namespace specdec::backend::simd::detail {
+
+//! A running fixed-point mass of batches of weights.
+template <class Arch>
+class fixed_sum {
+ public:
+  using D = dbatch<Arch>;
+  using I = xsimd::batch<std::uint64_t, Arch>;
+
+  fixed_sum() noexcept = default;  //!< (scale 1, for arrays that are filled next)
+  explicit fixed_sum(const specdec::detail::fixed_mass_scale& f) noexcept : first_(f.first), second_(f.second) {}
+
+  //! Adds the counts of a batch of doubles.
+  void add(const D& w) noexcept {
+    acc_ += xsimd::bitwise_cast<I>(w * first_ * second_ + D(0x1p52));
+    ++steps_;
+  }
+  //! Adds the counts of a batch of float or double weights.
+  template <class T>
+  void add_weights(const xsimd::batch<T, Arch>& w) noexcept {
+    if constexpr (std::is_same_v<T, float>) {
+      add(widen_lo<Arch>(w));
+      add(widen_hi<Arch>(w));
+    } else {
+      add(w);
+    }
+  }
+  //! The sum of every count added.
+  std::int64_t total() const noexcept {
+    alignas(64) std::array<std::uint64_t, D::size> lanes;
+    acc_.store_aligned(lanes.data());
+    std::uint64_t sum = 0;  // (mod 2^64: the true sum is below 2^62)
+    for (const std::uint64_t x : lanes) sum += x;
+    return static_cast<std::int64_t>(sum - steps_ * D::size * std::bit_cast<std::uint64_t>(0x1p52));
+  }
+
+ private:
+  D first_ = D(1.0), second_ = D(1.0);
+  I acc_ = I(std::uint64_t(0));
+  std::uint64_t steps_ = 0;
+};
+
+}  // namespace specdec::backend::simd::detail
