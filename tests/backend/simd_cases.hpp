@@ -486,10 +486,10 @@ TEMPLATE_LIST_TEST_CASE("simd softmax: tiny temperatures on float rows, -inf and
 
 TEMPLATE_LIST_TEST_CASE("simd top-p on large rows of the largest finite or of subnormal values gives seq's mask",
                         "[simd][warp][bad_input]", specdec_simd_archs) {
-  // Found by the fuzz harness tests/fuzz/warp_and_sample.cpp: the radix search's top bucket (the
-  // largest finite values) had the sign bit's pattern, -0, as its upper bound, so its band came out
-  // empty and every entry was kept; and when top_p * mass underflowed to 0, an empty bucket was
-  // taken as reaching the goal, with the same result.
+  // Rows at the ends of the type's range: the largest finite values (whose fixed-point masses need a
+  // negative scale exponent) and subnormal values (a scale beyond double's range, taken in two
+  // factors). The fuzz harness tests/fuzz/warp_and_sample.cpp found both ends to break an earlier
+  // search of the cut.
   using Arch = TestType;
   if (!specdec_simd_test::runnable<Arch>()) return;
   const auto check = [](auto tag) {

@@ -214,7 +214,7 @@ template <class Arch, class T>
 T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const specdec::detail::fixed_mass_scale& f) {
   constexpr std::size_t pivots = 4, n = xsimd::batch<T, Arch>::size;
   constexpr int max_levels = 12;           // (then the band is sorted whatever its size)
-  constexpr std::size_t sort_limit = 256;  // (2048, `top_p_sort_limit`, spent ~10 % of a call sorting)
+  constexpr std::size_t sort_limit = 256;  // (a limit of 2048 spent ~10 % of a call sorting)
   // Two buffers (the thread's scratch rows 1 and 2) that the levels' bands alternate between.
   const std::array<T*, 2> buffer{scratch_row<T, 1>(row.size() + n), scratch_row<T, 2>(row.size() + n)};
   for (;; ++st.level) {
