@@ -123,21 +123,18 @@ specdec::detail::kept_weights sparse_filter(std::span<const T> logits, const war
     // Fewer than k tokens above -inf: all of them. A +inf, the maximum and an all -inf row show among
     // the candidates; the reference needs the maximum, so the slack is first taken from the k-th's
     // gap to the maximum of a generous first set (one more pass only when the slack was short).
-    if (!kth) {
-      gather(static_cast<double>(std::nextafter(-std::numeric_limits<T>::infinity(), T(0))));
-    } else {
-      gather(static_cast<double>(*kth) -
-             std::ldexp(std::abs(static_cast<double>(*kth)) + w.temperature, 8 - std::numeric_limits<T>::digits));
-    }
+    // (The first set's slack is `weight_slack` of the k-th logit's gap to 0 rather than to R.)
+    const double gathered =
+        kth ? static_cast<double>(*kth) - weight_slack<T>(static_cast<double>(*kth) / w.temperature, w.temperature)
+            : static_cast<double>(std::nextafter(-std::numeric_limits<T>::infinity(), T(0)));
+    gather(gathered);
     if (tokens.empty()) return failed(row_status::no_mass);  // every logit is -inf
     if (m == std::numeric_limits<double>::infinity()) return failed(row_status::not_finite);
     r = weight_reference<Arch>(logits, m, w.temperature);
     if (kth) {
       const double least =
           static_cast<double>(*kth) - weight_slack<T>((static_cast<double>(*kth) - r) / w.temperature, w.temperature);
-      if (least < static_cast<double>(*kth) -
-                      std::ldexp(std::abs(static_cast<double>(*kth)) + w.temperature, 8 - std::numeric_limits<T>::digits))
-        gather(least);
+      if (least < gathered) gather(least);
     }
   }
   const specdec::detail::weight_argument<T> arg(r, w.temperature);
