@@ -110,8 +110,8 @@ T weight_exp(T t) noexcept {
   using C = weight_exp_constants<T>;
   if (!(t > C::floor)) t = C::floor;
   const T k = std::nearbyint(t * C::log2e);
-  T r = multiply_add(-k, C::ln2_hi, t);
-  r = multiply_add(-k, C::ln2_lo, r);
+  T r = multiply_add(k, -C::ln2_hi, t);  // (k (-c) is (-k) c, exactly)
+  r = multiply_add(k, -C::ln2_lo, r);
   T p = C::poly[0];
   for (std::size_t i = 1; i < C::poly.size(); ++i) p = multiply_add(p, r, C::poly[i]);
   const T e = multiply_add(r * r, p, r) + T(1);

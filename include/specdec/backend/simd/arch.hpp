@@ -20,6 +20,16 @@
 
 #include "specdec/backend/simd/xsimd_include.hpp"
 
+//! Marks a kernel helper that must be inlined into its loop: GCC 12 keeps `weight_exp` on a group
+//! of batches out of line otherwise, and passes the group through memory on every call.
+#if defined(__GNUC__)
+#define SPECDEC_SIMD_INLINE [[gnu::always_inline]] inline
+#elif defined(_MSC_VER)
+#define SPECDEC_SIMD_INLINE __forceinline
+#else
+#define SPECDEC_SIMD_INLINE inline
+#endif
+
 namespace specdec::backend::simd {
 
 //! A batch of doubles of architecture `Arch`.

@@ -10,6 +10,7 @@
 //! takes a second, rounding scaling, as the scalar code does.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -40,22 +41,12 @@ xsimd::batch<T, Arch> power_of_two(const xsimd::batch<T, Arch>& k) noexcept {
   return xsimd::bitwise_cast<B>(xsimd::bitwise_cast<U>(biased) << C::fraction_bits);
 }
 
-//! exp(t) lane by lane, bit for bit `specdec::detail::weight_exp` (NaN and t below its floor give 0).
-//! \pre t <= 88 (float), 709 (double)
+//! e 2^k, rounded once, for e in [0.7, 1.42] and integer-valued k (0 below the subnormal range).
 template <class Arch, class T>
-xsimd::batch<T, Arch> weight_exp(xsimd::batch<T, Arch> t) noexcept {
+SPECDEC_SIMD_INLINE xsimd::batch<T, Arch> times_power_of_two(const xsimd::batch<T, Arch>& e,
+                                                             const xsimd::batch<T, Arch>& k) noexcept {
   using B = xsimd::batch<T, Arch>;
   using C = specdec::detail::weight_exp_constants<T>;
-  if constexpr (max_skips_nan_first<Arch>)  // NaN and t below the floor: the floor
-    t = xsimd::max(t, B(C::floor));
-  else
-    t = xsimd::select(t > B(C::floor), t, B(C::floor));
-  const B k = xsimd::nearbyint(t * B(C::log2e));
-  B r = multiply_add(-k, B(C::ln2_hi), t);
-  r = multiply_add(-k, B(C::ln2_lo), r);
-  B p(C::poly[0]);
-  for (std::size_t i = 1; i < C::poly.size(); ++i) p = multiply_add(p, r, B(C::poly[i]));
-  const B e = multiply_add(r * r, p, r) + B(T(1));
 #if XSIMD_WITH_AVX512F
   if constexpr (is_family<Arch, xsimd::avx512f>) {
     if constexpr (std::is_same_v<T, float>)
@@ -71,6 +62,41 @@ xsimd::batch<T, Arch> weight_exp(xsimd::batch<T, Arch> t) noexcept {
         power_of_two<Arch, T>(xsimd::min(xsimd::max(k - least, B(static_cast<T>(C::least_nonzero - C::least_normal))), B(T(0))));
     return xsimd::select(k < B(static_cast<T>(C::least_nonzero)), B(T(0)), first * second);
   }
+}
+
+//! exp(t) lane by lane on each of N batches, in place, bit for bit `specdec::detail::weight_exp`
+//! (NaN and t below its floor give 0). Each step runs on all N batches before the next: a single
+//! exp is a chain of about 20 dependent operations, and independent chains side by side keep the
+//! vector units busy (8 batches measured about 1.3x the throughput of one at a time on AVX-512).
+//! (-k) c and k (-c) are the same product, so the reduction multiplies k by the negated constants.
+//! \pre t <= 88 (float), 709 (double)
+template <class Arch, class T, std::size_t N>
+SPECDEC_SIMD_INLINE void weight_exp(std::array<xsimd::batch<T, Arch>, N>& t) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  using C = specdec::detail::weight_exp_constants<T>;
+  std::array<B, N> k, r, p;
+  for (std::size_t i = 0; i < N; ++i) {
+    if constexpr (max_skips_nan_first<Arch>)  // NaN and t below the floor: the floor
+      t[i] = xsimd::max(t[i], B(C::floor));
+    else
+      t[i] = xsimd::select(t[i] > B(C::floor), t[i], B(C::floor));
+  }
+  for (std::size_t i = 0; i < N; ++i) k[i] = xsimd::nearbyint(t[i] * B(C::log2e));
+  for (std::size_t i = 0; i < N; ++i) r[i] = multiply_add(k[i], B(-C::ln2_hi), t[i]);
+  for (std::size_t i = 0; i < N; ++i) r[i] = multiply_add(k[i], B(-C::ln2_lo), r[i]);
+  for (std::size_t i = 0; i < N; ++i) p[i] = multiply_add(B(C::poly[0]), r[i], B(C::poly[1]));
+  for (std::size_t j = 2; j < C::poly.size(); ++j)
+    for (std::size_t i = 0; i < N; ++i) p[i] = multiply_add(p[i], r[i], B(C::poly[j]));
+  for (std::size_t i = 0; i < N; ++i) p[i] = multiply_add(r[i] * r[i], p[i], r[i]) + B(T(1));
+  for (std::size_t i = 0; i < N; ++i) t[i] = times_power_of_two<Arch, T>(p[i], k[i]);
+}
+
+//! exp(t) lane by lane (the group of one batch).
+template <class Arch, class T>
+xsimd::batch<T, Arch> weight_exp(xsimd::batch<T, Arch> t) noexcept {
+  std::array<xsimd::batch<T, Arch>, 1> one{t};
+  weight_exp<Arch, T, 1>(one);
+  return one[0];
 }
 
 }  // namespace specdec::backend::simd::detail

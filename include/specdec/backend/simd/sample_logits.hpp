@@ -18,7 +18,7 @@
 //!   (`guess_cut_band`) is gathered in one pass that also counts the fixed-point masses above it and
 //!   of the whole row, and kept when those show that it holds the cut; otherwise bands are narrowed
 //!   by 4 geometric pivots per level (float sums that decide whenever their error bound allows, else
-//!   exact fixed-point ones). The band is narrowed until at most 256 entries remain, which
+//!   exact fixed-point ones). The band is narrowed until at most 64 entries remain, which
 //!   `fixed_threshold_in` sorts; ties at the cut are kept. Then `backend::simd::sample_categorical`'s
 //!   inverse CDF runs on the row with the entries below the cut read as 0 (`threshold_row_step`: the
 //!   same token as on the zeroed row: the contract adds +0 exactly). Cost: one read of the logits, one
@@ -56,14 +56,14 @@ namespace specdec::backend::simd {
 
 namespace detail {
 //! The step (categorical.hpp's `WeightStep`) of a row whose entries below `cut` weigh 0: the same
-//! weights, sums and usability as `row_step` on the row after `zero_below(row, cut)`, without that
-//! pass over the row.
+//! weights and sums as `row_step` on the row after `zero_below(row, cut)`, without that pass over the
+//! row. The row holds weights of `one_read_weights` (finite and >= 0: at most e^64), so it is usable
+//! without a check. On AVX-512 the conversion to double zeroes the entries below the cut itself.
 template <class Arch, class T>
 struct threshold_row_step {
   const T* x;
   std::size_t size;
   T cut;
-  fast_usable_tracker<Arch, T> ok{};
 
   void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
     using B = xsimd::batch<T, Arch>;
@@ -72,26 +72,27 @@ struct threshold_row_step {
     if constexpr (std::is_same_v<T, float>) {
       for (std::size_t k = 0; k < R / 2; ++k) {
         const B l = B::load_unaligned(x + base + k * B::size);
+#if XSIMD_WITH_AVX512F
+        if constexpr (is_family<Arch, xsimd::avx512f>) {
+          const __mmask16 kept = _mm512_cmp_ps_mask(l, c, _CMP_GE_OQ);
+          const __m256 high = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(l), 1));
+          acc[2 * k] += dbatch<Arch>(_mm512_maskz_cvtps_pd(static_cast<__mmask8>(kept), _mm512_castps512_ps256(l)));
+          acc[2 * k + 1] += dbatch<Arch>(_mm512_maskz_cvtps_pd(static_cast<__mmask8>(kept >> 8), high));
+          continue;
+        }
+#endif
         const B v = xsimd::select(l < c, zero, l);
-        ok.add(v);
         acc[2 * k] += widen_lo<Arch>(v);
         acc[2 * k + 1] += widen_hi<Arch>(v);
       }
     } else {
       for (std::size_t k = 0; k < R; ++k) {
         const B l = B::load_unaligned(x + base + k * B::size);
-        const B v = xsimd::select(l < c, zero, l);
-        ok.add(v);
-        acc[k] += v;
+        acc[k] += xsimd::select(l < c, zero, l);
       }
     }
   }
-  bool usable() const {
-    if (ok.all()) return true;
-    for (std::size_t v = 0; v < size; ++v)
-      if (!specdec::detail::usable_weight(scalar(v))) return false;
-    return true;
-  }
+  bool usable() const { return true; }
   double scalar(std::size_t v) const { return x[v] < cut ? 0.0 : static_cast<double>(x[v]); }
 };
 

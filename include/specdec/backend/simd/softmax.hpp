@@ -90,11 +90,21 @@ struct scaled_exp {
     max = B(t.reference);
     factor = B(t.factor);
   }
+  //! The weights of a group of N batches of logits, in place (`weight_exp`'s group).
+  template <std::size_t N>
+  void operator()(std::array<B, N>& x) const noexcept {
+    for (std::size_t i = 0; i < N; ++i) {
+      if constexpr (std::is_same_v<T, float>)
+        x[i] = (x[i] - max) * factor;
+      else
+        x[i] = (x[i] - max) / factor;  // double rows divide, as seq does
+    }
+    weight_exp<Arch, T, N>(x);
+  }
   B operator()(const B& x) const noexcept {
-    if constexpr (std::is_same_v<T, float>)
-      return weight_exp<Arch, T>((x - max) * factor);
-    else
-      return weight_exp<Arch, T>((x - max) / factor);  // double rows divide, as seq does
+    std::array<B, 1> one{x};
+    (*this)(one);
+    return one[0];
   }
 };
 
@@ -134,6 +144,7 @@ void scale_row(std::span<T> row, double inv) noexcept {
 
 //! sum_v exp((x_v - m) / T), storing each exp into `out` (same length as `logits`) when `Store`.
 //! (A compile-time switch, not `if (out)`: see `scaled_exp` about GCC 12 and loop-invariant branches.)
+//! The weights are computed `exp_group` batches at a time (see `weight_exp`) and added in row order.
 //! With `Pairs` (float rows), two batches of weights are added in float before the double sum: one
 //! more rounding per pair, so the sum is within 2^-24 relative of the double sum, for fewer widening
 //! adds. With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
@@ -141,29 +152,33 @@ void scale_row(std::span<T> row, double inv) noexcept {
 template <class Arch, bool Store, class T, bool Pairs = false>
 double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out, std::span<const T> ahead = {}) noexcept {
   using B = xsimd::batch<T, Arch>;
-  constexpr std::size_t n = B::size, per_line = 64 / sizeof(T);
-  constexpr std::size_t width = Pairs && std::is_same_v<T, float> ? 2 * n : n;  // entries per step
+  constexpr std::size_t n = B::size, per_line = 64 / sizeof(T), exp_group = 8;
+  constexpr bool pairs = Pairs && std::is_same_v<T, float>;
   const scaled_exp<Arch, T> f(m, temperature);
   dbatch<Arch> acc0(0.0), acc1(0.0);
-  const auto weight = [&](std::size_t v) {
-    const B e = f(B::load_unaligned(logits.data() + v));
-    if constexpr (Store) e.store_unaligned(out + v);
-    return e;
-  };
-  const auto step = [&](std::size_t v) {
-    if constexpr (width == n)
-      accumulate<Arch, T>(weight(v), acc0, acc1);
+  // The weights of G batches from entry v on, stored and added.
+  const auto step = [&]<std::size_t G>(std::size_t v, std::integral_constant<std::size_t, G>) {
+    std::array<B, G> e;
+    for (std::size_t i = 0; i < G; ++i) e[i] = B::load_unaligned(logits.data() + v + i * n);
+    f(e);
+    for (std::size_t i = 0; i < G; ++i)
+      if constexpr (Store) e[i].store_unaligned(out + v + i * n);
+    if constexpr (pairs && G % 2 == 0)
+      for (std::size_t i = 0; i < G; i += 2) accumulate<Arch, T>(e[i] + e[i + 1], acc0, acc1);
     else
-      accumulate<Arch, T>(weight(v) + weight(v + n), acc0, acc1);
+      for (std::size_t i = 0; i < G; ++i) accumulate<Arch, T>(e[i], acc0, acc1);
   };
+  constexpr std::size_t width = exp_group * n;  // entries per group
   const std::size_t full = logits.size() / width * width, covered = std::min(full, ahead.size() / width * width);
   std::size_t v = 0;
   for (; v < covered; v += width) {
     for (std::size_t j = 0; j < width; j += per_line) __builtin_prefetch(ahead.data() + v + j);
-    step(v);
+    step(v, std::integral_constant<std::size_t, exp_group>{});
   }
-  for (; v < full; v += width) step(v);
-  for (; v + n <= logits.size(); v += n) accumulate<Arch, T>(weight(v), acc0, acc1);
+  for (; v < full; v += width) step(v, std::integral_constant<std::size_t, exp_group>{});
+  if constexpr (pairs)
+    for (; v + 2 * n <= logits.size(); v += 2 * n) step(v, std::integral_constant<std::size_t, 2>{});
+  for (; v + n <= logits.size(); v += n) step(v, std::integral_constant<std::size_t, 1>{});
   if (v < logits.size()) {  // the remainder through the same vector code, padded with -inf
     const std::size_t rest = logits.size() - v;
     const B e = f(load_partial<B>(logits.data() + v, rest, -std::numeric_limits<T>::infinity()));

@@ -152,7 +152,7 @@ struct band_summary {
 //! without a branch per entry (`compress_greater`). With `Mass`, also sets `*above` to the fixed-point
 //! mass of the entries >= hi and `*total` to the row's. Without `Summary`, the returned least and
 //! largest are the bounds lo and the float below hi (a lighter pass).
-//! \pre lo > 0
+//! \pre lo > 0, the entries of `row` are >= 0
 template <class Arch, class T, bool Mass = false, bool Summary = true>
 band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const specdec::detail::fixed_mass_scale* f = nullptr,
                             std::int64_t* above = nullptr, std::int64_t* total = nullptr) noexcept {
@@ -170,7 +170,7 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const sp
   const auto take = [&](const B& x) {
     if constexpr (Mass) {
       high->add_weights(xsimd::select(x >= upper, x, B(T(0))));
-      all->add_weights(xsimd::select(x > B(T(0)), x, B(T(0))));  // (-inf padding counts 0)
+      all->add_weights(x);
     }
     const B y = xsimd::select(x < upper, x, none);
     size += compress_greater<Arch>(y, tau, out + size);
@@ -181,7 +181,7 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const sp
   };
   const std::size_t full = row.size() / n * n;
   for (std::size_t v = 0; v < full; v += n) take(B::load_unaligned(row.data() + v));
-  if (full < row.size()) take(load_partial<B>(row.data() + full, row.size() - full, -inf));
+  if (full < row.size()) take(load_partial<B>(row.data() + full, row.size() - full, T(0)));  // (0 is below lo: not gathered)
   if constexpr (Mass) {
     *above = high->total();
     if (total) *total = all->total();
@@ -213,8 +213,8 @@ struct cut_search {
 template <class Arch, class T>
 T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const specdec::detail::fixed_mass_scale& f) {
   constexpr std::size_t pivots = 4, n = xsimd::batch<T, Arch>::size;
-  constexpr int max_levels = 12;           // (then the band is sorted whatever its size)
-  constexpr std::size_t sort_limit = 256;  // (a limit of 2048 spent ~10 % of a call sorting)
+  constexpr int max_levels = 12;          // (then the band is sorted whatever its size)
+  constexpr std::size_t sort_limit = 64;  // (256 spent ~8 % of a call sorting, 2048 ~10 %)
   // Two buffers (the thread's scratch rows 1 and 2) that the levels' bands alternate between.
   const std::array<T*, 2> buffer{scratch_row<T, 1>(row.size() + n), scratch_row<T, 2>(row.size() + n)};
   for (;; ++st.level) {
@@ -224,10 +224,12 @@ T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const 
       const T least = band.empty() ? st.lo : *std::min_element(band.begin(), band.end());
       return specdec::detail::fixed_threshold_in(band, st.above, goal, least, f);
     }
-    std::array<T, pivots> at;  // at[0] = top > at[1] > ... >= lo (rounded down: duplicates are harmless)
-    for (std::size_t j = 0; j < pivots; ++j)
-      at[j] = round_down_to<T>(static_cast<double>(st.top) * std::pow(static_cast<double>(st.lo) / static_cast<double>(st.top),
-                                                                      static_cast<double>(j) / pivots));
+    // at[0] = top > at[1] > ... >= lo, top (lo / top)^(j / 4) rounded down (duplicates are harmless)
+    static_assert(pivots == 4, "the ratio's fourth root is two square roots");
+    const double ratio = std::sqrt(std::sqrt(static_cast<double>(st.lo) / static_cast<double>(st.top)));
+    std::array<T, pivots> at;
+    double pivot = static_cast<double>(st.top);
+    for (std::size_t j = 0; j < pivots; ++j, pivot *= ratio) at[j] = std::max(round_down_to<T>(pivot), st.lo);
     at[0] = st.top;
     std::size_t j = 0;
     if (!choose_band_fast<Arch>(st.in, at, st.above, goal, f, j)) {
