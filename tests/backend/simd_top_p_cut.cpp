@@ -5,8 +5,8 @@
 // `weight_exp` of backend/simd/exp.hpp against the scalar one (bit for bit) and exp in double, the
 // one-read weights of backend/simd/softmax.hpp against seq's `logit_weights` (bit for bit), and
 // backend/simd/top_p_cut.hpp's cut against the threshold of the sorted row by fixed-point masses,
-// with the guessed band and without it, on rows where the guess holds the cut and on rows built so
-// that it misses; and the whole path on double rows against seq (float rows:
+// with the guessed band (from a subsample, or from the first level's float sums) and without it, on
+// rows where the guess holds the cut and on rows built (or given a wrong mass) so that it misses; and the whole path on double rows against seq (float rows:
 // tests/sampling/simd_sample_logits.cpp and simd_cases.hpp). Compiled for AVX-512 and AVX2 where the compiler accepts the flags (see
 // simd_avx512.cpp); each case checks that the CPU runs the architecture first.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -202,7 +202,7 @@ TEMPLATE_LIST_TEST_CASE("simd one_read_weights: seq's weights and reference bit 
         REQUIRE(w == seq_weights);
         double sum = 0.0;
         for (const float x : w) sum += static_cast<double>(x);
-        CHECK(std::abs(r.sum - sum) <= 0x1p-23 * sum);  // pairs added in float: within 2^-24 each
+        CHECK(std::abs(r.sum - sum) <= 0x1p-22 * sum);  // groups of 8 added as a float tree: within 3 2^-24 each
       }
 }
 
@@ -214,7 +214,7 @@ TEMPLATE_LIST_TEST_CASE(
   namespace d = specdec::backend::simd::detail;
   constexpr std::size_t n = xsimd::batch<float, Arch>::size;
   philox_stream s(stream_address{0x70C, 2, 0, 0, purpose::user});
-  int guessed = 0, missed = 0;
+  int guessed = 0, missed = 0, first = 0, first_missed = 0, misplaced = 0;
   for (const std::size_t V : {std::size_t{20000}, std::size_t{128256}})
     for (const double sd : {0.5, 2.0, 4.0, 8.0})
       for (const double top_p : {0.5, 0.9, 0.95, 0.99})
@@ -239,15 +239,27 @@ TEMPLATE_LIST_TEST_CASE(
           CAPTURE(V, sd, top_p, variant, want);
           CHECK(d::top_p_cut<Arch>(row, top_p, f, lo, top) == want);
           CHECK(d::top_p_cut<Arch>(row, top_p, f, lo, top, z) == want);
+          const auto holds = [&](const auto& band) { return (*band)[0] <= want && want < (*band)[1]; };
           if (const auto band = d::guess_cut_band<Arch>(row, z, goal, lo, top, f)) {
             ++guessed;
-            if (!((*band)[0] <= want && want < (*band)[1])) ++missed;
+            if (!holds(band)) ++missed;
+          } else if (const auto first_level = d::first_band<Arch>(row, z, top_p, lo, top, f)) {
+            ++first;  // (decided for every goal the mass allows: it holds the cut)
+            if (!holds(first_level)) ++first_missed;
           }
+          // A z far from the row's mass misplaces both guesses; the band check catches it.
+          if (const auto wrong = d::first_band<Arch>(row, 0.5 * z, top_p, lo, top, f); wrong && !holds(wrong)) ++misplaced;
+          CHECK(d::top_p_cut<Arch>(row, top_p, f, lo, top, 0.5 * z) == want);
         }
-  // Both paths ran: guesses that held the cut (the band pass) and guesses that did not (the fallback).
-  INFO(Arch::name() << ": " << guessed << " guesses, " << missed << " of which missed the cut");
+  // Every path ran: guesses that held the cut (the band pass), guesses that did not (the fallback),
+  // first-level bands where the subsample could not guess, and misplaced ones (the fallback).
+  INFO(Arch::name() << ": " << guessed << " guesses, " << missed << " of which missed the cut; " << first
+                    << " first-level bands, " << first_missed << " of which missed; " << misplaced << " misplaced");
   CHECK(guessed - missed >= 20);
   CHECK(missed >= 5);
+  CHECK(first >= 20);
+  CHECK(first_missed == 0);
+  CHECK(misplaced >= 5);
 }
 
 TEMPLATE_LIST_TEST_CASE("simd sample_logits' top-p path on double rows gives seq's token bit for bit", "[simd][sampling]",

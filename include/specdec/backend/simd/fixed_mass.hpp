@@ -54,9 +54,8 @@ class fixed_sum {
 #if XSIMD_WITH_AVX512DQ
       if constexpr (is_family<Arch, xsimd::avx512dq>) {
         if (in_float_) {  // 3 conversions and a multiply instead of 8 double operations and 2 widenings
-          const __m512 scaled = _mm512_mul_ps(w, float_scale_);
-          const __m256 high = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(scaled), 1));
-          acc_ += I(_mm512_cvtps_epi64(_mm512_castps512_ps256(scaled))) + I(_mm512_cvtps_epi64(high));
+          const std::array<I, 2> counts = float_counts(w);
+          acc_ += counts[0] + counts[1];
           return;
         }
       }
@@ -66,6 +65,25 @@ class fixed_sum {
     } else {
       add(w);
     }
+  }
+  //! Adds the counts of a batch of weights, and those of its lanes >= `at` to `above` (a sum of
+  //! the same scale): on AVX-512DQ, each weight is converted once for both.
+  template <class T>
+  void add_weights_and_above(const xsimd::batch<T, Arch>& w, const xsimd::batch<T, Arch>& at, fixed_sum& above) noexcept {
+#if XSIMD_WITH_AVX512DQ
+    if constexpr (std::is_same_v<T, float> && is_family<Arch, xsimd::avx512dq>) {
+      if (in_float_) {
+        const std::array<I, 2> counts = float_counts(w);
+        const __mmask16 high = _mm512_cmp_ps_mask(w, at, _CMP_GE_OQ);
+        acc_ += counts[0] + counts[1];
+        above.acc_ = _mm512_mask_add_epi64(above.acc_, static_cast<__mmask8>(high), above.acc_, counts[0]);
+        above.acc_ = _mm512_mask_add_epi64(above.acc_, static_cast<__mmask8>(high >> 8), above.acc_, counts[1]);
+        return;
+      }
+    }
+#endif
+    add_weights(w);
+    above.add_weights(xsimd::select(w >= at, w, xsimd::batch<T, Arch>(T(0))));
   }
   //! The sum of every count added.
   std::int64_t total() const noexcept {
@@ -77,6 +95,15 @@ class fixed_sum {
   }
 
  private:
+#if XSIMD_WITH_AVX512DQ
+  //! The counts of the lower and upper halves of a batch of floats (\pre `in_float_`).
+  std::array<I, 2> float_counts(const fbatch<Arch>& w) const noexcept {
+    const __m512 scaled = _mm512_mul_ps(w, float_scale_);
+    const __m256 high = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(scaled), 1));
+    return {I(_mm512_cvtps_epi64(_mm512_castps512_ps256(scaled))), I(_mm512_cvtps_epi64(high))};
+  }
+#endif
+
   D first_ = D(1.0), second_ = D(1.0);
   xsimd::batch<float, Arch> float_scale_ = xsimd::batch<float, Arch>(1.0f);
   bool in_float_ = false;

@@ -11,8 +11,8 @@
 //!   sampling contract makes the dense row's token.
 //! - top_p < 1 with no top-k and no min-p (**top-p path**): one read of the logits
 //!   (`one_read_weights`, backend/simd/softmax.hpp) writes the weights to a scratch row (the thread's,
-//!   reused across calls: `scratch_row`) and sums them approximately (Z; float rows add pairs of
-//!   batches in float, then in double: within 2^-24 relative). The cut, seq's top-p threshold on the
+//!   reused across calls: `scratch_row`) and sums them approximately (Z; float rows add groups of
+//!   batches in float, then in double: within 3 2^-24 relative). The cut, seq's top-p threshold on the
 //!   weights by fixed-point masses, is found without sorting the row (backend/simd/top_p_cut.hpp,
 //!   `top_p_cut`): no entry below a floor from Z can be kept; a band guessed from a subsample
 //!   (`guess_cut_band`) is gathered in one pass that also counts the fixed-point masses above it and

@@ -145,9 +145,9 @@ void scale_row(std::span<T> row, double inv) noexcept {
 //! sum_v exp((x_v - m) / T), storing each exp into `out` (same length as `logits`) when `Store`.
 //! (A compile-time switch, not `if (out)`: see `scaled_exp` about GCC 12 and loop-invariant branches.)
 //! The weights are computed `exp_group` batches at a time (see `weight_exp`) and added in row order.
-//! With `Pairs` (float rows), two batches of weights are added in float before the double sum: one
-//! more rounding per pair, so the sum is within 2^-24 relative of the double sum, for fewer widening
-//! adds. With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
+//! With `Pairs` (float rows), each group's batches (2 or 8) are added in float, as a tree, before
+//! the double sum: at most 3 more roundings per term, so the sum is within 3 2^-24 relative of the
+//! double sum, for fewer widening adds. With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
 //! of a row that `one_read_weights` reads from memory while this part computes).
 template <class Arch, bool Store, class T, bool Pairs = false>
 double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out, std::span<const T> ahead = {}) noexcept {
@@ -163,9 +163,11 @@ double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T
     f(e);
     for (std::size_t i = 0; i < G; ++i)
       if constexpr (Store) e[i].store_unaligned(out + v + i * n);
-    if constexpr (pairs && G % 2 == 0)
-      for (std::size_t i = 0; i < G; i += 2) accumulate<Arch, T>(e[i] + e[i + 1], acc0, acc1);
-    else
+    if constexpr (pairs && G % 2 == 0) {  // a tree of float adds, then one widening add
+      for (std::size_t stride = 1; stride < G; stride *= 2)
+        for (std::size_t i = 0; i + stride < G; i += 2 * stride) e[i] += e[i + stride];
+      accumulate<Arch, T>(e[0], acc0, acc1);
+    } else
       for (std::size_t i = 0; i < G; ++i) accumulate<Arch, T>(e[i], acc0, acc1);
   };
   constexpr std::size_t width = exp_group * n;  // entries per group
@@ -196,7 +198,7 @@ struct referenced_weights {
 };
 
 //! The weights of distributions/logit_weights.hpp, bit for bit, of a row of logits (`scaled_exp` with
-//! the reference R), stored to `out`, and their sum (float rows: summed in pairs, `sum_scaled_exp`),
+//! the reference R), stored to `out`, and their sum (float rows: summed in groups, `sum_scaled_exp`),
 //! reading the row from memory once: chunk by chunk (`specdec::detail::weight_chunk`), the chunk's
 //! maximum and status (`logit_row_max`), then its weights from the first-level cache while the next
 //! chunk is prefetched. R is the first finite chunk maximum, so weights can exceed 1, by at most e^64;

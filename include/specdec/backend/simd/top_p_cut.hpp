@@ -88,13 +88,14 @@ double row_mass(std::span<const T> row) noexcept {
 
 //! The band choice of `top_p_cut` from float sums: `chosen` = the least j with
 //! above + masses_at_least(row, pivots, f)[j] >= goal (P if none), as the exact fixed-point masses
-//! give it, whenever every comparison it rests on is farther from `goal` than the float sums' error
-//! bound (positive terms: (k - 1) 2^-24 of the mass for k terms per lane, doubled) plus the rounding
-//! of the counts (half a unit per entry); false when one is not, or for double rows: then the caller
-//! takes the exact masses. Float adds cost a fraction of the fixed-point conversions.
+//! give it for every goal in [goal_low, goal_high], whenever every comparison it rests on is farther
+//! from those goals than the float sums' error bound (positive terms: (k - 1) 2^-24 of the mass for k
+//! terms per lane, doubled) plus the rounding of the counts (half a unit per entry); false when one
+//! is not, or for double rows: then the caller takes the exact masses. Float adds cost a fraction of
+//! the fixed-point conversions.
 template <class Arch, class T, std::size_t P>
-bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, std::int64_t above, std::int64_t goal,
-                      const specdec::detail::fixed_mass_scale& f, std::size_t& chosen) noexcept {
+bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, std::int64_t above, std::int64_t goal_low,
+                      std::int64_t goal_high, const specdec::detail::fixed_mass_scale& f, std::size_t& chosen) noexcept {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
@@ -121,7 +122,7 @@ bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, st
     const double terms = static_cast<double>(row.size() / (2 * n) + 2);  // per lane, at most
     const double rel = 2.0 * terms * std::ldexp(1.0, -24) + std::ldexp(1.0, -50);
     const double unit = std::ldexp(1.0, -f.exponent);  // one count, in weight units
-    const double target = static_cast<double>(goal) * unit;
+    const double least_target = static_cast<double>(goal_low) * unit, target = static_cast<double>(goal_high) * unit;
     for (std::size_t j = 0; j < P; ++j) {
       alignas(64) std::array<float, 2 * n> lanes;
       acc[2 * j].store_aligned(lanes.data());
@@ -134,7 +135,7 @@ bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, st
         chosen = j;
         return true;
       }
-      if (!(estimate + bound < target)) return false;
+      if (!(estimate + bound < least_target)) return false;
     }
     chosen = P;
     return true;
@@ -168,10 +169,7 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const sp
     all.emplace(*f);
   }
   const auto take = [&](const B& x) {
-    if constexpr (Mass) {
-      high->add_weights(xsimd::select(x >= upper, x, B(T(0))));
-      all->add_weights(x);
-    }
+    if constexpr (Mass) all->add_weights_and_above(x, upper, *high);
     const B y = xsimd::select(x < upper, x, none);
     size += compress_greater<Arch>(y, tau, out + size);
     if constexpr (Summary) {
@@ -204,6 +202,22 @@ struct cut_search {
   int level;
 };
 
+//! Pivots per level of `search_cut`.
+inline constexpr std::size_t cut_pivots = 4;
+
+//! The pivots of a band [lo, hi) whose largest entry is top: at[0] = top > at[1] > ... >= lo,
+//! top (lo / top)^(j / 4) rounded down (duplicates are harmless).
+template <class T>
+std::array<T, cut_pivots> band_pivots(T lo, T top) noexcept {
+  static_assert(cut_pivots == 4, "the ratio's fourth root is two square roots");
+  const double ratio = std::sqrt(std::sqrt(static_cast<double>(lo) / static_cast<double>(top)));
+  std::array<T, cut_pivots> at;
+  double pivot = static_cast<double>(top);
+  for (std::size_t j = 0; j < cut_pivots; ++j, pivot *= ratio) at[j] = std::max(round_down_to<T>(pivot), lo);
+  at[0] = top;
+  return at;
+}
+
 //! The cut for a fixed-point `goal` (the value c with S(> c) < goal <= S(>= c), S(>= c) the
 //! fixed-point mass of the entries >= c) from the state `st` of the search: the band is narrowed
 //! with `pivots` thresholds spaced geometrically from its maximum down to lo (one pass for their
@@ -212,7 +226,7 @@ struct cut_search {
 //! `fixed_threshold_in` sorts. \pre S(>= st.lo) >= goal
 template <class Arch, class T>
 T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const specdec::detail::fixed_mass_scale& f) {
-  constexpr std::size_t pivots = 4, n = xsimd::batch<T, Arch>::size;
+  constexpr std::size_t pivots = cut_pivots, n = xsimd::batch<T, Arch>::size;
   constexpr int max_levels = 12;          // (then the band is sorted whatever its size)
   constexpr std::size_t sort_limit = 64;  // (256 spent ~8 % of a call sorting, 2048 ~10 %)
   // Two buffers (the thread's scratch rows 1 and 2) that the levels' bands alternate between.
@@ -224,15 +238,9 @@ T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const 
       const T least = band.empty() ? st.lo : *std::min_element(band.begin(), band.end());
       return specdec::detail::fixed_threshold_in(band, st.above, goal, least, f);
     }
-    // at[0] = top > at[1] > ... >= lo, top (lo / top)^(j / 4) rounded down (duplicates are harmless)
-    static_assert(pivots == 4, "the ratio's fourth root is two square roots");
-    const double ratio = std::sqrt(std::sqrt(static_cast<double>(st.lo) / static_cast<double>(st.top)));
-    std::array<T, pivots> at;
-    double pivot = static_cast<double>(st.top);
-    for (std::size_t j = 0; j < pivots; ++j, pivot *= ratio) at[j] = std::max(round_down_to<T>(pivot), st.lo);
-    at[0] = st.top;
+    const std::array<T, pivots> at = band_pivots(st.lo, st.top);
     std::size_t j = 0;
-    if (!choose_band_fast<Arch>(st.in, at, st.above, goal, f, j)) {
+    if (!choose_band_fast<Arch>(st.in, at, st.above, goal, goal, f, j)) {
       const std::array<std::int64_t, pivots> mass = masses_at_least<Arch>(st.in, at, f);
       j = 0;
       while (j < pivots && st.above + mass[j] < goal) ++j;
@@ -315,17 +323,37 @@ std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z,
   return std::array<T, 2>{std::max(low, lo), std::nextafter(high, std::numeric_limits<T>::infinity())};
 }
 
+//! A band [lo, hi) that holds the top-p cut of `row` (as `top_p_cut`; z about the row's mass), for
+//! rows where `guess_cut_band` gives none: `search_cut`'s first level (the pivots of [lo, top] and
+//! their float sums, `choose_band_fast`), for every goal that the row's mass within 2^-16 relative of
+//! z allows; nothing when the float sums cannot decide. The exact mass is not known before this pass,
+//! so it is a guess too, which `top_p_cut` checks.
+template <class Arch, class T>
+std::optional<std::array<T, 2>> first_band(std::span<const T> row, double z, double top_p, T lo, T top,
+                                           const specdec::detail::fixed_mass_scale& f) {
+  const double counts = z * std::ldexp(1.0, f.exponent), slack = std::ldexp(counts, -16) + static_cast<double>(row.size());
+  if (!(counts - slack > 0.0) || !(counts + slack < 0x1p62)) return std::nullopt;
+  const std::int64_t goal_low = static_cast<std::int64_t>(std::floor(top_p * (counts - slack)));
+  const std::int64_t goal_high = static_cast<std::int64_t>(std::ceil(top_p * (counts + slack)));
+  const std::array<T, cut_pivots> at = band_pivots(lo, top);
+  std::size_t j = 0;
+  if (!choose_band_fast<Arch>(row, at, 0, goal_low, goal_high, f, j)) return std::nullopt;
+  return std::array<T, 2>{j < cut_pivots ? at[j] : lo, j > 0 ? at[j - 1] : std::numeric_limits<T>::infinity()};
+}
+
 //! The top-p cut of a row of weights in [0, top] (`specdec::detail::keep_top_p_fixed`'s threshold,
 //! without sorting the row): the value c with S(> c) < goal <= S(>= c), S(>= c) the fixed-point
 //! mass (`f`) of the entries >= c and goal = `fixed_goal(top_p, S(>= 0))`. `lo` is a floor that the cut
 //! cannot be below (S(>= lo) >= goal; the denormal minimum when none is known). On a long row, given
-//! z > 0 (about the row's mass), the first band is `guess_cut_band`'s when the pass that gathers it,
-//! and sums the fixed-point masses above it and of the whole row, shows that it holds c; otherwise
-//! the search runs from the whole row. \pre 0 < lo <= top, top_p in (0, 1)
+//! z > 0 (about the row's mass), the first band is guessed (`guess_cut_band`, else `first_band`), and
+//! kept when the pass that gathers it, and sums the fixed-point masses above it and of the whole row,
+//! shows that it holds c; otherwise the search runs from the whole row. \pre 0 < lo <= top, top_p in
+//! (0, 1)
 template <class Arch, class T>
 T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_mass_scale& f, T lo, T top, double z = 0.0) {
   constexpr std::size_t n = xsimd::batch<T, Arch>::size;
-  const std::optional<std::array<T, 2>> guess = z > 0.0 ? guess_cut_band<Arch>(row, z, top_p * z, lo, top, f) : std::nullopt;
+  std::optional<std::array<T, 2>> guess = z > 0.0 ? guess_cut_band<Arch>(row, z, top_p * z, lo, top, f) : std::nullopt;
+  if (z > 0.0 && !guess) guess = first_band<Arch>(row, z, top_p, lo, top, f);
   std::int64_t total = 0;
   if (guess && (*guess)[0] < (*guess)[1]) {
     T* const band_buffer = scratch_row<T, 1>(row.size() + n);
@@ -334,7 +362,7 @@ T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_m
     const std::span<const T> band(band_buffer, got.size);
     const std::int64_t goal = specdec::detail::fixed_goal(top_p, total);
     if (above < goal && above + fixed_row_mass<Arch>(band, f) >= goal)  // the state after level 0, with the guessed band
-      return search_cut<Arch>(row, cut_search<T>{band, (*guess)[0], (*guess)[1], got.most, above, 1}, goal, f);
+      return search_cut<Arch>(row, cut_search<T>{band, (*guess)[0], (*guess)[1], std::min(got.most, top), above, 1}, goal, f);
   } else {
     total = fixed_row_mass<Arch>(row, f);
   }
