@@ -142,6 +142,20 @@ void scale_row(std::span<T> row, double inv) noexcept {
   for (std::size_t v = full; v < row.size(); ++v) row[v] = static_cast<T>(static_cast<double>(row[v]) * inv);
 }
 
+//! The sum of N batches as a balanced tree of adds: ((e0 + e1) + (e2 + e3)) + ... (an odd one out
+//! joins the next level).
+template <class B, std::size_t N>
+B tree_sum(const std::array<B, N>& e) noexcept {
+  if constexpr (N == 1) {
+    return e[0];
+  } else {
+    std::array<B, (N + 1) / 2> half;
+    for (std::size_t i = 0; i < N / 2; ++i) half[i] = e[2 * i] + e[2 * i + 1];
+    if constexpr (N % 2 == 1) half[N / 2] = e[N - 1];
+    return tree_sum(half);
+  }
+}
+
 //! sum_v exp((x_v - m) / T), storing each exp into `out` (same length as `logits`) when `Store`.
 //! (A compile-time switch, not `if (out)`: see `scaled_exp` about GCC 12 and loop-invariant branches.)
 //! The weights are computed `exp_group` batches at a time (see `weight_exp`) and added in row order.
@@ -163,11 +177,9 @@ double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T
     f(e);
     for (std::size_t i = 0; i < G; ++i)
       if constexpr (Store) e[i].store_unaligned(out + v + i * n);
-    if constexpr (pairs && G % 2 == 0) {  // a tree of float adds, then one widening add
-      for (std::size_t stride = 1; stride < G; stride *= 2)
-        for (std::size_t i = 0; i + stride < G; i += 2 * stride) e[i] += e[i + stride];
-      accumulate<Arch, T>(e[0], acc0, acc1);
-    } else
+    if constexpr (pairs && G % 2 == 0)  // a tree of float adds, then one widening add
+      accumulate<Arch, T>(tree_sum(e), acc0, acc1);
+    else
       for (std::size_t i = 0; i < G; ++i) accumulate<Arch, T>(e[i], acc0, acc1);
   };
   constexpr std::size_t width = exp_group * n;  // entries per group
