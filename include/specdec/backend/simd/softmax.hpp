@@ -142,6 +142,31 @@ void scale_row(std::span<T> row, double inv) noexcept {
   for (std::size_t v = full; v < row.size(); ++v) row[v] = static_cast<T>(static_cast<double>(row[v]) * inv);
 }
 
+//! The largest logit seen and whether a NaN was (`sum_scaled_exp` with `Track`): the status and
+//! maximum of `logit_row_max` for the entries added, one maximum and one compare per batch.
+template <class Arch, class T>
+struct logit_extent {
+  using B = xsimd::batch<T, Arch>;
+  B best = B(-std::numeric_limits<T>::infinity());
+  xsimd::batch_bool<T, Arch> nan = B(T(0)) != B(T(0));
+
+  void add(const B& x) noexcept {
+    nan = nan | xsimd::isnan(x);
+    if constexpr (max_skips_nan_first<Arch>)  // (NaN skipped, as seq does)
+      best = xsimd::max(x, best);
+    else
+      best = xsimd::select(x > best, x, best);
+  }
+  //! not_finite if a NaN or +inf was added, no_mass if only -inf, else ok; `max` the largest.
+  row_status status(double& max) const noexcept {
+    alignas(64) std::array<T, B::size> lanes;
+    best.store_aligned(lanes.data());
+    max = static_cast<double>(*std::max_element(lanes.begin(), lanes.end()));
+    if (xsimd::any(nan) || max == std::numeric_limits<double>::infinity()) return row_status::not_finite;
+    return max == -std::numeric_limits<double>::infinity() ? row_status::no_mass : row_status::ok;
+  }
+};
+
 //! The sum of N batches as a balanced tree of adds: ((e0 + e1) + (e2 + e3)) + ... (an odd one out
 //! joins the next level).
 template <class B, std::size_t N>
@@ -161,19 +186,24 @@ B tree_sum(const std::array<B, N>& e) noexcept {
 //! The weights are computed `exp_group` batches at a time (see `weight_exp`) and added in row order.
 //! With `Pairs` (float rows), each group's batches (2 or 8) are added in float, as a tree, before
 //! the double sum: at most 3 more roundings per term, so the sum is within 3 2^-24 relative of the
-//! double sum, for fewer widening adds. With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
+//! double sum, for fewer widening adds. With `Track`, `*seen` gets the largest logit and whether
+//! one was NaN (`logit_extent`). With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
 //! of a row that `one_read_weights` reads from memory while this part computes).
-template <class Arch, bool Store, class T, bool Pairs = false>
-double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out, std::span<const T> ahead = {}) noexcept {
+template <class Arch, bool Store, class T, bool Pairs = false, bool Track = false>
+double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out, std::span<const T> ahead = {},
+                      logit_extent<Arch, T>* seen = nullptr) noexcept {
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size, per_line = 64 / sizeof(T), exp_group = 8;
   constexpr bool pairs = Pairs && std::is_same_v<T, float>;
   const scaled_exp<Arch, T> f(m, temperature);
   dbatch<Arch> acc0(0.0), acc1(0.0);
+  logit_extent<Arch, T> extent;
   // The weights of G batches from entry v on, stored and added.
   const auto step = [&]<std::size_t G>(std::size_t v, std::integral_constant<std::size_t, G>) {
     std::array<B, G> e;
     for (std::size_t i = 0; i < G; ++i) e[i] = B::load_unaligned(logits.data() + v + i * n);
+    if constexpr (Track)
+      for (std::size_t i = 0; i < G; ++i) extent.add(e[i]);
     f(e);
     for (std::size_t i = 0; i < G; ++i)
       if constexpr (Store) e[i].store_unaligned(out + v + i * n);
@@ -195,10 +225,13 @@ double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T
   for (; v + n <= logits.size(); v += n) step(v, std::integral_constant<std::size_t, 1>{});
   if (v < logits.size()) {  // the remainder through the same vector code, padded with -inf
     const std::size_t rest = logits.size() - v;
-    const B e = f(load_partial<B>(logits.data() + v, rest, -std::numeric_limits<T>::infinity()));
+    const B x = load_partial<B>(logits.data() + v, rest, -std::numeric_limits<T>::infinity());
+    if constexpr (Track) extent.add(x);
+    const B e = f(x);
     if constexpr (Store) store_partial(out + v, e, rest);
     accumulate<Arch, T>(e, acc0, acc1);
   }
+  if constexpr (Track) *seen = extent;
   return lanes_sum<Arch>(acc0, acc1);
 }
 
@@ -211,12 +244,13 @@ struct referenced_weights {
 
 //! The weights of distributions/logit_weights.hpp, bit for bit, of a row of logits (`scaled_exp` with
 //! the reference R), stored to `out`, and their sum (float rows: summed in groups, `sum_scaled_exp`),
-//! reading the row from memory once: chunk by chunk (`specdec::detail::weight_chunk`), the chunk's
-//! maximum and status (`logit_row_max`), then its weights from the first-level cache while the next
-//! chunk is prefetched. R is the first finite chunk maximum, so weights can exceed 1, by at most e^64;
-//! when a later chunk's maximum would take them past that, R becomes the row's maximum (the rest of
-//! the row is read for it) and the weights so far are computed again. The status is `logit_row_max`'s for the row; the weights are
-//! unspecified on not_finite, 0 on no_mass.
+//! reading the row from memory once, chunk by chunk (`specdec::detail::weight_chunk`), each chunk
+//! prefetched while the one before it computes. R is the first finite chunk maximum (that chunk's
+//! `logit_row_max`, then its weights from the first-level cache); every later chunk's weights,
+//! maximum and status come from one pass (`sum_scaled_exp` with `Track`). So weights can exceed 1,
+//! by at most e^64; when a later chunk's maximum would take them past that, R becomes the row's
+//! maximum (the rest of the row is read for it) and the weights so far are computed again. The
+//! status is `logit_row_max`'s for the row; the weights are unspecified on not_finite, 0 on no_mass.
 //! \pre T > 0; float rows: 1 / T a float (`vector_temperature`)
 template <class Arch, class T>
 referenced_weights one_read_weights(std::span<const T> logits, double temperature, T* out) noexcept {
@@ -226,27 +260,39 @@ referenced_weights one_read_weights(std::span<const T> logits, double temperatur
   referenced_weights r{row_status::no_mass, 0.0, none, none};
   for (std::size_t begin = 0; begin < logits.size(); begin += chunk) {
     const std::span<const T> part = logits.subspan(begin, std::min(chunk, logits.size() - begin));
-    double part_max = none;
-    const row_status s = logit_row_max<Arch>(part, part_max);
-    if (s == row_status::not_finite) return {s, 0.0, r.reference, r.max};
-    if (s == row_status::ok && r.status == row_status::no_mass) {
-      r.status = row_status::ok;
-      r.reference = part_max;
-    } else if (s == row_status::ok && (part_max - r.reference) / temperature > headroom) {
+    const std::size_t next = begin + part.size();
+    const std::span<const T> ahead = logits.subspan(next, std::min(chunk, logits.size() - next));
+    if (r.status == row_status::ok) {  // R is set: the chunk's weights, maximum and status in one pass
+      logit_extent<Arch, T> seen;
+      const double part_sum =
+          sum_scaled_exp<Arch, true, T, true, true>(part, r.reference, temperature, out + begin, ahead, &seen);
+      double part_max = none;
+      const row_status s = seen.status(part_max);
+      if (s == row_status::not_finite) return {s, 0.0, r.reference, r.max};
+      r.max = std::max(r.max, part_max);
+      if (!((part_max - r.reference) / temperature > headroom)) {
+        r.sum += part_sum;
+        continue;
+      }
+      // R becomes the row's maximum: the weights so far, this chunk's included, are computed again.
       double row_max = none;
       if (logit_row_max<Arch>(logits.subspan(begin), row_max) == row_status::not_finite)
         return {row_status::not_finite, 0.0, r.reference, r.max};
       r.reference = row_max;
-      r.sum = sum_scaled_exp<Arch, true, T, true>(logits.first(begin), r.reference, temperature, out);
+      r.sum = sum_scaled_exp<Arch, true, T, true>(logits.first(next), r.reference, temperature, out);
+      continue;
     }
-    r.max = std::max(r.max, part_max);
-    if (r.status == row_status::no_mass) {
+    double part_max = none;
+    const row_status s = logit_row_max<Arch>(part, part_max);
+    if (s == row_status::not_finite) return {s, 0.0, r.reference, r.max};
+    if (s == row_status::no_mass) {  // (no reference yet: weights 0)
       std::fill(out + begin, out + begin + part.size(), T(0));
       continue;
     }
-    const std::size_t next = begin + part.size();
-    r.sum += sum_scaled_exp<Arch, true, T, true>(part, r.reference, temperature, out + begin,
-                                                 logits.subspan(next, std::min(chunk, logits.size() - next)));
+    // The first finite chunk: its maximum is R.
+    r.status = row_status::ok;
+    r.reference = r.max = part_max;
+    r.sum = sum_scaled_exp<Arch, true, T, true>(part, r.reference, temperature, out + begin, ahead);
   }
   return r;
 }
