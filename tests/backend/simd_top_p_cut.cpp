@@ -263,6 +263,73 @@ TEMPLATE_LIST_TEST_CASE(
   CHECK(misplaced >= 5);
 }
 
+TEMPLATE_LIST_TEST_CASE("simd search_cut over a range of needs: the cut when every need gives it, nothing otherwise",
+                        "[simd][warp]", top_p_archs) {
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  namespace d = specdec::backend::simd::detail;
+  philox_stream s(stream_address{0x70C, 3, 0, 0, purpose::user});
+  int certain = 0, uncertain = 0;
+  for (const double sd : {0.5, 2.0, 4.0})
+    for (int trial = 0; trial < 20; ++trial) {
+      const std::vector<float> w = normal_weights(s, 30000, sd);
+      const std::span<const float> row(w);
+      const float top = *std::max_element(w.begin(), w.end());
+      const specdec::detail::fixed_mass_scale f(static_cast<double>(top), w.size());
+      const std::int64_t total = d::fixed_row_mass<Arch>(row, f);
+      const float lo = std::numeric_limits<float>::denorm_min();
+      // Two needs close together (a few entries' counts apart, or the same): their cuts, and the range's.
+      const std::int64_t first = static_cast<std::int64_t>(s.uniform() * 0.9 * static_cast<double>(total)) + 1;
+      const std::int64_t second =
+          first + static_cast<std::int64_t>(s.uniform() * static_cast<double>(total) * 1e-4 * (trial % 3));
+      const float one = d::search_whole_row<Arch>(row, lo, top, first, f),
+                  other = d::search_whole_row<Arch>(row, lo, top, second, f);
+      const auto range = d::search_cut<Arch>(row, d::cut_search<float>{row, lo, inf, top, first, second, 0}, f);
+      CAPTURE(sd, trial, first, second, one, other);
+      if (one == other) {
+        ++certain;
+        REQUIRE(range.has_value());
+        CHECK(*range == one);
+      } else {
+        ++uncertain;
+        CHECK_FALSE(range.has_value());
+      }
+    }
+  CHECK(certain >= 10);
+  CHECK(uncertain >= 10);
+}
+
+TEMPLATE_LIST_TEST_CASE("simd estimated band masses: the needs they allow hold the exact one", "[simd][warp]", top_p_archs) {
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  namespace d = specdec::backend::simd::detail;
+  constexpr std::size_t n = xsimd::batch<float, Arch>::size;
+  philox_stream s(stream_address{0x70C, 4, 0, 0, purpose::user});
+  for (const std::size_t V : {std::size_t{37}, std::size_t{20001}, std::size_t{128256}})
+    for (const double sd : {0.5, 2.0, 8.0})
+      for (const double top_p : {0.5, 0.9, 0.99}) {
+        const std::vector<float> w = normal_weights(s, V, sd);
+        const std::span<const float> row(w);
+        const float top = *std::max_element(w.begin(), w.end());
+        const specdec::detail::fixed_mass_scale f(static_cast<double>(top), V);
+        const float lo = 0.05f * top * static_cast<float>(s.uniform()) + 1e-30f, hi = lo * 1.5f;
+        std::vector<float> band(V + n);
+        d::estimated_masses<Arch> estimate;
+        const auto got = d::gather_band<Arch, float, false>(row, lo, hi, band.data(), estimate);
+        d::exact_masses<Arch> exact(f);
+        const auto same = d::gather_band<Arch, float, false>(row, lo, hi, band.data(), exact);
+        REQUIRE(got.size == same.size);
+        const std::int64_t band_mass = d::fixed_row_mass<Arch>(std::span<const float>(band.data(), got.size), f);
+        const std::int64_t total = exact.all.total(), above = exact.above.total();
+        const std::int64_t need = specdec::detail::fixed_goal(top_p, total) - above;
+        const auto range = d::estimated_needs(estimate.above(), estimate.below(), band_mass, top_p, V, f);
+        CAPTURE(V, sd, top_p, need, range[0], range[1]);
+        CHECK(range[0] <= need);
+        CHECK(need <= range[1]);
+        CHECK(range[1] - range[0] <= total / 100000 + 4 * static_cast<std::int64_t>(V) + 8);  // (tight enough to be of use)
+      }
+}
+
 TEMPLATE_LIST_TEST_CASE("simd sample_logits' top-p path on double rows gives seq's token bit for bit", "[simd][sampling]",
                         top_p_archs) {
   using Arch = TestType;

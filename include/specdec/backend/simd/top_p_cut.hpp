@@ -86,16 +86,16 @@ double row_mass(std::span<const T> row) noexcept {
   return lanes_sum<Arch>(acc0, acc1);
 }
 
-//! The band choice of `top_p_cut` from float sums: `chosen` = the least j with
-//! above + masses_at_least(row, pivots, f)[j] >= goal (P if none), as the exact fixed-point masses
-//! give it for every goal in [goal_low, goal_high], whenever every comparison it rests on is farther
-//! from those goals than the float sums' error bound (positive terms: (k - 1) 2^-24 of the mass for k
+//! The band choice of `search_cut` from float sums: `chosen` = the least j with
+//! masses_at_least(row, pivots, f)[j] >= need (P if none), as the exact fixed-point masses give it
+//! for every need in [need_low, need_high], whenever every comparison it rests on is farther from
+//! those needs than the float sums' error bound (positive terms: (k - 1) 2^-24 of the mass for k
 //! terms per lane, doubled) plus the rounding of the counts (half a unit per entry); false when one
 //! is not, or for double rows: then the caller takes the exact masses. Float adds cost a fraction of
 //! the fixed-point conversions.
 template <class Arch, class T, std::size_t P>
-bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, std::int64_t above, std::int64_t goal_low,
-                      std::int64_t goal_high, const specdec::detail::fixed_mass_scale& f, std::size_t& chosen) noexcept {
+bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, std::int64_t need_low, std::int64_t need_high,
+                      const specdec::detail::fixed_mass_scale& f, std::size_t& chosen) noexcept {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
@@ -122,20 +122,19 @@ bool choose_band_fast(std::span<const T> row, const std::array<T, P>& pivots, st
     const double terms = static_cast<double>(row.size() / (2 * n) + 2);  // per lane, at most
     const double rel = 2.0 * terms * std::ldexp(1.0, -24) + std::ldexp(1.0, -50);
     const double unit = std::ldexp(1.0, -f.exponent);  // one count, in weight units
-    const double least_target = static_cast<double>(goal_low) * unit, target = static_cast<double>(goal_high) * unit;
+    const double least_target = static_cast<double>(need_low) * unit, target = static_cast<double>(need_high) * unit;
     for (std::size_t j = 0; j < P; ++j) {
       alignas(64) std::array<float, 2 * n> lanes;
       acc[2 * j].store_aligned(lanes.data());
       acc[2 * j + 1].store_aligned(lanes.data() + n);
       double mass = 0.0;
       for (const float x : lanes) mass += static_cast<double>(x);
-      const double estimate = static_cast<double>(above) * unit + mass;
-      const double bound = rel * estimate + (static_cast<double>(row.size()) + 2.0) * unit;
-      if (estimate - bound >= target) {
+      const double bound = rel * mass + (static_cast<double>(row.size()) + 2.0) * unit;
+      if (mass - bound >= target) {
         chosen = j;
         return true;
       }
-      if (!(estimate + bound < least_target)) return false;
+      if (!(mass + bound < least_target)) return false;
     }
     chosen = P;
     return true;
@@ -149,27 +148,78 @@ struct band_summary {
   T least, most;
 };
 
+//! The masses a gathering pass (`gather_band`) adds up: none.
+struct no_masses {
+  static constexpr std::size_t block = 1;  //!< batches between `end_block` calls
+  template <class B>
+  void add(const B&, const B&, const B&) noexcept {}
+  void end_block() noexcept {}
+};
+
+//! The exact fixed-point masses of a gathering pass: of the whole row and of its entries >= hi.
+template <class Arch>
+struct exact_masses {
+  static constexpr std::size_t block = 1;
+  fixed_sum<Arch> all, above;
+  explicit exact_masses(const specdec::detail::fixed_mass_scale& f) noexcept : all(f), above(f) {}
+  template <class B>
+  void add(const B& x, const B&, const B& hi) noexcept {
+    all.add_weights_and_above(x, hi, above);
+  }
+  void end_block() noexcept {}
+};
+
+//! The relative error of `estimated_masses`: block 2^-24 >= (block - 1) 2^-24 (1 + 2^-20), plus the
+//! double sums' 2^-40.
+inline constexpr double estimated_mass_error = 0x1p-21 + 0x1p-40;
+
+//! Estimates of the masses of a gathering pass for float rows, in weight units, for a fraction of the
+//! cost of the counts: of the entries >= hi and of those below lo (with the band's exact mass, they
+//! give the row's; see `estimated_needs`). Each lane adds `block` batches in float, then the block's
+//! sum in double; the weights are >= 0, so a block's float sum is within (block - 1) 2^-24 of its
+//! mass: both estimates are within `estimated_mass_error` of the weights' sums.
+template <class Arch>
+class estimated_masses {
+ public:
+  static constexpr std::size_t block = 8;
+  using F = fbatch<Arch>;
+
+  //! Adds a batch of a row whose band is [lo, hi) (`lo` passed as the float below it); at most
+  //! `block` of them between two `end_block` calls.
+  void add(const F& x, const F& below_lo, const F& hi) noexcept {
+    above_block_ += xsimd::select(x >= hi, x, F(0.0f));
+    below_block_ += xsimd::select(x > below_lo, F(0.0f), x);
+  }
+  //! Adds the block's float sums to the double sums.
+  void end_block() noexcept {
+    accumulate<Arch, float>(above_block_, above0_, above1_);
+    accumulate<Arch, float>(below_block_, below0_, below1_);
+    above_block_ = below_block_ = F(0.0f);
+  }
+  double above() const noexcept { return lanes_sum<Arch>(above0_, above1_); }
+  double below() const noexcept { return lanes_sum<Arch>(below0_, below1_); }
+
+ private:
+  F above_block_ = F(0.0f), below_block_ = F(0.0f);
+  dbatch<Arch> above0_ = dbatch<Arch>(0.0), above1_ = dbatch<Arch>(0.0), below0_ = dbatch<Arch>(0.0), below1_ = dbatch<Arch>(0.0);
+};
+
 //! Writes the entries of `row` in [lo, hi) to `out` (room for row.size() plus a batch), in row order,
-//! without a branch per entry (`compress_greater`). With `Mass`, also sets `*above` to the fixed-point
-//! mass of the entries >= hi and `*total` to the row's. Without `Summary`, the returned least and
-//! largest are the bounds lo and the float below hi (a lighter pass).
+//! without a branch per entry (`compress_greater`), and adds every entry to `masses` (`no_masses`,
+//! `exact_masses`, `estimated_masses`: `block` batches at a time). Without `Summary`, the returned least and largest are the
+//! bounds lo and the float below hi (a lighter pass).
 //! \pre lo > 0, the entries of `row` are >= 0
-template <class Arch, class T, bool Mass = false, bool Summary = true>
-band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const specdec::detail::fixed_mass_scale* f = nullptr,
-                            std::int64_t* above = nullptr, std::int64_t* total = nullptr) noexcept {
+template <class Arch, class T, bool Summary = true, class Masses = no_masses>
+band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, Masses&& masses = {}) noexcept {
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size;
   constexpr T inf = std::numeric_limits<T>::infinity();
   const B tau(std::nextafter(lo, -inf)), upper(hi), none(-inf);
   B least(inf), most(-inf);
   std::size_t size = 0;
-  std::optional<fixed_sum<Arch>> high, all;
-  if constexpr (Mass) {
-    high.emplace(*f);
-    all.emplace(*f);
-  }
+  std::remove_cvref_t<Masses> sums = masses;  // (a local copy stays in registers)
   const auto take = [&](const B& x) {
-    if constexpr (Mass) all->add_weights_and_above(x, upper, *high);
+    sums.add(x, tau, upper);
     const B y = xsimd::select(x < upper, x, none);
     size += compress_greater<Arch>(y, tau, out + size);
     if constexpr (Summary) {
@@ -177,13 +227,17 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const sp
       least = xsimd::min(least, xsimd::select(y > tau, y, B(inf)));  // (y >= lo)
     }
   };
-  const std::size_t full = row.size() / n * n;
-  for (std::size_t v = 0; v < full; v += n) take(B::load_unaligned(row.data() + v));
-  if (full < row.size()) take(load_partial<B>(row.data() + full, row.size() - full, T(0)));  // (0 is below lo: not gathered)
-  if constexpr (Mass) {
-    *above = high->total();
-    if (total) *total = all->total();
+  constexpr std::size_t block = std::remove_cvref_t<Masses>::block;
+  const std::size_t blocks = row.size() / (block * n) * (block * n);
+  std::size_t v = 0;
+  for (; v < blocks; v += block * n) {
+    for (std::size_t k = 0; k < block; ++k) take(B::load_unaligned(row.data() + v + k * n));
+    sums.end_block();
   }
+  for (; v + n <= row.size(); v += n) take(B::load_unaligned(row.data() + v));      // (with the remainder, at most a block)
+  if (v < row.size()) take(load_partial<B>(row.data() + v, row.size() - v, T(0)));  // (0 is below lo: not gathered)
+  sums.end_block();
+  masses = sums;
   if constexpr (!Summary) return {size, lo, std::nextafter(hi, -inf)};
   alignas(64) std::array<T, n> low, high_lanes;
   least.store_aligned(low.data());
@@ -193,12 +247,13 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, const sp
 
 //! Where the search of `top_p_cut` stands: the band [lo, hi) that holds the cut, its entries `in`
 //! (the whole row, entries outside the band too, at level 0), their largest `top`, and the
-//! fixed-point mass `above` of the entries >= hi.
+//! fixed-point mass that the band's entries >= the cut must reach, need = goal - S(>= hi), known to
+//! lie in [need_min, need_max] (one value when the masses are exact).
 template <class T>
 struct cut_search {
   std::span<const T> in;
   T lo, hi, top;
-  std::int64_t above;
+  std::int64_t need_min, need_max;
   int level;
 };
 
@@ -218,14 +273,15 @@ std::array<T, cut_pivots> band_pivots(T lo, T top) noexcept {
   return at;
 }
 
-//! The cut for a fixed-point `goal` (the value c with S(> c) < goal <= S(>= c), S(>= c) the
-//! fixed-point mass of the entries >= c) from the state `st` of the search: the band is narrowed
-//! with `pivots` thresholds spaced geometrically from its maximum down to lo (one pass for their
-//! masses, `choose_band_fast` or exact fixed-point sums, and one that gathers the chosen band and adds
-//! the exact mass above it to `above`) until it holds at most `sort_limit` entries, which
-//! `fixed_threshold_in` sorts. \pre S(>= st.lo) >= goal
+//! The cut for the state `st` of a search: the value c with S(> c) < need <= S(>= c) within the band
+//! (S the fixed-point masses of its entries), the same for every need in [st.need_min, st.need_max];
+//! nothing when two needs of the range give two cuts. The band is narrowed with `cut_pivots`
+//! thresholds spaced geometrically from its maximum down to lo (one pass for their masses,
+//! `choose_band_fast` or exact fixed-point sums, and one that gathers the chosen band and takes the
+//! exact mass above it from the needs) until it holds at most `sort_limit` entries, which
+//! `fixed_threshold_in` sorts. \pre 0 < st.need_min, S(>= st.lo) >= st.need_max
 template <class Arch, class T>
-T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const specdec::detail::fixed_mass_scale& f) {
+std::optional<T> search_cut(std::span<const T> row, cut_search<T> st, const specdec::detail::fixed_mass_scale& f) {
   constexpr std::size_t pivots = cut_pivots, n = xsimd::batch<T, Arch>::size;
   constexpr int max_levels = 12;          // (then the band is sorted whatever its size)
   constexpr std::size_t sort_limit = 64;  // (256 spent ~8 % of a call sorting, 2048 ~10 %)
@@ -236,23 +292,34 @@ T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const 
       if (st.level == 0) st.in = std::span<const T>(buffer[0], gather_band<Arch>(row, st.lo, st.hi, buffer[0]).size);
       std::vector<T> band(st.in.begin(), st.in.end());
       const T least = band.empty() ? st.lo : *std::min_element(band.begin(), band.end());
-      return specdec::detail::fixed_threshold_in(band, st.above, goal, least, f);
+      const T cut = specdec::detail::fixed_threshold_in(band, 0, st.need_min, least, f);
+      if (st.need_max == st.need_min || specdec::detail::fixed_threshold_in(band, 0, st.need_max, least, f) == cut) return cut;
+      return std::nullopt;
     }
     const std::array<T, pivots> at = band_pivots(st.lo, st.top);
     std::size_t j = 0;
-    if (!choose_band_fast<Arch>(st.in, at, st.above, goal, goal, f, j)) {
+    if (!choose_band_fast<Arch>(st.in, at, st.need_min, st.need_max, f, j)) {
       const std::array<std::int64_t, pivots> mass = masses_at_least<Arch>(st.in, at, f);
-      j = 0;
-      while (j < pivots && st.above + mass[j] < goal) ++j;
+      std::size_t last = 0;  // the least j with mass[j] >= need, for need_min (j) and need_max (last)
+      while (j < pivots && mass[j] < st.need_min) ++j;
+      while (last < pivots && mass[last] < st.need_max) ++last;
+      if (j != last) return std::nullopt;
     }
-    // The new band [at[j], at[j - 1]): at[-1] is hi, at[pivots] is lo; `above` gains the exact mass
+    // The new band [at[j], at[j - 1]): at[-1] is hi, at[pivots] is lo; the needs lose the exact mass
     // >= at[j - 1], summed by the gathering pass.
     const T new_lo = j < pivots ? at[j] : st.lo, new_hi = j > 0 ? at[j - 1] : st.hi;
     T* const out = buffer[static_cast<std::size_t>(st.level + 1) % 2];
     std::int64_t gained = 0;
-    const band_summary<T> got = j > 0 ? gather_band<Arch, T, true>(st.in, new_lo, new_hi, out, &f, &gained)
-                                      : gather_band<Arch>(st.in, new_lo, new_hi, out);
-    st.above += gained;
+    band_summary<T> got;
+    if (j > 0) {
+      exact_masses<Arch> masses(f);
+      got = gather_band<Arch>(st.in, new_lo, new_hi, out, masses);
+      gained = masses.above.total();
+    } else {
+      got = gather_band<Arch>(st.in, new_lo, new_hi, out);
+    }
+    st.need_min -= gained;
+    st.need_max -= gained;
     st.in = std::span<const T>(out, got.size);
     st.lo = new_lo;
     st.hi = new_hi;
@@ -262,10 +329,10 @@ T search_cut(std::span<const T> row, cut_search<T> st, std::int64_t goal, const 
   }
 }
 
-//! The search of `search_cut` from the whole row.
-template <class T>
-cut_search<T> whole_row(std::span<const T> row, T lo, T top) {
-  return {row, lo, std::numeric_limits<T>::infinity(), top, 0, 0};
+//! `search_cut` from the whole row, with exact masses, for a fixed-point goal.
+template <class Arch, class T>
+T search_whole_row(std::span<const T> row, T lo, T top, std::int64_t goal, const specdec::detail::fixed_mass_scale& f) {
+  return *search_cut<Arch>(row, cut_search<T>{row, lo, std::numeric_limits<T>::infinity(), top, goal, goal, 0}, f);
 }
 
 //! Batches in the subsample of `guess_cut_band`.
@@ -304,7 +371,7 @@ std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z,
       std::max(round_down_to<T>(static_cast<double>(lo) * (1.0 - most_margin)), std::numeric_limits<T>::denorm_min());
   const auto cut_at = [&](double relative) {
     const double goal_counts = std::ceil(static_cast<double>(sub_mass) - below * relative);
-    return search_cut<Arch>(s, whole_row(s, sub_lo, top), static_cast<std::int64_t>(goal_counts), f);
+    return search_whole_row<Arch>(s, sub_lo, top, static_cast<std::int64_t>(goal_counts), f);
   };
   if (!(static_cast<double>(sub_mass) - below > 0.0)) return std::nullopt;
   // The estimate's relative standard error, from the subsample's entries below its cut: the margin
@@ -337,18 +404,40 @@ std::optional<std::array<T, 2>> first_band(std::span<const T> row, double z, dou
   const std::int64_t goal_high = static_cast<std::int64_t>(std::ceil(top_p * (counts + slack)));
   const std::array<T, cut_pivots> at = band_pivots(lo, top);
   std::size_t j = 0;
-  if (!choose_band_fast<Arch>(row, at, 0, goal_low, goal_high, f, j)) return std::nullopt;
+  if (!choose_band_fast<Arch>(row, at, goal_low, goal_high, f, j)) return std::nullopt;
   return std::array<T, 2>{j < cut_pivots ? at[j] : lo, j > 0 ? at[j - 1] : std::numeric_limits<T>::infinity()};
+}
+
+//! The needs of a search from a guessed band (`cut_search`) when the masses above and below it are
+//! estimates (`estimated_masses`, in weight units) and the band's is exact: every need that the true
+//! fixed-point masses allow, {need_min, need_max}. A count differs from its weight's scaled value by
+//! at most 1/2. The row's mass M = A + band + L, so need = fixed_goal(top_p, M) - A grows with L and
+//! does not grow with A; the error in need is about top_p dL + (1 - top_p) dA, far below the mass's.
+inline std::array<std::int64_t, 2> estimated_needs(double above, double below, std::int64_t band, double top_p, std::size_t size,
+                                                   const specdec::detail::fixed_mass_scale& f) noexcept {
+  const auto range = [&](double estimate) {
+    const double counts = std::ldexp(estimate, f.exponent);
+    const double slack = estimated_mass_error * counts + static_cast<double>(size) + 2.0;
+    return std::array<std::int64_t, 2>{static_cast<std::int64_t>(std::max(0.0, std::ceil(counts - slack))),
+                                       static_cast<std::int64_t>(std::floor(counts + slack))};
+  };
+  const std::array<std::int64_t, 2> a = range(above), l = range(below);
+  const auto need = [&](std::int64_t above_mass, std::int64_t below_mass) {
+    return specdec::detail::fixed_goal(top_p, above_mass + band + below_mass) - above_mass;
+  };
+  return {need(a[1], l[0]), need(a[0], l[1])};
 }
 
 //! The top-p cut of a row of weights in [0, top] (`specdec::detail::keep_top_p_fixed`'s threshold,
 //! without sorting the row): the value c with S(> c) < goal <= S(>= c), S(>= c) the fixed-point
 //! mass (`f`) of the entries >= c and goal = `fixed_goal(top_p, S(>= 0))`. `lo` is a floor that the cut
 //! cannot be below (S(>= lo) >= goal; the denormal minimum when none is known). On a long row, given
-//! z > 0 (about the row's mass), the first band is guessed (`guess_cut_band`, else `first_band`), and
-//! kept when the pass that gathers it, and sums the fixed-point masses above it and of the whole row,
-//! shows that it holds c; otherwise the search runs from the whole row. \pre 0 < lo <= top, top_p in
-//! (0, 1)
+//! z > 0 (about the row's mass), the first band is guessed (`guess_cut_band`, else `first_band`) and
+//! gathered in one pass that also sums the masses above it and of the whole row. Float rows estimate
+//! them (`estimated_masses`), and the search from the band keeps its cut when every need that the
+//! estimates allow gives the same one; otherwise, and for double rows, a second pass counts them
+//! exactly, and the band is searched when those show that it holds c. When it does not, the search
+//! runs from the whole row. \pre 0 < lo <= top, top_p in (0, 1)
 template <class Arch, class T>
 T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_mass_scale& f, T lo, T top, double z = 0.0) {
   constexpr std::size_t n = xsimd::batch<T, Arch>::size;
@@ -357,16 +446,31 @@ T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_m
   std::int64_t total = 0;
   if (guess && (*guess)[0] < (*guess)[1]) {
     T* const band_buffer = scratch_row<T, 1>(row.size() + n);
-    std::int64_t above = 0;
-    const band_summary<T> got = gather_band<Arch, T, true, false>(row, (*guess)[0], (*guess)[1], band_buffer, &f, &above, &total);
-    const std::span<const T> band(band_buffer, got.size);
-    const std::int64_t goal = specdec::detail::fixed_goal(top_p, total);
-    if (above < goal && above + fixed_row_mass<Arch>(band, f) >= goal)  // the state after level 0, with the guessed band
-      return search_cut<Arch>(row, cut_search<T>{band, (*guess)[0], (*guess)[1], std::min(got.most, top), above, 1}, goal, f);
+    // The search from the gathered band (the state after level 0), when it holds the cut for every need.
+    const auto search_band = [&](const band_summary<T>& got, std::int64_t band_mass, std::int64_t need_min,
+                                 std::int64_t need_max) -> std::optional<T> {
+      if (!(need_min > 0 && band_mass >= need_max)) return std::nullopt;
+      const std::span<const T> band(band_buffer, got.size);
+      return search_cut<Arch>(row, cut_search<T>{band, (*guess)[0], (*guess)[1], std::min(got.most, top), need_min, need_max, 1},
+                              f);
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      estimated_masses<Arch> masses;
+      const band_summary<T> got = gather_band<Arch, T, false>(row, (*guess)[0], (*guess)[1], band_buffer, masses);
+      const std::int64_t band_mass = fixed_row_mass<Arch>(std::span<const T>(band_buffer, got.size), f);
+      const std::array<std::int64_t, 2> need = estimated_needs(masses.above(), masses.below(), band_mass, top_p, row.size(), f);
+      if (const std::optional<T> cut = search_band(got, band_mass, need[0], need[1])) return *cut;
+    }
+    exact_masses<Arch> masses(f);
+    const band_summary<T> got = gather_band<Arch, T, false>(row, (*guess)[0], (*guess)[1], band_buffer, masses);
+    total = masses.all.total();
+    const std::int64_t need = specdec::detail::fixed_goal(top_p, total) - masses.above.total();
+    const std::int64_t band_mass = fixed_row_mass<Arch>(std::span<const T>(band_buffer, got.size), f);
+    if (const std::optional<T> cut = search_band(got, band_mass, need, need)) return *cut;
   } else {
     total = fixed_row_mass<Arch>(row, f);
   }
-  return search_cut<Arch>(row, whole_row(row, lo, top), specdec::detail::fixed_goal(top_p, total), f);
+  return search_whole_row<Arch>(row, lo, top, specdec::detail::fixed_goal(top_p, total), f);
 }
 
 }  // namespace specdec::backend::simd::detail

@@ -103,7 +103,7 @@ void keep_top_p_fixed(std::span<T> probs, double top_p, const specdec::detail::f
   const double size = static_cast<double>(row.size());
   const double floor = (static_cast<double>(total - goal) / size - 1.0) * std::ldexp(1.0, -f.exponent);
   const T lo = std::clamp(round_down_to<T>(floor), std::numeric_limits<T>::denorm_min(), top);
-  zero_below<Arch>(probs, search_cut<Arch>(row, whole_row(row, lo, top), goal, f));
+  zero_below<Arch>(probs, search_whole_row<Arch>(row, lo, top, goal, f));
 }
 }  // namespace detail
 
