@@ -15,16 +15,18 @@
 //!   batches in float, then in double: within 3 2^-24 relative). The cut, seq's top-p threshold on the
 //!   weights by fixed-point masses, is found without sorting the row (backend/simd/top_p_cut.hpp,
 //!   `top_p_cut`): no entry below a floor from Z can be kept; a band guessed from a subsample
-//!   (`guess_cut_band`) is gathered in one pass that also counts the fixed-point masses above it and
-//!   of the whole row, and kept when those show that it holds the cut; otherwise bands are narrowed
-//!   by 4 geometric pivots per level (float sums that decide whenever their error bound allows, else
-//!   exact fixed-point ones). The band is narrowed until at most 64 entries remain, which
-//!   `fixed_threshold_in` sorts; ties at the cut are kept. Then `backend::simd::sample_categorical`'s
-//!   inverse CDF runs on the row with the entries below the cut read as 0 (`threshold_row_step`: the
-//!   same token as on the zeroed row: the contract adds +0 exactly). Cost: one read of the logits, one
-//!   pass over the weights for the guessed band (or 2 for level 0 and shrinking passes after it), and
-//!   the sampling pass; no sort of the row, no zeroing pass, no allocation once the thread's scratch
-//!   rows are large enough.
+//!   (`guess_cut_band`, or from the first level's float sums on peaked rows: `first_band`) is
+//!   gathered in one pass that also estimates the masses above and below it, and searched over every
+//!   need those estimates allow; when two needs give two cuts, a second pass counts the fixed-point
+//!   masses exactly, and the band is kept when those show that it holds the cut; otherwise bands are
+//!   narrowed from the whole row. Each level narrows by 4 geometric pivots (float sums that decide
+//!   whenever their error bound allows, else exact fixed-point ones) until at most 64 entries remain,
+//!   which `fixed_threshold_in` sorts; ties at the cut are kept. Then
+//!   `backend::simd::sample_categorical`'s inverse CDF runs on the row with the entries below the cut
+//!   read as 0 (`threshold_row_step`: the same token as on the zeroed row: the contract adds +0
+//!   exactly). Cost: one read of the logits, one pass over the weights for the guessed band (rarely
+//!   2, or 2 for level 0 and shrinking passes after it), and the sampling pass; no sort of the row, no
+//!   zeroing pass, no allocation once the thread's scratch rows are large enough.
 //! - otherwise, at T > 0 (**dense path**): `keep_logit_weights` (backend/simd/warp.hpp) into a
 //!   scratch row, then `backend::simd::sample_categorical` on the kept weights.
 //! - temperature 0: the argmax (lowest id on ties), exact; u is not used.
