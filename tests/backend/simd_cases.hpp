@@ -571,7 +571,24 @@ inline const specdec::warp_params warp_cases[] =
     {{1.0, 50, 0.9, 0.0}, {0.7, 0, 0.9, 0.0},     {1.0, 0, 0.5, 0.05}, {2.0, 10, 1.0, 0.0},
      {1.0, 0, 0.99, 0.0}, {1.0, 1, 1.0, 0.0},     {1.0, 3, 0.3, 0.5},  {0.0, 0, 1.0, 0.0},
      {1.0, 0, 1.0, 0.2},  {1.3, 100, 0.95, 0.02}, {0.7, 0, 1.0, 0.05}};  // the last: the min-p path of sample_logits (no top-k, no top-p)
+
+//! Calls f(logits, w, V, variant) for float and then double rows of every `logit_sizes` V, every
+//! `make_logits` variant and every `warp_cases` w, a fresh row from `s` for each.
+template <class F>
+void for_each_warp_case(philox_stream& s, F&& f) {
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (const std::size_t V : logit_sizes)
+      for (int variant = 0; variant < 7; ++variant)
+        for (const auto& w : warp_cases) {
+          const std::vector<T> l = make_logits<T>(s, V, variant);
+          f(std::span<const T>(l), w, V, variant);
+        }
+  };
+  run(float{});
+  run(double{});
 }
+}  // namespace specdec_simd_test
 
 TEMPLATE_LIST_TEST_CASE("simd filters on probability rows give seq's rows", "[simd][warp]", specdec_simd_archs) {
   using namespace specdec_simd_test;
@@ -658,23 +675,15 @@ TEMPLATE_LIST_TEST_CASE("simd warp_logits gives seq's row bit for bit", "[simd][
   if (!runnable<Arch>()) return;
   philox_stream s(stream_address{0x51D, 13, 0, 0, purpose::user});
   std::size_t rows = 0;
-  const auto run = [&](auto tag) {
-    using T = decltype(tag);
-    for (const std::size_t V : logit_sizes)
-      for (int variant = 0; variant < 7; ++variant)
-        for (const auto& w : warp_cases) {
-          const auto l = make_logits<T>(s, V, variant);
-          std::vector<T> a(V), b(V);
-          const auto sa = specdec::warp_logits(std::span<const T>(l), std::span<T>(a), w);
-          const auto sb = specdec::backend::simd::warp_logits<Arch>(std::span<const T>(l), std::span<T>(b), w);
-          CAPTURE(V, variant, w.temperature, w.top_k, w.top_p, w.min_p);
-          REQUIRE(sa == sb);
-          REQUIRE(std::memcmp(a.data(), b.data(), V * sizeof(T)) == 0);
-          ++rows;
-        }
-  };
-  run(float{});
-  run(double{});
+  for_each_warp_case(s, [&]<class T>(std::span<const T> l, const specdec::warp_params& w, std::size_t V, int variant) {
+    std::vector<T> a(V), b(V);
+    const auto sa = specdec::warp_logits(l, std::span<T>(a), w);
+    const auto sb = specdec::backend::simd::warp_logits<Arch>(l, std::span<T>(b), w);
+    CAPTURE(V, variant, w.temperature, w.top_k, w.top_p, w.min_p);
+    REQUIRE(sa == sb);
+    REQUIRE(std::memcmp(a.data(), b.data(), V * sizeof(T)) == 0);
+    ++rows;
+  });
   INFO(Arch::name() << ": " << rows << " rows equal to seq's");
 }
 
@@ -685,33 +694,25 @@ TEMPLATE_LIST_TEST_CASE("simd sample_logits gives seq's token bit for bit, insid
   if (!runnable<Arch>()) return;
   philox_stream s(stream_address{0x51D, 14, 0, 0, purpose::user});
   std::size_t draws = 0;
-  const auto run = [&](auto tag) {
-    using T = decltype(tag);
-    for (const std::size_t V : logit_sizes)
-      for (int variant = 0; variant < 7; ++variant)
-        for (const auto& w : warp_cases) {
-          const auto l = make_logits<T>(s, V, variant);
-          std::vector<T> probs(V);
-          const auto st = specdec::warp_logits(std::span<const T>(l), std::span<T>(probs), w);
-          const specdec_test::logits_reference<T> reference(std::span<const T>(l), w);
-          for (const double u : uniforms(s, 10)) {
-            const auto a = reference(u);
-            const auto b = specdec::backend::simd::sample_logits<Arch>(std::span<const T>(l), w, u);
-            CAPTURE(V, variant, w.temperature, w.top_k, w.top_p, w.min_p, u);
-            REQUIRE(b.status == a.status);
-            REQUIRE(b.status == st);
-            REQUIRE(b.token == a.token);
-            REQUIRE(b.mass == a.mass);
-            if (b.status != specdec::row_status::ok) continue;
-            REQUIRE(specdec::in_vocabulary(b.token, V));
-            REQUIRE(probs[static_cast<std::size_t>(b.token)] > T(0));  // a token the warp keeps
-            if (w.temperature == 0.0) REQUIRE(b.token == specdec::argmax(std::span<const T>(l)));
-            ++draws;
-          }
-        }
-  };
-  run(float{});
-  run(double{});
+  for_each_warp_case(s, [&]<class T>(std::span<const T> l, const specdec::warp_params& w, std::size_t V, int variant) {
+    std::vector<T> probs(V);
+    const auto st = specdec::warp_logits(l, std::span<T>(probs), w);
+    const specdec_test::logits_reference<T> reference(l, w);
+    for (const double u : uniforms(s, 10)) {
+      const auto a = reference(u);
+      const auto b = specdec::backend::simd::sample_logits<Arch>(l, w, u);
+      CAPTURE(V, variant, w.temperature, w.top_k, w.top_p, w.min_p, u);
+      REQUIRE(b.status == a.status);
+      REQUIRE(b.status == st);
+      REQUIRE(b.token == a.token);
+      REQUIRE(b.mass == a.mass);
+      if (b.status != specdec::row_status::ok) continue;
+      REQUIRE(specdec::in_vocabulary(b.token, V));
+      REQUIRE(probs[static_cast<std::size_t>(b.token)] > T(0));  // a token the warp keeps
+      if (w.temperature == 0.0) REQUIRE(b.token == specdec::argmax(l));
+      ++draws;
+    }
+  });
   INFO(Arch::name() << ": " << draws << " tokens equal to seq's");
 }
 
