@@ -241,7 +241,7 @@ TEMPLATE_LIST_TEST_CASE(
           CHECK(d::top_p_cut<Arch>(row, top_p, f, lo, top) == want);
           CHECK(d::top_p_cut<Arch>(row, top_p, f, lo, top, z) == want);
           const auto holds = [&](const auto& band) { return (*band)[0] <= want && want < (*band)[1]; };
-          if (const auto band = d::guess_cut_band<Arch>(row, z, goal, lo, top, f)) {
+          if (const auto band = d::guess_cut_band<Arch>(row, z, goal, lo, top)) {
             ++guessed;
             if (!holds(band)) ++missed;
           } else if (const auto first_level = d::first_band<Arch>(row, z, top_p, lo, top, f)) {
@@ -322,7 +322,7 @@ TEMPLATE_LIST_TEST_CASE("simd estimated band masses: the needs they allow hold t
         const std::int64_t band_mass = d::fixed_row_mass<Arch>(std::span<const float>(band.data(), got.size), f);
         const std::int64_t total = exact.all.total(), above = exact.above.total();
         const std::int64_t need = specdec::detail::fixed_goal(top_p, total) - above;
-        const auto range = d::estimated_needs(estimate.above(), estimate.below(), band_mass, top_p, V, f);
+        const auto range = d::estimated_needs(estimate.total(), estimate.below(), band_mass, top_p, V, f);
         CAPTURE(V, sd, top_p, need, range[0], range[1]);
         CHECK(range[0] <= need);
         CHECK(need <= range[1]);

@@ -66,21 +66,21 @@ inline constexpr auto compress_lut_4 = [] {
   return lut;
 }();
 
-//! Writes the lanes of x that are > tau to out[0..count) (in lane order; out has room for a whole
-//! batch) and returns count. Without branches on SSSE3 and AVX2 (shuffle tables) and AVX-512
+//! Writes the lanes of x where `keep` holds to out[0..count) (in lane order; out has room for a
+//! whole batch) and returns count. Without branches on SSSE3 and AVX2 (shuffle tables) and AVX-512
 //! (compress); through a scalar loop elsewhere (double rows, NEON).
 template <class Arch, class T>
-std::size_t compress_greater(const xsimd::batch<T, Arch>& x, const xsimd::batch<T, Arch>& tau, T* out) noexcept {
+std::size_t compress_where(const xsimd::batch<T, Arch>& x, const xsimd::batch_bool<T, Arch>& keep, T* out) noexcept {
 #if XSIMD_WITH_AVX512F
   if constexpr (std::is_same_v<T, float> && is_family<Arch, xsimd::avx512f>) {
-    const __mmask16 m = _mm512_cmp_ps_mask(x, tau, _CMP_GT_OQ);
+    const __mmask16 m = keep;
     _mm512_storeu_ps(out, _mm512_maskz_compress_ps(m, x));  // (a register compress: fast on every AVX-512 CPU)
     return static_cast<std::size_t>(std::popcount(static_cast<unsigned>(m)));
   }
 #endif
 #if XSIMD_WITH_AVX2
   if constexpr (std::is_same_v<T, float> && is_family<Arch, xsimd::avx2>) {
-    const int m = _mm256_movemask_ps(_mm256_cmp_ps(x, tau, _CMP_GT_OQ));
+    const int m = _mm256_movemask_ps(keep);
     const __m256i order =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(compress_lut_8[static_cast<std::size_t>(m)].data()));
     _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(x, order));
@@ -89,21 +89,29 @@ std::size_t compress_greater(const xsimd::batch<T, Arch>& x, const xsimd::batch<
 #endif
 #if XSIMD_WITH_SSSE3
   if constexpr (std::is_same_v<T, float> && is_family<Arch, xsimd::ssse3>) {
-    const int m = _mm_movemask_ps(_mm_cmpgt_ps(x, tau));
+    const int m = _mm_movemask_ps(keep);
     const __m128i order = _mm_loadu_si128(reinterpret_cast<const __m128i*>(compress_lut_4[static_cast<std::size_t>(m)].data()));
     _mm_storeu_ps(out, _mm_castsi128_ps(_mm_shuffle_epi8(_mm_castps_si128(x), order)));
     return static_cast<std::size_t>(std::popcount(static_cast<unsigned>(m)));
   }
 #endif
-  alignas(64) std::array<T, xsimd::batch<T, Arch>::size> lanes, limit;
+  constexpr std::size_t n = xsimd::batch<T, Arch>::size;
+  alignas(64) std::array<T, n> lanes;
+  alignas(64) std::array<bool, n> kept;
   x.store_aligned(lanes.data());
-  tau.store_aligned(limit.data());
+  keep.store_aligned(kept.data());
   std::size_t count = 0;
-  for (const T y : lanes) {
-    out[count] = y;
-    count += y > limit[0] ? 1 : 0;  // false for NaN
+  for (std::size_t j = 0; j < n; ++j) {
+    out[count] = lanes[j];
+    count += kept[j] ? 1 : 0;
   }
   return count;
+}
+
+//! Writes the lanes of x that are > tau to out[0..count) (as `compress_where`) and returns count.
+template <class Arch, class T>
+std::size_t compress_greater(const xsimd::batch<T, Arch>& x, const xsimd::batch<T, Arch>& tau, T* out) noexcept {
+  return compress_where<Arch>(x, x > tau, out);  // (false for NaN)
 }
 
 //! The running state of `kth_largest`: the threshold, the number of candidates, the buffer's capacity.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -29,8 +30,9 @@ namespace specdec::backend::simd::detail {
 //! The calling thread's scratch row number `Slot` of the top-p path, with room for `size` entries
 //! (not zero-filled): it grows and never shrinks, so that a call does not allocate (and fault in) its
 //! rows afresh. Slot 0 holds the weights of the top-p path, slots 1 and 2 the bands of `top_p_cut`,
-//! slot 3 the subsample of `guess_cut_band` (2048 entries): three rows of a thread's largest V (1.5
-//! MB of floats at V = 128256) and a small one. Its contents do not outlive a call.
+//! slot 3 the subsample of `guess_cut_band` (2048 entries) and slot 4 its histogram (about 200 bins):
+//! three rows of a thread's largest V (1.5 MB of floats at V = 128256) and two small ones. Its
+//! contents do not outlive a call.
 //! \pre no other call on this thread uses the slot
 //! \throws std::bad_alloc (the slot is then empty)
 template <class T, int Slot>
@@ -151,8 +153,9 @@ struct band_summary {
 //! The masses a gathering pass (`gather_band`) adds up: none.
 struct no_masses {
   static constexpr std::size_t block = 1;  //!< batches between `end_block` calls
-  template <class B>
-  void add(const B&, const B&, const B&) noexcept {}
+  //! Adds a batch x of a row whose band is [lo, hi): `below_hi` is x < hi, `below_lo` x < lo.
+  template <class B, class M>
+  void add(const B&, const M&, const M&, const B&) noexcept {}
   void end_block() noexcept {}
 };
 
@@ -162,8 +165,8 @@ struct exact_masses {
   static constexpr std::size_t block = 1;
   fixed_sum<Arch> all, above;
   explicit exact_masses(const specdec::detail::fixed_mass_scale& f) noexcept : all(f), above(f) {}
-  template <class B>
-  void add(const B& x, const B&, const B& hi) noexcept {
+  template <class B, class M>
+  void add(const B& x, const M&, const M&, const B& hi) noexcept {
     all.add_weights_and_above(x, hi, above);
   }
   void end_block() noexcept {}
@@ -174,34 +177,36 @@ struct exact_masses {
 inline constexpr double estimated_mass_error = 0x1p-21 + 0x1p-40;
 
 //! Estimates of the masses of a gathering pass for float rows, in weight units, for a fraction of the
-//! cost of the counts: of the entries >= hi and of those below lo (with the band's exact mass, they
-//! give the row's; see `estimated_needs`). Each lane adds `block` batches in float, then the block's
-//! sum in double; the weights are >= 0, so a block's float sum is within (block - 1) 2^-24 of its
-//! mass: both estimates are within `estimated_mass_error` of the weights' sums.
+//! cost of the counts: of the whole row and of its entries below lo (with the band's exact mass, they
+//! give the mass above the band; see `estimated_needs`). Each lane adds `block` batches in float, then
+//! the block's sum in double; the weights are >= 0, so a block's float sum is within
+//! (block - 1) 2^-24 of its mass: both estimates are within `estimated_mass_error` of the weights'
+//! sums. One add and one masked add per batch, on the compares that the gathering makes anyway.
 template <class Arch>
 class estimated_masses {
  public:
   static constexpr std::size_t block = 8;
   using F = fbatch<Arch>;
 
-  //! Adds a batch of a row whose band is [lo, hi) (`lo` passed as the float below it); at most
-  //! `block` of them between two `end_block` calls.
-  void add(const F& x, const F& below_lo, const F& hi) noexcept {
-    above_block_ += xsimd::select(x >= hi, x, F(0.0f));
-    below_block_ += xsimd::select(x > below_lo, F(0.0f), x);
+  //! Adds a batch x of a row whose band is [lo, hi) (`below_lo`: x < lo); at most `block` of them
+  //! between two `end_block` calls.
+  template <class M>
+  void add(const F& x, const M&, const M& below_lo, const F&) noexcept {
+    total_block_ += x;
+    below_block_ += xsimd::select(below_lo, x, F(0.0f));
   }
   //! Adds the block's float sums to the double sums.
   void end_block() noexcept {
-    accumulate<Arch, float>(above_block_, above0_, above1_);
+    accumulate<Arch, float>(total_block_, total0_, total1_);
     accumulate<Arch, float>(below_block_, below0_, below1_);
-    above_block_ = below_block_ = F(0.0f);
+    total_block_ = below_block_ = F(0.0f);
   }
-  double above() const noexcept { return lanes_sum<Arch>(above0_, above1_); }
+  double total() const noexcept { return lanes_sum<Arch>(total0_, total1_); }
   double below() const noexcept { return lanes_sum<Arch>(below0_, below1_); }
 
  private:
-  F above_block_ = F(0.0f), below_block_ = F(0.0f);
-  dbatch<Arch> above0_ = dbatch<Arch>(0.0), above1_ = dbatch<Arch>(0.0), below0_ = dbatch<Arch>(0.0), below1_ = dbatch<Arch>(0.0);
+  F total_block_ = F(0.0f), below_block_ = F(0.0f);
+  dbatch<Arch> total0_ = dbatch<Arch>(0.0), total1_ = dbatch<Arch>(0.0), below0_ = dbatch<Arch>(0.0), below1_ = dbatch<Arch>(0.0);
 };
 
 //! Writes the entries of `row` in [lo, hi) to `out` (room for row.size() plus a batch), in row order,
@@ -214,17 +219,18 @@ band_summary<T> gather_band(std::span<const T> row, T lo, T hi, T* out, Masses&&
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size;
   constexpr T inf = std::numeric_limits<T>::infinity();
-  const B tau(std::nextafter(lo, -inf)), upper(hi), none(-inf);
+  const B lower(lo), upper(hi), none(-inf);
   B least(inf), most(-inf);
   std::size_t size = 0;
   std::remove_cvref_t<Masses> sums = masses;  // (a local copy stays in registers)
   const auto take = [&](const B& x) {
-    sums.add(x, tau, upper);
-    const B y = xsimd::select(x < upper, x, none);
-    size += compress_greater<Arch>(y, tau, out + size);
+    const auto below_hi = x < upper, below_lo = x < lower;  // (the two compares every use shares)
+    sums.add(x, below_hi, below_lo, upper);
+    const auto in_band = below_hi && !below_lo;
+    size += compress_where<Arch>(x, in_band, out + size);
     if constexpr (Summary) {
-      most = xsimd::max(most, y);                                    // (y < hi)
-      least = xsimd::min(least, xsimd::select(y > tau, y, B(inf)));  // (y >= lo)
+      most = xsimd::max(most, xsimd::select(below_hi, x, none));
+      least = xsimd::min(least, xsimd::select(in_band, x, B(inf)));
     }
   };
   constexpr std::size_t block = std::remove_cvref_t<Masses>::block;
@@ -338,56 +344,74 @@ T search_whole_row(std::span<const T> row, T lo, T top, std::int64_t goal, const
 //! Batches in the subsample of `guess_cut_band`.
 inline constexpr std::size_t guess_batches = 128;
 
+//! The bins of `guess_cut_band`'s histogram: a positive weight's exponent and its leading
+//! `guess_bin_bits` mantissa bits (16 bins per octave, each about 4.4 % wide), in increasing order of
+//! the values they hold; `edge(k)` is the least value of bin k.
+template <class T>
+struct weight_bins {
+  using key_type = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  static constexpr int guess_bin_bits = 4;
+  static constexpr int shift = std::numeric_limits<T>::digits - 1 - guess_bin_bits;
+  static key_type key(T x) noexcept { return std::bit_cast<key_type>(x) >> shift; }
+  static T edge(key_type k) noexcept { return std::bit_cast<T>(static_cast<key_type>(k << shift)); }
+};
+
 //! A guess at a narrow band [lo, hi) that holds the top-p cut c of `row` (`top_p_cut`; z about the
 //! row's mass, goal about top_p z), from a subsample of `guess_batches` evenly spaced batches of the
 //! row; nothing when the row is too short for it to pay, or the estimate too uncertain. The entries
 //! below c carry z - S(>= c), about z - goal; the subsample's mass below a threshold, scaled by the
 //! subsampled fraction, estimates the row's with a small relative error, since those entries are all
 //! below the threshold (the mass above it is dominated by the few largest entries, and would not).
-//! The band runs between the subsample's cuts for a mass below of (z - goal) (1 +- margin), the
-//! margin 4.5 standard errors of the estimate (from the subsample's spread), at least 0.1; nothing
-//! when it would exceed 0.5 (rows whose few largest entries hold the mass, such as low temperatures).
-//! Only a guess: `top_p_cut` checks it against the exact masses of one pass over the row and falls
-//! back to its full search when it misses. \pre as `top_p_cut`
+//! The subsample's masses by bins (`weight_bins`; every entry below lo's bin in the first) locate
+//! the bins where its mass below reaches (z - goal) (1 +- margin) of the subsampled fraction, the
+//! margin 4.5 standard errors of the estimate (from the spread of the entries below the nominal
+//! bin), at least 0.1; the band runs from the lower one's least value to above the upper one; nothing
+//! when the margin would exceed 0.5 (rows whose few largest entries hold the mass, such as low
+//! temperatures). Only a guess: `top_p_cut` checks it against the masses of one pass over the row and
+//! falls back to its full search when it misses. \pre as `top_p_cut`
 template <class Arch, class T>
-std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z, double goal, T lo, T top,
-                                               const specdec::detail::fixed_mass_scale& f) {
+std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z, double goal, T lo, T top) {
   using B = xsimd::batch<T, Arch>;
+  using bins = weight_bins<T>;
   constexpr std::size_t n = B::size, sampled = guess_batches;
   constexpr double least_margin = 0.1, most_margin = 0.5, errors = 4.5;
   const std::size_t batches = row.size() / n;
-  if (batches < 4 * sampled) return std::nullopt;  // (so the subsample's own cuts never guess)
+  if (batches < 4 * sampled) return std::nullopt;  // (a subsample of at most half the row)
   const std::size_t stride = batches / sampled;    // (>= 4: at most 2 sampled batches per stride)
   T* const sub = scratch_row<T, 3>(2 * sampled * n);
   std::size_t size = 0;
   for (std::size_t b = 0; b < batches; b += stride, size += n) B::load_unaligned(row.data() + b * n).store_unaligned(sub + size);
-  const std::span<const T> s(sub, size);
-  const std::int64_t sub_mass = fixed_row_mass<Arch>(s, f);
-  const double unit = std::ldexp(1.0, -f.exponent);  // one count, in weight units
-  const double below = (z - goal) * static_cast<double>(size) / static_cast<double>(row.size()) / unit;  // in counts
-  // The subsample's entries below lo (1 - most_margin) weigh less than `size` of them, at most
-  // below (1 - most_margin): every goal below is reached at or above it (`search_cut`'s precondition).
-  const T sub_lo =
-      std::max(round_down_to<T>(static_cast<double>(lo) * (1.0 - most_margin)), std::numeric_limits<T>::denorm_min());
-  const auto cut_at = [&](double relative) {
-    const double goal_counts = std::ceil(static_cast<double>(sub_mass) - below * relative);
-    return search_whole_row<Arch>(s, sub_lo, top, static_cast<std::int64_t>(goal_counts), f);
+  // below_or_in[k]: the subsample's mass in bins base .. base + k (the first also every entry below),
+  // summed in T (an estimate: 2^-24 per add is far below the subsample's own error; a double sum
+  // would convert each entry into a register that the last add wrote, one add's latency per entry).
+  const typename bins::key_type base = bins::key(lo), count = bins::key(top) - base + 1;
+  T* const below_or_in = scratch_row<T, 4>(count);
+  std::fill_n(below_or_in, count, T(0));
+  for (std::size_t v = 0; v < size; ++v) below_or_in[std::max(bins::key(sub[v]), base) - base] += sub[v];
+  for (std::size_t k = 1; k < count; ++k) below_or_in[k] += below_or_in[k - 1];
+  const double sub_mass = static_cast<double>(below_or_in[count - 1]);
+  const double below = (z - goal) * static_cast<double>(size) / static_cast<double>(row.size());
+  if (!(sub_mass - below > 0.0) || !(below > 0.0)) return std::nullopt;
+  // The bin where the mass below reaches `below` times `relative` (the least k with below_or_in[k] >= it).
+  const auto bin_at = [&](double relative) {
+    const auto reaches = [](T mass, double target) { return static_cast<double>(mass) < target; };
+    return static_cast<typename bins::key_type>(std::lower_bound(below_or_in, below_or_in + count, below * relative, reaches) -
+                                                below_or_in);
   };
-  if (!(static_cast<double>(sub_mass) - below > 0.0)) return std::nullopt;
-  // The estimate's relative standard error, from the subsample's entries below its cut: the margin
-  // is `errors` of them (at least `least_margin`); none when that exceeds `most_margin`.
-  const T nominal = cut_at(1.0);
+  // The estimate's relative standard error, from the subsample's entries below the nominal bin's end:
+  // the margin is `errors` of them (at least `least_margin`); none when that exceeds `most_margin`.
+  const B nominal(bins::edge(base + bin_at(1.0) + 1));
   dbatch<Arch> sum0(0.0), sum1(0.0), squares0(0.0), squares1(0.0);
   for (std::size_t v = 0; v < size; v += n) {
-    const B x = B::load_unaligned(sub + v), kept_out = xsimd::select(x < B(nominal), x, B(T(0)));
+    const B x = B::load_unaligned(sub + v), kept_out = xsimd::select(x < nominal, x, B(T(0)));
     accumulate<Arch, T>(kept_out, sum0, sum1);
     accumulate<Arch, T>(kept_out * kept_out, squares0, squares1);
   }
   const double s1 = lanes_sum<Arch>(sum0, sum1), s2 = lanes_sum<Arch>(squares0, squares1);
   const double margin = std::max(least_margin, errors * std::sqrt(std::max(0.0, s2 - s1 * s1 / static_cast<double>(size))) / s1);
-  if (!(margin <= most_margin) || !(static_cast<double>(sub_mass) - below * (1.0 + margin) > 0.0)) return std::nullopt;
-  const T high = cut_at(1.0 + margin), low = cut_at(1.0 - margin);
-  return std::array<T, 2>{std::max(low, lo), std::nextafter(high, std::numeric_limits<T>::infinity())};
+  if (!(margin <= most_margin) || !(sub_mass - below * (1.0 + margin) > 0.0)) return std::nullopt;
+  const auto low = bin_at(1.0 - margin), high = bin_at(1.0 + margin);
+  return std::array<T, 2>{low == 0 ? lo : std::max(bins::edge(base + low), lo), bins::edge(base + high + 1)};
 }
 
 //! A band [lo, hi) that holds the top-p cut of `row` (as `top_p_cut`; z about the row's mass), for
@@ -408,12 +432,14 @@ std::optional<std::array<T, 2>> first_band(std::span<const T> row, double z, dou
   return std::array<T, 2>{j < cut_pivots ? at[j] : lo, j > 0 ? at[j - 1] : std::numeric_limits<T>::infinity()};
 }
 
-//! The needs of a search from a guessed band (`cut_search`) when the masses above and below it are
-//! estimates (`estimated_masses`, in weight units) and the band's is exact: every need that the true
-//! fixed-point masses allow, {need_min, need_max}. A count differs from its weight's scaled value by
-//! at most 1/2. The row's mass M = A + band + L, so need = fixed_goal(top_p, M) - A grows with L and
-//! does not grow with A; the error in need is about top_p dL + (1 - top_p) dA, far below the mass's.
-inline std::array<std::int64_t, 2> estimated_needs(double above, double below, std::int64_t band, double top_p, std::size_t size,
+//! The needs of a search from a guessed band (`cut_search`) when the masses of the row and below the
+//! band are estimates (`estimated_masses`, in weight units) and the band's is exact: every need that
+//! the true fixed-point masses allow, {need_min, need_max}. A count differs from its weight's scaled
+//! value by at most 1/2. The mass above the band is A = M - band - L, so need = fixed_goal(top_p, M) - A
+//! = band + L - (M - fixed_goal(top_p, M)): it grows with L and, but for the rounding of top_p M in
+//! double (within half an ulp of M, and the ceiling's 1), does not grow with M; the range's ends take
+//! both roundings as well. The error in need is about dL + (1 - top_p) dM, far below the mass's.
+inline std::array<std::int64_t, 2> estimated_needs(double total, double below, std::int64_t band, double top_p, std::size_t size,
                                                    const specdec::detail::fixed_mass_scale& f) noexcept {
   const auto range = [&](double estimate) {
     const double counts = std::ldexp(estimate, f.exponent);
@@ -421,11 +447,13 @@ inline std::array<std::int64_t, 2> estimated_needs(double above, double below, s
     return std::array<std::int64_t, 2>{static_cast<std::int64_t>(std::max(0.0, std::ceil(counts - slack))),
                                        static_cast<std::int64_t>(std::floor(counts + slack))};
   };
-  const std::array<std::int64_t, 2> a = range(above), l = range(below);
-  const auto need = [&](std::int64_t above_mass, std::int64_t below_mass) {
-    return specdec::detail::fixed_goal(top_p, above_mass + band + below_mass) - above_mass;
+  const std::array<std::int64_t, 2> m = range(total), l = range(below);
+  const auto need = [&](std::int64_t mass, std::int64_t below_mass) {
+    return specdec::detail::fixed_goal(top_p, mass) - (mass - band - below_mass);
   };
-  return {need(a[1], l[0]), need(a[0], l[1])};
+  const double largest = static_cast<double>(m[1]);
+  const auto rounding = static_cast<std::int64_t>(largest < 0x1p53 ? 1.0 : std::ldexp(1.0, std::ilogb(largest) - 52)) + 1;
+  return {need(m[1], l[0]) - rounding, need(m[0], l[1]) + rounding};
 }
 
 //! The top-p cut of a row of weights in [0, top] (`specdec::detail::keep_top_p_fixed`'s threshold,
@@ -441,7 +469,7 @@ inline std::array<std::int64_t, 2> estimated_needs(double above, double below, s
 template <class Arch, class T>
 T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_mass_scale& f, T lo, T top, double z = 0.0) {
   constexpr std::size_t n = xsimd::batch<T, Arch>::size;
-  std::optional<std::array<T, 2>> guess = z > 0.0 ? guess_cut_band<Arch>(row, z, top_p * z, lo, top, f) : std::nullopt;
+  std::optional<std::array<T, 2>> guess = z > 0.0 ? guess_cut_band<Arch>(row, z, top_p * z, lo, top) : std::nullopt;
   if (z > 0.0 && !guess) guess = first_band<Arch>(row, z, top_p, lo, top, f);
   std::int64_t total = 0;
   if (guess && (*guess)[0] < (*guess)[1]) {
@@ -458,7 +486,7 @@ T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_m
       estimated_masses<Arch> masses;
       const band_summary<T> got = gather_band<Arch, T, false>(row, (*guess)[0], (*guess)[1], band_buffer, masses);
       const std::int64_t band_mass = fixed_row_mass<Arch>(std::span<const T>(band_buffer, got.size), f);
-      const std::array<std::int64_t, 2> need = estimated_needs(masses.above(), masses.below(), band_mass, top_p, row.size(), f);
+      const std::array<std::int64_t, 2> need = estimated_needs(masses.total(), masses.below(), band_mass, top_p, row.size(), f);
       if (const std::optional<T> cut = search_band(got, band_mass, need[0], need[1])) return *cut;
     }
     exact_masses<Arch> masses(f);
