@@ -172,6 +172,19 @@ struct exact_masses {
   void end_block() noexcept {}
 };
 
+//! The exact fixed-point mass of a gathering pass's entries >= hi (a level of `search_cut`).
+template <class Arch>
+struct exact_mass_above {
+  static constexpr std::size_t block = 1;
+  fixed_sum<Arch> above;
+  explicit exact_mass_above(const specdec::detail::fixed_mass_scale& f) noexcept : above(f) {}
+  template <class B, class M>
+  void add(const B& x, const M& below_hi, const M&, const B&) noexcept {
+    above.add_weights(xsimd::select(below_hi, B(0), x));
+  }
+  void end_block() noexcept {}
+};
+
 //! The relative error of `estimated_masses`: block 2^-24 >= (block - 1) 2^-24 (1 + 2^-20), plus the
 //! double sums' 2^-40.
 inline constexpr double estimated_mass_error = 0x1p-21 + 0x1p-40;
@@ -296,10 +309,23 @@ std::optional<T> search_cut(std::span<const T> row, cut_search<T> st, const spec
   for (;; ++st.level) {
     if (st.in.size() <= sort_limit || st.level == max_levels) {
       if (st.level == 0) st.in = std::span<const T>(buffer[0], gather_band<Arch>(row, st.lo, st.hi, buffer[0]).size);
-      std::vector<T> band(st.in.begin(), st.in.end());
-      const T least = band.empty() ? st.lo : *std::min_element(band.begin(), band.end());
-      const T cut = specdec::detail::fixed_threshold_in(band, 0, st.need_min, least, f);
-      if (st.need_max == st.need_min || specdec::detail::fixed_threshold_in(band, 0, st.need_max, least, f) == cut) return cut;
+      // `fixed_threshold_in` for both needs on one sort (in the buffer that st.in is not in).
+      T* const sorted = buffer[static_cast<std::size_t>(st.level + 1) % 2];
+      std::copy(st.in.begin(), st.in.end(), sorted);
+      std::sort(sorted, sorted + st.in.size(), std::greater<T>());
+      const T least = st.in.empty() ? st.lo : sorted[st.in.size() - 1];
+      std::int64_t cumulative = 0;  // the mass of sorted[0, v)
+      std::size_t v = 0;
+      const auto reach = [&](std::int64_t need) {
+        for (; v < st.in.size(); ++v) {
+          const std::int64_t next = cumulative + f(static_cast<double>(sorted[v]));
+          if (next >= need) return sorted[v];
+          cumulative = next;
+        }
+        return least;
+      };
+      const T cut = reach(st.need_min);
+      if (st.need_max == st.need_min || reach(st.need_max) == cut) return cut;
       return std::nullopt;
     }
     const std::array<T, pivots> at = band_pivots(st.lo, st.top);
@@ -318,7 +344,7 @@ std::optional<T> search_cut(std::span<const T> row, cut_search<T> st, const spec
     std::int64_t gained = 0;
     band_summary<T> got;
     if (j > 0) {
-      exact_masses<Arch> masses(f);
+      exact_mass_above<Arch> masses(f);
       got = gather_band<Arch>(st.in, new_lo, new_hi, out, masses);
       gained = masses.above.total();
     } else {
