@@ -211,18 +211,40 @@ inline std::int64_t fixed_goal(double top_p, std::int64_t mass) noexcept {
   return g >= static_cast<double>(mass) ? mass : static_cast<std::int64_t>(g);
 }
 
+//! The walk of `fixed_threshold_in` over values already in descending order, resumable: `reach`
+//! gives the top-p cut for a goal, and a later call with a goal at least as large continues from
+//! there (the cuts of several goals for one sort).
+template <class T>
+class fixed_threshold_walk {
+ public:
+  fixed_threshold_walk(std::span<const T> descending, std::int64_t above, T fallback, const fixed_mass_scale& f) noexcept
+      : values_(descending), cumulative_(above), fallback_(fallback), f_(f) {}
+  //! The first value at which the cumulative mass reaches `goal`; the fallback if none does.
+  //! \pre `goal` is at least the previous call's
+  T reach(std::int64_t goal) noexcept {
+    for (; next_ < values_.size(); ++next_) {
+      const std::int64_t with = cumulative_ + f_(static_cast<double>(values_[next_]));
+      if (with >= goal) return values_[next_];
+      cumulative_ = with;
+    }
+    return fallback_;
+  }
+
+ private:
+  std::span<const T> values_;
+  std::int64_t cumulative_;  // the mass above values_[next_]
+  std::size_t next_ = 0;
+  T fallback_;
+  const fixed_mass_scale& f_;
+};
+
 //! The top-p cut among `values` (any order; sorted in place), cumulating fixed-point masses from
 //! `above` (the mass of the entries larger than every value): the first value, in descending order,
 //! at which the cumulative mass reaches `goal`; `fallback` if none does.
 template <class T>
 T fixed_threshold_in(std::vector<T>& values, std::int64_t above, std::int64_t goal, T fallback, const fixed_mass_scale& f) {
   std::sort(values.begin(), values.end(), std::greater<T>());
-  std::int64_t cumulative = above;
-  for (const T v : values) {
-    cumulative += f(static_cast<double>(v));
-    if (cumulative >= goal) return v;
-  }
-  return fallback;
+  return fixed_threshold_walk<T>(values, above, fallback, f).reach(goal);
 }
 
 }  // namespace specdec::detail

@@ -314,18 +314,9 @@ std::optional<T> search_cut(std::span<const T> row, cut_search<T> st, const spec
       std::copy(st.in.begin(), st.in.end(), sorted);
       std::sort(sorted, sorted + st.in.size(), std::greater<T>());
       const T least = st.in.empty() ? st.lo : sorted[st.in.size() - 1];
-      std::int64_t cumulative = 0;  // the mass of sorted[0, v)
-      std::size_t v = 0;
-      const auto reach = [&](std::int64_t need) {
-        for (; v < st.in.size(); ++v) {
-          const std::int64_t next = cumulative + f(static_cast<double>(sorted[v]));
-          if (next >= need) return sorted[v];
-          cumulative = next;
-        }
-        return least;
-      };
-      const T cut = reach(st.need_min);
-      if (st.need_max == st.need_min || reach(st.need_max) == cut) return cut;
+      specdec::detail::fixed_threshold_walk<T> walk(std::span<const T>(sorted, st.in.size()), 0, least, f);
+      const T cut = walk.reach(st.need_min);
+      if (st.need_max == st.need_min || walk.reach(st.need_max) == cut) return cut;
       return std::nullopt;
     }
     const std::array<T, pivots> at = band_pivots(st.lo, st.top);
