@@ -85,19 +85,25 @@ template <class Arch, class T>
 struct scaled_exp {
   using B = xsimd::batch<T, Arch>;
   B max, factor;
+  bool unit;  // factor 1: the product (or quotient) is x - max itself, bit for bit
   scaled_exp(double m, double temperature) {
     const specdec::detail::weight_argument<T> t(m, temperature);
     max = B(t.reference);
     factor = B(t.factor);
+    unit = t.factor == T(1);
   }
   //! The weights of a group of N batches of logits, in place (`weight_exp`'s group).
   template <std::size_t N>
   void operator()(std::array<B, N>& x) const noexcept {
-    for (std::size_t i = 0; i < N; ++i) {
-      if constexpr (std::is_same_v<T, float>)
-        x[i] = (x[i] - max) * factor;
-      else
-        x[i] = (x[i] - max) / factor;  // double rows divide, as seq does
+    if (unit) {
+      for (std::size_t i = 0; i < N; ++i) x[i] = x[i] - max;
+    } else {
+      for (std::size_t i = 0; i < N; ++i) {
+        if constexpr (std::is_same_v<T, float>)
+          x[i] = (x[i] - max) * factor;
+        else
+          x[i] = (x[i] - max) / factor;  // double rows divide, as seq does
+      }
     }
     weight_exp<Arch, T, N>(x);
   }
