@@ -95,7 +95,8 @@ struct threshold_row_step {
     }
   }
   bool usable() const { return true; }
-  double scalar(std::size_t v) const { return x[v] < cut ? 0.0 : static_cast<double>(x[v]); }
+  //! (without a branch: which entries are kept is as unpredictable as the row; 0 w is +0, w finite)
+  double scalar(std::size_t v) const { return static_cast<double>(x[v] >= cut) * static_cast<double>(x[v]); }
 };
 
 //! The top-p path of `sample_logits` (see the file comment). \pre T > 0, top_p in (0, 1), no top-k,
