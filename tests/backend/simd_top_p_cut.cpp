@@ -170,7 +170,7 @@ TEMPLATE_LIST_TEST_CASE("simd one_read_weights: seq's weights and reference bit 
   philox_stream s(stream_address{0x70C, 1, 0, 0, purpose::user});
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const std::size_t V : {std::size_t{1}, std::size_t{100}, std::size_t{4096}, std::size_t{4097}, std::size_t{50001}})
-    for (int variant = 0; variant < 7; ++variant)
+    for (int variant = 0; variant < 9; ++variant)
       for (const double temperature : {1.0, 0.3}) {
         std::vector<float> l(V);
         for (float& x : l) x = static_cast<float>(2.0 * normal(s));
@@ -179,7 +179,9 @@ TEMPLATE_LIST_TEST_CASE("simd one_read_weights: seq's weights and reference bit 
         if (variant == 3) std::fill(l.begin(), l.end(), -inf);
         if (variant == 4) std::fill(l.begin(), l.begin() + static_cast<std::ptrdiff_t>(V / 2), -inf);  // a -inf prefix
         if (variant == 5) l[V / 2] = inf;
-        if (variant == 6) l[V / 2] = 200.0f;  // a jump in a middle chunk, then chunks weighed from it
+        if (variant == 6) l[V / 2] = 200.0f;   // a jump in a middle chunk, then chunks weighed from it
+        if (variant == 7) l[V / 2 + 1] = nan;  // in a later chunk's full group: seen through its NaN weight
+        if (variant == 8) l[1] = nan;          // in the first chunk
         CAPTURE(V, variant, temperature);
         std::vector<float> w(V, -1.0f);
         const auto r = specdec::backend::simd::detail::one_read_weights<Arch>(std::span<const float>(l), temperature, w.data());

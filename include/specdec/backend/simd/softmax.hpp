@@ -92,8 +92,8 @@ struct scaled_exp {
     factor = B(t.factor);
     unit = t.factor == T(1);
   }
-  //! The weights of a group of N batches of logits, in place (`weight_exp`'s group).
-  template <std::size_t N>
+  //! The weights of a group of N batches of logits, in place (`weight_exp`'s group; `KeepNaN` as there).
+  template <std::size_t N, bool KeepNaN = false>
   void operator()(std::array<B, N>& x) const noexcept {
     if (unit) {
       for (std::size_t i = 0; i < N; ++i) x[i] = x[i] - max;
@@ -105,7 +105,7 @@ struct scaled_exp {
           x[i] = (x[i] - max) / factor;  // double rows divide, as seq does
       }
     }
-    weight_exp<Arch, T, N>(x);
+    weight_exp<Arch, T, N, KeepNaN>(x);
   }
   B operator()(const B& x) const noexcept {
     std::array<B, 1> one{x};
@@ -148,27 +148,27 @@ void scale_row(std::span<T> row, double inv) noexcept {
   for (std::size_t v = full; v < row.size(); ++v) row[v] = static_cast<T>(static_cast<double>(row[v]) * inv);
 }
 
-//! The largest logit seen and whether a NaN was (`sum_scaled_exp` with `Track`): the status and
-//! maximum of `logit_row_max` for the entries added, one maximum and one compare per batch.
+//! The largest logit seen (`sum_scaled_exp` with `Track`), one maximum per batch; with the sum of
+//! their weights (NaN when a logit was NaN: `weight_exp` with `KeepNaN`), the status and maximum of
+//! `logit_row_max` for the entries added.
 template <class Arch, class T>
 struct logit_extent {
   using B = xsimd::batch<T, Arch>;
   B best = B(-std::numeric_limits<T>::infinity());
-  xsimd::batch_bool<T, Arch> nan = B(T(0)) != B(T(0));
 
   void add(const B& x) noexcept {
-    nan = nan | xsimd::isnan(x);
     if constexpr (max_skips_nan_first<Arch>)  // (NaN skipped, as seq does)
       best = xsimd::max(x, best);
     else
       best = xsimd::select(x > best, x, best);
   }
-  //! not_finite if a NaN or +inf was added, no_mass if only -inf, else ok; `max` the largest.
-  row_status status(double& max) const noexcept {
+  //! not_finite if a NaN (a NaN `weight_sum`) or +inf was added, no_mass if only -inf, else ok;
+  //! `max` the largest.
+  row_status status(double weight_sum, double& max) const noexcept {
     alignas(64) std::array<T, B::size> lanes;
     best.store_aligned(lanes.data());
     max = static_cast<double>(*std::max_element(lanes.begin(), lanes.end()));
-    if (xsimd::any(nan) || max == std::numeric_limits<double>::infinity()) return row_status::not_finite;
+    if (std::isnan(weight_sum) || max == std::numeric_limits<double>::infinity()) return row_status::not_finite;
     return max == -std::numeric_limits<double>::infinity() ? row_status::no_mass : row_status::ok;
   }
 };
@@ -192,8 +192,8 @@ B tree_sum(const std::array<B, N>& e) noexcept {
 //! The weights are computed `exp_group` batches at a time (see `weight_exp`) and added in row order.
 //! With `Pairs` (float rows), each group's batches (2 or 8) are added in float, as a tree, before
 //! the double sum: at most 3 more roundings per term, so the sum is within 3 2^-24 relative of the
-//! double sum, for fewer widening adds. With `Track`, `*seen` gets the largest logit and whether
-//! one was NaN (`logit_extent`). With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
+//! double sum, for fewer widening adds. With `Track`, `*seen` gets the largest logit
+//! (`logit_extent`), and a NaN logit's weight is NaN (`weight_exp` with `KeepNaN`): the sum is NaN. With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
 //! of a row that `one_read_weights` reads from memory while this part computes).
 template <class Arch, bool Store, class T, bool Pairs = false, bool Track = false>
 double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out, std::span<const T> ahead = {},
@@ -210,7 +210,7 @@ double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T
     for (std::size_t i = 0; i < G; ++i) e[i] = B::load_unaligned(logits.data() + v + i * n);
     if constexpr (Track)
       for (std::size_t i = 0; i < G; ++i) extent.add(e[i]);
-    f(e);
+    f.template operator()<G, Track>(e);
     for (std::size_t i = 0; i < G; ++i)
       if constexpr (Store) e[i].store_unaligned(out + v + i * n);
     if constexpr (pairs && G % 2 == 0)  // a tree of float adds, then one widening add
@@ -232,10 +232,11 @@ double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T
   if (v < logits.size()) {  // the remainder through the same vector code, padded with -inf
     const std::size_t rest = logits.size() - v;
     const B x = load_partial<B>(logits.data() + v, rest, -std::numeric_limits<T>::infinity());
+    std::array<B, 1> e{x};
     if constexpr (Track) extent.add(x);
-    const B e = f(x);
-    if constexpr (Store) store_partial(out + v, e, rest);
-    accumulate<Arch, T>(e, acc0, acc1);
+    f.template operator()<1, Track>(e);
+    if constexpr (Store) store_partial(out + v, e[0], rest);
+    accumulate<Arch, T>(e[0], acc0, acc1);
   }
   if constexpr (Track) *seen = extent;
   return lanes_sum<Arch>(acc0, acc1);
@@ -273,7 +274,7 @@ referenced_weights one_read_weights(std::span<const T> logits, double temperatur
       const double part_sum =
           sum_scaled_exp<Arch, true, T, true, true>(part, r.reference, temperature, out + begin, ahead, &seen);
       double part_max = none;
-      const row_status s = seen.status(part_max);
+      const row_status s = seen.status(part_sum, part_max);
       if (s == row_status::not_finite) return {s, 0.0, r.reference, r.max};
       r.max = std::max(r.max, part_max);
       if (!((part_max - r.reference) / temperature > headroom)) {
