@@ -12,16 +12,17 @@
 //! - top_p < 1 with no top-k and no min-p (**top-p path**): one read of the logits
 //!   (`one_read_weights`, backend/simd/softmax.hpp) writes the weights to a scratch row (the thread's,
 //!   reused across calls: `scratch_row`) and sums them approximately (Z; float rows add groups of
-//!   batches in float, then in double: within 3 2^-24 relative). The cut, seq's top-p threshold on the
-//!   weights by fixed-point masses, is found without sorting the row (backend/simd/top_p_cut.hpp,
-//!   `top_p_cut`): no entry below a floor from Z can be kept; a band guessed from a subsample
-//!   (`guess_cut_band`, or from the first level's float sums on peaked rows: `first_band`) is
-//!   gathered in one pass that also estimates the masses above and below it, and searched over every
-//!   need those estimates allow; when two needs give two cuts, a second pass counts the fixed-point
-//!   masses exactly, and the band is kept when those show that it holds the cut; otherwise bands are
-//!   narrowed from the whole row. Each level narrows by 4 geometric pivots (float sums that decide
-//!   whenever their error bound allows, else exact fixed-point ones) until at most 64 entries remain,
-//!   which `fixed_threshold_in` sorts; ties at the cut are kept. Then
+//!   batches in float, then in double: within 3 2^-24 relative; a NaN logit shows as a NaN sum). The
+//!   cut, seq's top-p threshold on the weights by fixed-point masses, is found without sorting the
+//!   row (backend/simd/top_p_cut.hpp, `top_p_cut`): no entry below a floor from Z can be kept; a band
+//!   guessed from a subsample's histogram (`guess_cut_band`, or from the first level's float sums on
+//!   peaked rows: `first_band`) is gathered in one pass that also estimates the row's mass and the
+//!   mass below the band, and searched over every need those estimates allow; when two needs give
+//!   two cuts, a second pass counts the fixed-point masses exactly, and the band is kept when those
+//!   show that it holds the cut; otherwise bands are narrowed from the whole row. Each level narrows
+//!   by 4 geometric pivots (float sums that decide whenever their error bound allows, else exact
+//!   fixed-point ones) until at most 64 entries remain, which are sorted once and walked as
+//!   `fixed_threshold_in` walks them; ties at the cut are kept. Then
 //!   `backend::simd::sample_categorical`'s inverse CDF runs on the row with the entries below the cut
 //!   read as 0 (`threshold_row_step`: the same token as on the zeroed row: the contract adds +0
 //!   exactly). Cost: one read of the logits, one pass over the weights for the guessed band (rarely

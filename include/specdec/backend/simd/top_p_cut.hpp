@@ -478,10 +478,11 @@ inline std::array<std::int64_t, 2> estimated_needs(double total, double below, s
 //! mass (`f`) of the entries >= c and goal = `fixed_goal(top_p, S(>= 0))`. `lo` is a floor that the cut
 //! cannot be below (S(>= lo) >= goal; the denormal minimum when none is known). On a long row, given
 //! z > 0 (about the row's mass), the first band is guessed (`guess_cut_band`, else `first_band`) and
-//! gathered in one pass that also sums the masses above it and of the whole row. Float rows estimate
-//! them (`estimated_masses`), and the search from the band keeps its cut when every need that the
-//! estimates allow gives the same one; otherwise, and for double rows, a second pass counts them
-//! exactly, and the band is searched when those show that it holds c. When it does not, the search
+//! gathered in one pass that also sums masses beside it. Float rows estimate the row's and the one
+//! below the band (`estimated_masses`), and the search from the band keeps its cut when every need
+//! that the estimates allow gives the same one; otherwise, and for double rows, a second pass counts
+//! the row's and the one above the band exactly, and the band is searched when those show that it
+//! holds c. When it does not, the search
 //! runs from the whole row. \pre 0 < lo <= top, top_p in (0, 1)
 template <class Arch, class T>
 T top_p_cut(std::span<const T> row, double top_p, const specdec::detail::fixed_mass_scale& f, T lo, T top, double z = 0.0) {
