@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -361,4 +362,57 @@ TEMPLATE_LIST_TEST_CASE("simd sample_logits' top-p path on double rows gives seq
           }
         }
   INFO(Arch::name() << ": " << draws << " tokens equal to seq's");
+}
+
+TEMPLATE_LIST_TEST_CASE("simd top-p rescan by exact strip sums: the dense rescan's token for every u", "[simd][sampling]",
+                        top_p_archs) {
+  using Arch = TestType;
+  if (!runnable<Arch>()) return;
+  namespace d = specdec::backend::simd::detail;
+  // The condition: kept entries within 2^23 of the largest (by binary exponent).
+  CHECK(d::strip_sums_exact(1.0f, 0x1p-23f));
+  CHECK_FALSE(d::strip_sums_exact(1.0f, 0x1p-24f));
+  CHECK_FALSE(d::strip_sums_exact(1.0f, 0.0f));
+  CHECK(d::strip_sums_exact(0x1p-120f, std::numeric_limits<float>::denorm_min()));
+  {  // why it is needed: outside it, a strip's sum depends on the order (1 + 63 tiny entries)
+    std::array<double, specdec::sampling_strip> strip;
+    strip.fill(static_cast<double>(0x1.8p-53f));
+    strip[0] = 1.0;
+    double forward = 0.0, backward = 0.0;
+    for (const double x : strip) forward += x;
+    for (auto it = strip.rbegin(); it != strip.rend(); ++it) backward += *it;
+    CHECK(forward != backward);
+  }
+  philox_stream s(stream_address{0x70C, 5, 0, 0, purpose::user});
+  int exact = 0, draws = 0;
+  for (const std::size_t V : {std::size_t{20001}, std::size_t{128256}})
+    for (const double sd : {1.0, 2.0, 4.0})
+      for (const std::size_t kept : {std::size_t{1}, std::size_t{100}, V / 3}) {
+        const std::vector<float> w = normal_weights(s, V, sd);
+        std::vector<float> sorted = w;
+        std::sort(sorted.begin(), sorted.end());
+        const float cut = sorted[V - kept], top = sorted[V - 1];
+        if (!d::strip_sums_exact(top, cut)) continue;
+        ++exact;
+        std::vector<float> zeroed = w;
+        for (float& x : zeroed)
+          if (x < cut) x = 0.0f;
+        for (int k = 0; k < 100; ++k) {
+          const double u = k < 50 ? (k + 0.5) / 50.0 : s.uniform();
+          d::threshold_row_step<Arch, float> dense_step{w.data(), V, cut}, strip_step{w.data(), V, cut};
+          const auto dense = d::sample_with_step<Arch>(V, dense_step, u);
+          const auto strips = d::sample_with_step<Arch>(V, strip_step, u, [&](const auto& rescan) {
+            return d::exact_strip_tiles<Arch, std::remove_cvref_t<decltype(rescan)>>{w.data(), cut, rescan};
+          });
+          const auto seq = specdec::sample_categorical(std::span<const float>(zeroed), u);
+          CAPTURE(V, sd, kept, u);
+          REQUIRE(strips.status == specdec::row_status::ok);
+          REQUIRE(strips.token == dense.token);
+          REQUIRE(strips.token == seq.token);
+          REQUIRE(strips.mass == seq.mass);
+          ++draws;
+        }
+      }
+  INFO(Arch::name() << ": " << exact << " rows in the exact regime, " << draws << " draws");
+  CHECK(exact >= 12);
 }

@@ -63,9 +63,11 @@ double tile_mass(std::size_t begin, std::size_t end, Step& step, bool& usable) {
   return specdec::detail::reduce_lanes(lanes);
 }
 
-//! The two-level inverse CDF of sampling/categorical.hpp with a vector step.
-template <class Arch, WeightStep<Arch> Step>
-sample_result sample_with_step(std::size_t size, Step& step, double u) {
+//! The two-level inverse CDF of sampling/categorical.hpp with a vector step; the rescan of rules 5-6
+//! is `dense_tiles` on the step's scalar weights, or `tiles(weight)` when given (a faster rescan
+//! with the same result).
+template <class Arch, WeightStep<Arch> Step, class MakeTiles = std::nullptr_t>
+sample_result sample_with_step(std::size_t size, Step& step, double u, MakeTiles tiles = nullptr) {
   specdec::detail::tile_masses masses(specdec::detail::tile_count(size));
   bool usable = true;
   for (std::size_t t = 0; t < masses.size(); ++t) {
@@ -74,8 +76,11 @@ sample_result sample_with_step(std::size_t size, Step& step, double u) {
   }
   usable = usable && step.usable();
   const auto weight = [&step](std::size_t v) { return step.scalar(v); };
-  return specdec::detail::locate_in_tiles(size, masses.view(), usable,
-                                          specdec::detail::dense_tiles<decltype(weight) const>{weight}, u);
+  const specdec::detail::dense_tiles<decltype(weight) const> dense{weight};
+  if constexpr (std::is_same_v<MakeTiles, std::nullptr_t>)
+    return specdec::detail::locate_in_tiles(size, masses.view(), usable, dense, u);
+  else
+    return specdec::detail::locate_in_tiles(size, masses.view(), usable, tiles(dense), u);
 }
 
 //! Loads `count` = 32 / n batches of doubles from row x at `base`, widening floats (the lower half
