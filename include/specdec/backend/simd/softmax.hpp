@@ -80,30 +80,31 @@ namespace detail {
 //! with the reference R as `max` these are the weights of distributions/logit_weights.hpp bit for
 //! bit. The scaling is unconditional (x * 1 and x / 1 are exact): with a branch on `T != 1` inside
 //! the loop, GCC 12 -O3 for AVX-512 turned it into a division masked by the boolean (lane 0 only), a
-//! miscompile.
-template <class Arch, class T>
+//! miscompile. With `Unit` (chosen outside the loop: `unit_factor`), the factor is 1 and the
+//! argument is x - max without the product, the same bits for an operation fewer.
+template <class Arch, class T, bool Unit = false>
 struct scaled_exp {
   using B = xsimd::batch<T, Arch>;
   B max, factor;
-  bool unit;  // factor 1: the product (or quotient) is x - max itself, bit for bit
   scaled_exp(double m, double temperature) {
     const specdec::detail::weight_argument<T> t(m, temperature);
     max = B(t.reference);
     factor = B(t.factor);
-    unit = t.factor == T(1);
+  }
+  //! Whether the factor of this temperature is 1 (x * 1 and x / 1 are x).
+  static bool unit_factor(double temperature) noexcept {
+    return specdec::detail::weight_argument<T>(0.0, temperature).factor == T(1);
   }
   //! The weights of a group of N batches of logits, in place (`weight_exp`'s group; `KeepNaN` as there).
   template <std::size_t N, bool KeepNaN = false>
   void operator()(std::array<B, N>& x) const noexcept {
-    if (unit) {
-      for (std::size_t i = 0; i < N; ++i) x[i] = x[i] - max;
-    } else {
-      for (std::size_t i = 0; i < N; ++i) {
-        if constexpr (std::is_same_v<T, float>)
-          x[i] = (x[i] - max) * factor;
-        else
-          x[i] = (x[i] - max) / factor;  // double rows divide, as seq does
-      }
+    for (std::size_t i = 0; i < N; ++i) {
+      if constexpr (Unit)
+        x[i] = x[i] - max;
+      else if constexpr (std::is_same_v<T, float>)
+        x[i] = (x[i] - max) * factor;
+      else
+        x[i] = (x[i] - max) / factor;  // double rows divide, as seq does
     }
     weight_exp<Arch, T, N, KeepNaN>(x);
   }
@@ -193,15 +194,21 @@ B tree_sum(const std::array<B, N>& e) noexcept {
 //! With `Pairs` (float rows), each group's batches (2 or 8) are added in float, as a tree, before
 //! the double sum: at most 3 more roundings per term, so the sum is within 3 2^-24 relative of the
 //! double sum, for fewer widening adds. With `Track`, `*seen` gets the largest logit
-//! (`logit_extent`), and a NaN logit's weight is NaN (`weight_exp` with `KeepNaN`): the sum is NaN. With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part
-//! of a row that `one_read_weights` reads from memory while this part computes).
-template <class Arch, bool Store, class T, bool Pairs = false, bool Track = false>
+//! (`logit_extent`), and a NaN logit's weight is NaN (`weight_exp` with `KeepNaN`): the sum is NaN.
+//! With a non-empty `ahead`, the loop also prefetches it, a cache line per batch (the next part of a
+//! row that `one_read_weights` reads from memory while this part computes). The loop is compiled
+//! twice, for a unit factor and for others (`scaled_exp`'s `Unit`), and chosen before it runs.
+template <class Arch, bool Store, class T, bool Pairs = false, bool Track = false, bool Unit = false>
 double sum_scaled_exp(std::span<const T> logits, double m, double temperature, T* out, std::span<const T> ahead = {},
                       logit_extent<Arch, T>* seen = nullptr) noexcept {
+  if constexpr (!Unit) {
+    if (scaled_exp<Arch, T>::unit_factor(temperature))
+      return sum_scaled_exp<Arch, Store, T, Pairs, Track, true>(logits, m, temperature, out, ahead, seen);
+  }
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size, per_line = 64 / sizeof(T), exp_group = 8;
   constexpr bool pairs = Pairs && std::is_same_v<T, float>;
-  const scaled_exp<Arch, T> f(m, temperature);
+  const scaled_exp<Arch, T, Unit> f(m, temperature);
   dbatch<Arch> acc0(0.0), acc1(0.0);
   logit_extent<Arch, T> extent;
   // The weights of G batches from entry v on, stored and added.
