@@ -37,6 +37,15 @@
 
 namespace specdec::backend::simd {
 
+namespace detail {
+//! The status of a row of logits from whether it held a NaN or +inf and its largest entry:
+//! not_finite, else no_mass for a row of -inf only, else ok (`specdec::detail::logit_row_max`'s).
+inline row_status logit_row_status(bool nan_or_inf, double max) noexcept {
+  if (nan_or_inf) return row_status::not_finite;
+  return max == -std::numeric_limits<double>::infinity() ? row_status::no_mass : row_status::ok;
+}
+}  // namespace detail
+
 //! The maximum of a row of logits and whether it is usable (exactly `specdec::detail::logit_row_max`).
 template <class Arch, class T>
 row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
@@ -69,9 +78,7 @@ row_status logit_row_max(std::span<const T> logits, double& max_out) noexcept {
     if (x > m) m = x;
   }
   max_out = m;
-  if (!finite) return row_status::not_finite;
-  if (m == -std::numeric_limits<double>::infinity()) return row_status::no_mass;
-  return row_status::ok;
+  return detail::logit_row_status(!finite, m);
 }
 
 namespace detail {
@@ -169,8 +176,7 @@ struct logit_extent {
     alignas(64) std::array<T, B::size> lanes;
     best.store_aligned(lanes.data());
     max = static_cast<double>(*std::max_element(lanes.begin(), lanes.end()));
-    if (std::isnan(weight_sum) || max == std::numeric_limits<double>::infinity()) return row_status::not_finite;
-    return max == -std::numeric_limits<double>::infinity() ? row_status::no_mass : row_status::ok;
+    return logit_row_status(std::isnan(weight_sum) || max == std::numeric_limits<double>::infinity(), max);
   }
 };
 
