@@ -39,6 +39,7 @@
 #include "specdec/backend/simd/xsimd_include.hpp"
 
 #include "specdec/backend/simd/arch.hpp"
+#include "specdec/backend/simd/fixed_mass.hpp"
 #include "specdec/backend/simd/reduce.hpp"
 #include "specdec/backend/simd/select.hpp"
 #include "specdec/backend/simd/softmax.hpp"
@@ -65,6 +66,25 @@ void zero_below(std::span<T> row, T threshold) noexcept {
   }
   for (std::size_t v = full; v < row.size(); ++v)
     if (row[v] < threshold) row[v] = T(0);
+}
+
+//! `zero_below`, and the fixed-point mass of the row that it leaves, in the same pass.
+template <class Arch, class T>
+std::int64_t zero_below_and_mass(std::span<T> row, T threshold, const specdec::detail::fixed_mass_scale& f) noexcept {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t n = B::size;
+  const B t(threshold), zero(T(0));
+  fixed_sum<Arch> mass(f);
+  const auto keep = [&](const B& x) {
+    const B kept = xsimd::select(x < t, zero, x);
+    mass.add_weights(kept);
+    return kept;
+  };
+  const std::size_t full = row.size() / n * n;
+  for (std::size_t v = 0; v < full; v += n) keep(B::load_unaligned(row.data() + v)).store_unaligned(row.data() + v);
+  if (full < row.size())
+    store_partial(row.data() + full, keep(load_partial<B>(row.data() + full, row.size() - full, T(0))), row.size() - full);
+  return mass.total();
 }
 
 //! The smallest T that is >= c (so that x < c <=> x < it, for every x of type T).
@@ -181,9 +201,10 @@ specdec::detail::kept_weights keep_logit_weights(std::span<const T> logits, cons
   const specdec::detail::fixed_mass_scale f(static_cast<double>(top), e.size());
   keep_top_k<Arch>(e, w.top_k);
   if (w.top_p < 1.0) keep_top_p_fixed<Arch>(e, w.top_p, f, top);
-  // min-p, and the weights that count 0: one pass
-  zero_below<Arch>(e, std::max(ceil_to<T>(w.min_p * static_cast<double>(top)), f.least_counted<T>()));
-  return {row_status::ok, static_cast<double>(top), fixed_row_mass<Arch>(std::span<const T>(e), f), f};
+  // min-p, the weights that count 0, and the kept mass: one pass
+  const std::int64_t mass =
+      zero_below_and_mass<Arch>(e, std::max(ceil_to<T>(w.min_p * static_cast<double>(top)), f.least_counted<T>()), f);
+  return {row_status::ok, static_cast<double>(top), mass, f};
 }
 }  // namespace detail
 
