@@ -160,17 +160,15 @@ sample_result sample_top_p(std::span<const T> logits, const warp_params& w, doub
   const T lo = std::clamp(round_down_to<T>(floor), std::numeric_limits<T>::denorm_min(), top);
   const T cut = top_p_cut<Arch>(std::span<const T>(e), w.top_p, f, lo, top, r.sum);
   threshold_row_step<Arch, T> step{e.data(), e.size(), cut};
+  const auto strip_tiles = [&](const auto& dense) {
+    return exact_strip_tiles<Arch, std::remove_cvref_t<decltype(dense)>>{e.data(), cut, dense};
+  };
   sample_result s;
-  if constexpr (std::is_same_v<T, float>) {
-    if (strip_sums_exact(top, cut))
-      s = sample_with_step<Arch>(e.size(), step, u, [&](const auto& dense) {
-        return exact_strip_tiles<Arch, std::remove_cvref_t<decltype(dense)>>{e.data(), cut, dense};
-      });
-    else
-      s = sample_with_step<Arch>(e.size(), step, u);
-  } else {
+  if constexpr (std::is_same_v<T, float>)
+    s = strip_sums_exact(top, cut) ? sample_with_step<Arch>(e.size(), step, u, strip_tiles)
+                                   : sample_with_step<Arch>(e.size(), step, u);
+  else
     s = sample_with_step<Arch>(e.size(), step, u);
-  }
   s.mass /= static_cast<double>(top);  // (relative to the maximum's weight, as on every path)
   return s;
 }

@@ -428,7 +428,7 @@ std::optional<std::array<T, 2>> guess_cut_band(std::span<const T> row, double z,
   const double margin = std::max(least_margin, errors * std::sqrt(std::max(0.0, s2 - s1 * s1 / static_cast<double>(size))) / s1);
   if (!(margin <= most_margin) || !(sub_mass - below * (1.0 + margin) > 0.0)) return std::nullopt;
   const auto low = bin_at(1.0 - margin), high = bin_at(1.0 + margin);
-  return std::array<T, 2>{low == 0 ? lo : std::max(bins::edge(base + low), lo), bins::edge(base + high + 1)};
+  return std::array<T, 2>{std::max(bins::edge(base + low), lo), bins::edge(base + high + 1)};  // (edge(base) <= lo)
 }
 
 //! A band [lo, hi) that holds the top-p cut of `row` (as `top_p_cut`; z about the row's mass), for

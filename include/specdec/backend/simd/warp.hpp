@@ -53,37 +53,35 @@ namespace specdec::backend::simd {
 
 namespace detail {
 
-//! Sets to 0 every entry that is < threshold.
-template <class Arch, class T>
-void zero_below(std::span<T> row, T threshold) noexcept {
+//! Sets to 0 every entry that is < threshold, and passes each batch that it leaves to `kept` (the
+//! last padded with 0).
+template <class Arch, class T, class Kept>
+void zero_below(std::span<T> row, T threshold, Kept&& kept) noexcept {
   using B = xsimd::batch<T, Arch>;
   constexpr std::size_t n = B::size;
   const B t(threshold), zero(T(0));
-  const std::size_t full = row.size() / n * n;
-  for (std::size_t v = 0; v < full; v += n) {
-    const B x = B::load_unaligned(row.data() + v);
-    xsimd::select(x < t, zero, x).store_unaligned(row.data() + v);
-  }
-  for (std::size_t v = full; v < row.size(); ++v)
-    if (row[v] < threshold) row[v] = T(0);
-}
-
-//! `zero_below`, and the fixed-point mass of the row that it leaves, in the same pass.
-template <class Arch, class T>
-std::int64_t zero_below_and_mass(std::span<T> row, T threshold, const specdec::detail::fixed_mass_scale& f) noexcept {
-  using B = xsimd::batch<T, Arch>;
-  constexpr std::size_t n = B::size;
-  const B t(threshold), zero(T(0));
-  fixed_sum<Arch> mass(f);
   const auto keep = [&](const B& x) {
-    const B kept = xsimd::select(x < t, zero, x);
-    mass.add_weights(kept);
-    return kept;
+    const B left = xsimd::select(x < t, zero, x);
+    kept(left);
+    return left;
   };
   const std::size_t full = row.size() / n * n;
   for (std::size_t v = 0; v < full; v += n) keep(B::load_unaligned(row.data() + v)).store_unaligned(row.data() + v);
   if (full < row.size())
     store_partial(row.data() + full, keep(load_partial<B>(row.data() + full, row.size() - full, T(0))), row.size() - full);
+}
+
+//! Sets to 0 every entry that is < threshold.
+template <class Arch, class T>
+void zero_below(std::span<T> row, T threshold) noexcept {
+  zero_below<Arch>(row, threshold, [](const xsimd::batch<T, Arch>&) {});
+}
+
+//! `zero_below`, and the fixed-point mass of the row that it leaves, in the same pass.
+template <class Arch, class T>
+std::int64_t zero_below_and_mass(std::span<T> row, T threshold, const specdec::detail::fixed_mass_scale& f) noexcept {
+  fixed_sum<Arch> mass(f);
+  zero_below<Arch>(row, threshold, [&](const xsimd::batch<T, Arch>& kept) { mass.add_weights(kept); });
   return mass.total();
 }
 
