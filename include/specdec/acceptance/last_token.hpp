@@ -22,8 +22,10 @@
 #include <cstdint>
 #include <span>
 
+#include "specdec/acceptance/position_test.hpp"
 #include "specdec/acceptance/status.hpp"
 #include "specdec/acceptance/strict.hpp"
+#include "specdec/backend/seq/verify.hpp"
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/random/stream.hpp"
@@ -46,7 +48,11 @@ struct last_token_result {
 };
 
 //! Checks the last draft x (drafted at stream position `position`) against the target row p, given
-//! the row q it was sampled from: strict test, then the residual on rejection (see the file comment).
+//! the row q it was sampled from: the chain walk's test of one position (`test_position` with the
+//! strict rule, as `verify_chain(exec::seq, strict, ...)` runs it at position `position`), then the
+//! residual on rejection (see the file comment). Statuses are the chain walk's: q(x) = 0 rejects
+//! without a draw (`draft_prob_zero`; a q without mass is then `invalid_row`); p(x) or q(x) NaN,
+//! infinite or negative is `invalid_row`; p(x) > 1 is not checked here (the chain walk does not).
 //! \pre p and q are rows of one length V >= 1. \throws specdec::error otherwise.
 template <class T>
 last_token_result check_last_token(token_id x, std::span<const T> q, std::span<const T> p, std::uint32_t position,
@@ -57,14 +63,21 @@ last_token_result check_last_token(token_id x, std::span<const T> q, std::span<c
     r.status = verify_status::bad_draft_token;
     return r;
   }
-  const double px = static_cast<double>(p[static_cast<std::size_t>(x)]);
-  const double qx = static_cast<double>(q[static_cast<std::size_t>(x)]);
-  if (!(px >= 0.0 && px <= 1.0) || !(qx >= 0.0 && qx <= 1.0)) {
+  const auto at = static_cast<std::size_t>(x);
+  const position_outcome outcome = test_position(strict, static_cast<double>(p[at]), static_cast<double>(q[at]),
+                                                 [&] { return stream.open(position, random::purpose::accept).uniform(); });
+  if (outcome == position_outcome::unusable) {
     r.status = verify_status::invalid_row;
     return r;
   }
-  if (qx == 0.0) r.status |= verify_status::draft_prob_zero;
-  if (strict.accepts(px, qx, stream.open(position, random::purpose::accept).uniform())) {
+  if (outcome == position_outcome::draft_prob_zero) {
+    r.status |= verify_status::draft_prob_zero;
+    if (!backend::seq::seq_kernels::has_mass(q)) {  // as in the chain walk: a q without mass is unusable, not a residual of p
+      r.status |= verify_status::invalid_row;
+      return r;
+    }
+  }
+  if (outcome == position_outcome::accepted) {
     r.token = x;
     r.kept = true;
     return r;
