@@ -13,8 +13,15 @@
 # The last line printed is $CACHE. specdec's CMake looks there by default (SPECDEC_LLAMA_CPP_ROOT).
 #
 # Usage: scripts/get-llama-cpp.sh [--examples]
-#   --examples   also build llama.cpp's llama-speculative-simple and llama-simple (for
-#                bench/llama_cpp_side_by_side.sh); the library alone is what the tests need.
+#   --examples   also build llama.cpp's llama-speculative-simple, llama-simple and llama-lookup (for
+#                bench/llama_cpp_side_by_side.sh and bench/real_models.sh); the library alone is what
+#                the tests need.
+# Code generation: native (GGML_NATIVE=ON, -march=native) with the AMX instructions left out
+# (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16; GCC honours an explicit -mno-* whatever its place
+# relative to -march). -march=native alone compiles ggml's AMX matrix kernels in on any CPU that
+# advertises AMX, and on the virtual machines this project runs on the first AMX instruction
+# (tilezero, in a quantized matrix product) faults with SIGILL: the CPUID bits are set but the
+# tile state is not usable by the guest. Without AMX, quantized products take the AVX-512/AVX2 paths.
 # Environment:
 #   SPECDEC_LLAMA_CPP_ROOT     the cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/specdec/llama.cpp-$VERSION)
 #   SPECDEC_LLAMA_CPP_VERSION  the llama-cpp-python version (default 0.3.36)
@@ -28,7 +35,7 @@ examples=0
 for arg in "$@"; do
   case "$arg" in
     --examples) examples=1 ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "get-llama-cpp.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -60,7 +67,16 @@ if [[ ! -f "$CACHE/src/CMakeLists.txt" ]]; then
   rm -rf "$CACHE/unpack"
 fi
 
+no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+# The flags are part of the cache's identity: a build made with other flags is rebuilt.
+config_id="native-noamx-1"
+if [[ -f "$CACHE/install/.specdec-config" && "$(cat "$CACHE/install/.specdec-config")" != "$config_id" ]] ||
+  [[ -f "$CACHE/install/.specdec-library" && ! -f "$CACHE/install/.specdec-config" ]]; then
+  echo "get-llama-cpp: the cached build used other flags; rebuilding" >&2
+  rm -rf "$CACHE/build" "$CACHE/install"
+fi
 cmake_common=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF
+  "-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx" -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
   -DLLAMA_BUILD_IS_DEV=OFF "-DCMAKE_INSTALL_PREFIX=$CACHE/install" "-DCMAKE_INSTALL_RPATH=$CACHE/install/lib")
 generator=()
@@ -76,16 +92,18 @@ if [[ ! -f "$CACHE/install/.specdec-library" ]]; then
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_COMMON=OFF >/dev/null
   cmake --build "$CACHE/build" -j "$JOBS"
   cmake --install "$CACHE/build" >/dev/null
+  echo "$config_id" > "$CACHE/install/.specdec-config"
   touch "$CACHE/install/.specdec-library"
 fi
 
 # The examples the side-by-side benchmark runs (they need llama.cpp's common library).
 if [[ "$examples" == 1 && ! -f "$CACHE/install/.specdec-examples" ]]; then
-  echo "get-llama-cpp: building llama-speculative-simple and llama-simple (-j$JOBS)" >&2
+  echo "get-llama-cpp: building llama-speculative-simple, llama-simple and llama-lookup (-j$JOBS)" >&2
   cmake -S "$CACHE/src" -B "$CACHE/build" "${cmake_common[@]}" -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_COMMON=ON >/dev/null
-  cmake --build "$CACHE/build" -j "$JOBS" --target llama-speculative-simple llama-simple
+  cmake --build "$CACHE/build" -j "$JOBS" --target llama-speculative-simple llama-simple llama-lookup
   mkdir -p "$CACHE/install/bin"
-  cp "$CACHE/build/bin/llama-speculative-simple" "$CACHE/build/bin/llama-simple" "$CACHE/install/bin/"
+  cp "$CACHE/build/bin/llama-speculative-simple" "$CACHE/build/bin/llama-simple" "$CACHE/build/bin/llama-lookup" \
+    "$CACHE/install/bin/"
   touch "$CACHE/install/.specdec-examples"
 fi
 echo "$CACHE"

@@ -116,6 +116,17 @@ inline bool same_rule(const request_acceptance& a, const request_acceptance& b) 
   return true;
 }
 
+//! How the decoder addresses the target's own samples (sample-and-match's, hence target-only
+//! decoding's) of a chain-verified request (random/stream.hpp, docs/reference/sampling-contract.md).
+enum class target_sample_keys : std::uint8_t {
+  //! By the output position each sample decides (the default): with the same seed, decoding with any
+  //! drafter (or none) emits the same tokens, up to the target's own numerics.
+  output_position,
+  //! By the round and the position in it (the addressing before output keys existed): the tokens
+  //! depend on where the rounds fell, so on the drafter.
+  round,
+};
+
 //! A request of the step decoder.
 struct request_options {
   std::vector<token_id> prompt;  //!< not empty (a BOS token starts an unconditional generation)
@@ -134,6 +145,8 @@ struct request_options {
   std::vector<token_id> stop_tokens;  //!< generation ends after emitting one of them
   draft_stage drafter{};              //!< empty: chain drafting on the decoder's draft model
   request_acceptance acceptance{};    //!< how the target judges the drafts
+  //! How the target's own samples are addressed (chain verification; trees are keyed by the round).
+  target_sample_keys sample_keys = target_sample_keys::output_position;
 };
 
 //! A `LengthPolicy` or a `LengthController` as a request's length stage (`request_options::length`);
@@ -371,9 +384,29 @@ class batch_decoder {
   }
 
   random::request_stream stream_of(const request& r) const {
-    return {r.options.seed, r.options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
+    random::request_stream s{r.options.seed, r.options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
+    const bool chain = r.group == verify_group::chain || r.group == verify_group::stage_chain;
+    if (chain && r.options.sample_keys == target_sample_keys::output_position)
+      s.output_position = static_cast<std::uint32_t>(r.output_size());  // this round's first output position
+    return s;
+  }
+  // Whether r's chain rule reads the drafts' q rows (a model-free drafter stage writes none for a rule
+  // that does not: greedy, sample-and-match, typical).
+  bool reads_q_rows(const request& r) const {
+    return std::visit(
+        [](const auto& a) {
+          using A = std::decay_t<decltype(a)>;
+          if constexpr (std::is_same_v<A, chain_acceptance>)
+            return reads_draft_distribution<Rule>;
+          else if constexpr (AcceptanceRule<A>)
+            return reads_draft_distribution<A>;
+          else
+            return true;
+        },
+        r.options.acceptance);
   }
   std::span<const float> q_probs(const request& r) const {
+    if (r.options.drafter && r.block.q_rows.empty()) return {};  // a model-free stage's drafts
     return std::span<const float>(q_probs_).subspan(r.slot * vocab_, r.drafted * vocab_);
   }
   std::span<const float> target_logits(const request& r) const {
@@ -563,8 +596,10 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
       continue;
     }
     SPECDEC_EXPECTS(n <= r->gamma, "specdec::batch_decoder: a drafter stage drafted more tokens than allowed");
-    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n),
-                    "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q)");
+    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n) ||
+                        (b.q_rows.empty() && r->group == verify_group::stage_chain && !reads_q_rows(*r)),
+                    "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q; "
+                    "none for a chain rule that does not read q)");
     SPECDEC_EXPECTS(
         r->group != verify_group::last_token || r->draft_failed || (n > 0 && b.kept + (b.check_last ? 1 : 0) == n),
         "specdec::batch_decoder: a last-token drafter stage must draft a run whose tokens but the checked last are kept");
@@ -584,12 +619,15 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::assign_slots() {
   std::size_t total = 0;
+  bool q_rows = false;  // whether any request has q rows (model-free stages write none)
   for (request* r : running_) {
     r->slot = r->drafts_at = total;
     total += r->options.drafter ? r->drafted : r->gamma;
+    q_rows = q_rows || !r->options.drafter || !r->block.q_rows.empty();
   }
   drafts_.resize(total);
-  q_probs_.resize(total * vocab_);
+  // Never shrunk: growing again would zero the rows anew (megabytes per round at V = 262144).
+  if (q_rows && q_probs_.size() < total * vocab_) q_probs_.resize(total * vocab_);
   for (request* r : running_) {
     if (!r->options.drafter) continue;
     std::copy(r->block.tokens.begin(), r->block.tokens.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r->slot));
@@ -782,8 +820,9 @@ void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*
     if (at != r.slot) {  // only after a request drafted or verified fewer than its slot holds
       std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot), r.verified,
                   drafts_.begin() + static_cast<std::ptrdiff_t>(at));
-      std::copy_n(q_probs_.begin() + static_cast<std::ptrdiff_t>(r.slot * vocab_), r.verified * vocab_,
-                  q_probs_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
+      if constexpr (reads_draft_distribution<Chain>)
+        std::copy_n(q_probs_.begin() + static_cast<std::ptrdiff_t>(r.slot * vocab_), r.verified * vocab_,
+                    q_probs_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
     }
     r.drafts_at = at;
     at += r.verified;
@@ -796,7 +835,9 @@ void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*
   batch_.layout.assign_packed(num_drafts_);
   batch_.vocab_size = vocab_;
   batch_.draft_tokens = std::span<const token_id>(drafts_).subspan(begin, at - begin);
-  batch_.draft_rows = std::span<const float>(q_probs_).subspan(begin * vocab_, (at - begin) * vocab_);
+  // A rule that does not read q gets none (a model-free stage wrote none).
+  batch_.draft_rows = reads_draft_distribution<Chain> ? std::span<const float>(q_probs_).subspan(begin * vocab_, (at - begin) * vocab_)
+                                                      : std::span<const float>{};
   batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, target_rows * vocab_);
   const std::size_t stride = batch_.layout.max_drafts() + 1;
   out_tokens_.resize(count * stride);

@@ -95,15 +95,31 @@ class philox_stream {
   std::uint32_t used_ = 4;
 };
 
+//! `request_stream::output_position` when the target's own samples are keyed by the round.
+inline constexpr std::uint32_t keyed_by_round = 0xFFFFFFFFu;
+
 //! A request's identity for randomness: its seed, a stable id (not its index in the batch) and
 //! the decode step. Positions and purposes are filled in by the algorithm.
+//!
+//! Output-position keying (docs/reference/sampling-contract.md, "Target samples"): when
+//! `output_position` is the index in the request's output of the token that chain position 0 of
+//! this round decides, every draw for `purpose::target_sample` at chain position i is addressed by
+//! the output position it decides, {step = output_position + i, position = 0}, whatever the round.
+//! Sample-and-match's samples (and so target-only decoding's) then depend on the output position
+//! alone, and speculative decoding with any drafter emits, token for token, what target-only
+//! decoding emits with the same seed. Only chain walks take such a stream (a chain walk draws the
+//! target's sample at position i only when positions < i were accepted, so each output position's
+//! uniform decides one token); tree walks address their nodes by node index and take round keys.
 struct request_stream {
-  std::uint64_t seed = 0;     //!< the seed (the Philox key)
-  std::uint32_t request = 0;  //!< the request's stable id (not its index in the batch)
-  std::uint32_t step = 0;     //!< the decode step
+  std::uint64_t seed = 0;                          //!< the seed (the Philox key)
+  std::uint32_t request = 0;                       //!< the request's stable id (not its index in the batch)
+  std::uint32_t step = 0;                          //!< the decode step
+  std::uint32_t output_position = keyed_by_round;  //!< see above; `keyed_by_round`: target samples keyed by `step`
 
   //! The address of the stream for `position` and `what`.
   SPECDEC_HOST_DEVICE constexpr stream_address at(std::uint32_t position, purpose what) const noexcept {
+    if (what == purpose::target_sample && output_position != keyed_by_round)
+      return stream_address{seed, request, output_position + position, 0, what};
     return stream_address{seed, request, step, position, what};
   }
   //! A reader of that stream.
