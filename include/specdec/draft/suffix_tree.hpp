@@ -13,7 +13,9 @@
 //!
 //! **Children order.** A node's children are kept sorted by token id, ascending (binary-search
 //! look-up, `children()` returns them so); the drafter orders them by count when it drafts
-//! (suffix_drafter.hpp: count descending, ties to the lower token id).
+//! (suffix_drafter.hpp: count descending, ties to the lower token id). Most nodes of such a trie have
+//! at most one child (deep paths are mostly unique), so a single child is stored in the node itself
+//! and only nodes with two or more children own a list.
 //!
 //! **Updates.** Sequences are appended one at a time: `begin_sequence()` opens a new one, `extend(t)`
 //! appends a token to the open one in O(max_depth * log(children)) time (it keeps the nodes of the
@@ -23,9 +25,10 @@
 //! for a sequence of n tokens). Freed nodes are reused by later insertions.
 //!
 //! **Memory bound.** A stored token starts one suffix of at most max_depth nodes, so
-//! `num_nodes() <= 1 + num_tokens() * max_depth`. Each node costs `node_bytes()` (its record and its
-//! entry in its parent's child list); `memory_bytes()` adds up what the containers reserved (node
-//! pool, child lists, sequences), the allocator's own overhead left out. The pool keeps its largest
+//! `num_nodes() <= 1 + num_tokens() * max_depth`. Each node costs `node_bytes()` (24 bytes), and a node
+//! with c >= 2 children a list of c entries besides (4 bytes each and the list's header; the lists
+//! hold fewer entries than there are nodes); `memory_bytes()` adds up what the containers reserved
+//! (node pool, child lists, sequences), the allocator's own overhead left out. The pool keeps its largest
 //! size after evictions (freed nodes are reused), so it is bounded by the largest tree held.
 #pragma once
 
@@ -135,6 +138,8 @@ class suffix_tree {
   void clear() {
     nodes_.assign(1, node_data{});
     free_.clear();
+    lists_.clear();
+    free_lists_.clear();
     sequences_.clear();
     active_.clear();
     open_ = false;
@@ -153,16 +158,17 @@ class suffix_tree {
   std::size_t num_tokens() const noexcept { return num_tokens_; }
   //! Nodes, the root included: at most 1 + num_tokens() * max_depth().
   std::size_t num_nodes() const noexcept { return nodes_.size() - free_.size(); }
-  //! Bytes one node costs: its record and its entry in its parent's child list (the child list's own
-  //! buffer, when it has children, is counted by memory_bytes()).
-  static constexpr std::size_t node_bytes() noexcept { return sizeof(node_data) + sizeof(suffix_node); }
+  //! Bytes of one node's record, which holds its child when it has one (a node with two or more owns
+  //! a child list besides, counted by memory_bytes()).
+  static constexpr std::size_t node_bytes() noexcept { return sizeof(node_data); }
 
   //! Bytes the tree's containers reserved (node pool, child lists, sequences, the active suffixes),
   //! the allocator's overhead left out. O(nodes).
   std::size_t memory_bytes() const noexcept {
     std::size_t bytes = sizeof(*this) + nodes_.capacity() * sizeof(node_data) + free_.capacity() * sizeof(suffix_node) +
-                        active_.capacity() * sizeof(suffix_node);
-    for (const node_data& n : nodes_) bytes += n.children.capacity() * sizeof(suffix_node);
+                        active_.capacity() * sizeof(suffix_node) + lists_.capacity() * sizeof(std::vector<suffix_node>) +
+                        free_lists_.capacity() * sizeof(std::uint32_t);
+    for (const std::vector<suffix_node>& l : lists_) bytes += l.capacity() * sizeof(suffix_node);
     for (const std::vector<token_id>& s : sequences_) bytes += sizeof(s) + s.capacity() * sizeof(token_id);
     return bytes;
   }
@@ -176,11 +182,17 @@ class suffix_tree {
   //! v's depth: the length of its path.
   std::size_t depth(suffix_node v) const noexcept { return nodes_[v].depth; }
   //! v's children, sorted by token id, ascending.
-  std::span<const suffix_node> children(suffix_node v) const noexcept { return std::span<const suffix_node>(nodes_[v].children); }
+  std::span<const suffix_node> children(suffix_node v) const noexcept {
+    const node_data& n = nodes_[v];
+    if (n.list != no_list) return std::span<const suffix_node>(lists_[n.list]);
+    return std::span<const suffix_node>(&n.child, n.child == no_suffix_node ? 0 : 1);
+  }
 
   //! v's child through token t, or no_suffix_node.
   suffix_node child(suffix_node v, token_id t) const noexcept {
-    const std::vector<suffix_node>& c = nodes_[v].children;
+    const node_data& n = nodes_[v];
+    if (n.list == no_list) return n.child != no_suffix_node && nodes_[n.child].token == t ? n.child : no_suffix_node;
+    const std::vector<suffix_node>& c = lists_[n.list];
     const auto it = lower_child(c, t);
     return it != c.end() && nodes_[*it].token == t ? *it : no_suffix_node;
   }
@@ -212,12 +224,15 @@ class suffix_tree {
   }
 
  private:
+  static constexpr std::uint32_t no_list = std::numeric_limits<std::uint32_t>::max();
+
   struct node_data {
     token_id token = no_token;
     std::uint32_t count = 0;
     suffix_node parent = no_suffix_node;
     std::uint32_t depth = 0;
-    std::vector<suffix_node> children;  // sorted by token id
+    suffix_node child = no_suffix_node;  // the only child, when `list` is no_list
+    std::uint32_t list = no_list;        // else the index in lists_ of its children, sorted by token id
   };
 
   std::vector<suffix_node>::const_iterator lower_child(const std::vector<suffix_node>& c, token_id t) const noexcept {
@@ -226,12 +241,10 @@ class suffix_tree {
 
   // v's child through t with its count raised by one, created when missing.
   suffix_node step(suffix_node v, token_id t) {
-    const auto at = lower_child(nodes_[v].children, t);
-    if (at != nodes_[v].children.end() && nodes_[*at].token == t) {
-      ++nodes_[*at].count;
-      return *at;
+    if (const suffix_node found = child(v, t); found != no_suffix_node) {
+      ++nodes_[found].count;
+      return found;
     }
-    const auto position = at - nodes_[v].children.begin();  // nodes_ may reallocate below
     suffix_node c;
     if (!free_.empty()) {
       c = free_.back();
@@ -241,21 +254,55 @@ class suffix_tree {
       c = static_cast<suffix_node>(nodes_.size());
       nodes_.emplace_back();
     }
-    node_data& n = nodes_[c];
-    n.token = t;
-    n.count = 1;
-    n.parent = v;
-    n.depth = nodes_[v].depth + 1;
-    nodes_[v].children.insert(nodes_[v].children.begin() + position, c);
+    nodes_[c] = node_data{t, 1, v, nodes_[v].depth + 1, no_suffix_node, no_list};
+    add_child(v, c);
     return c;
+  }
+
+  // Links the new node c under v, keeping v's children sorted by token id.
+  void add_child(suffix_node v, suffix_node c) {
+    const token_id t = nodes_[c].token;
+    if (nodes_[v].list != no_list) {
+      std::vector<suffix_node>& l = lists_[nodes_[v].list];
+      l.insert(lower_child(l, t), c);
+    } else if (nodes_[v].child == no_suffix_node) {
+      nodes_[v].child = c;
+    } else {  // a second child: v gets a list
+      std::uint32_t index;
+      if (!free_lists_.empty()) {
+        index = free_lists_.back();
+        free_lists_.pop_back();
+      } else {
+        SPECDEC_EXPECTS(lists_.size() < no_list, "specdec::suffix_tree: too many child lists");
+        index = static_cast<std::uint32_t>(lists_.size());
+        lists_.emplace_back();
+      }
+      const suffix_node other = nodes_[v].child;
+      std::vector<suffix_node>& l = lists_[index];
+      l.reserve(2);
+      l.push_back(nodes_[other].token < t ? other : c);
+      l.push_back(nodes_[other].token < t ? c : other);
+      nodes_[v].child = no_suffix_node;
+      nodes_[v].list = index;
+    }
   }
 
   // Detaches a node of count 0 (and no children left) from its parent and frees it.
   void release(suffix_node v) {
     node_data& n = nodes_[v];
-    std::vector<suffix_node>& siblings = nodes_[n.parent].children;
-    siblings.erase(lower_child(siblings, n.token));
-    std::vector<suffix_node>().swap(n.children);  // returns its buffer
+    node_data& p = nodes_[n.parent];
+    if (p.list == no_list) {
+      p.child = no_suffix_node;
+    } else {
+      std::vector<suffix_node>& l = lists_[p.list];
+      l.erase(lower_child(l, n.token));
+      if (l.size() == 1) {  // back to a single child, held in the node
+        p.child = l.front();
+        std::vector<suffix_node>().swap(l);  // returns its buffer
+        free_lists_.push_back(p.list);
+        p.list = no_list;
+      }
+    }
     n = node_data{};
     free_.push_back(v);
   }
@@ -263,6 +310,8 @@ class suffix_tree {
   std::size_t max_depth_;
   std::vector<node_data> nodes_;                 // the pool; nodes_[0] is the root
   std::vector<suffix_node> free_;                // freed pool entries, reused first
+  std::vector<std::vector<suffix_node>> lists_;  // child lists of the nodes with two or more children
+  std::vector<std::uint32_t> free_lists_;        // freed entries of lists_
   std::deque<std::vector<token_id>> sequences_;  // oldest first
   std::vector<suffix_node> active_;              // the open sequence's suffixes shorter than max_depth, oldest first
   bool open_ = false;
