@@ -2,7 +2,8 @@
 // random appends and evictions against brute-force counts over the stored sequences, incremental
 // against from-scratch indexing, scripted drafts (chains, ties, no match, gamma limits, min
 // probability), best-first tree drafts against a brute-force ranking, the global cache and the
-// stage's contract, bad options.
+// stage's contract, bad options; on the step decoder, greedy and sample-and-match (target samples
+// keyed by output position) with suffix drafts give target-only decoding's tokens.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,9 +19,17 @@
 #include <span>
 #include <vector>
 
+#include "specdec/acceptance/greedy.hpp"
+#include "specdec/acceptance/sample_and_match.hpp"
+#include "specdec/decode/batch_decoder.hpp"
+#include "specdec/decode/decode.hpp"
 #include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/draft/suffix_tree.hpp"
+#include "specdec/model/adapters.hpp"
+#include "specdec/model/sequence.hpp"
+#include "specdec/models/kv_cache.hpp"
 #include "specdec/random/stream.hpp"
+#include "support/wave_models.hpp"
 
 namespace {
 
@@ -463,4 +472,62 @@ TEST_CASE("suffix drafting: bad options name the parameter", "[draft][suffix]") 
   suffix_tree t(4);
   CHECK_THROWS_WITH(t.extend(-1), Contains("token"));
   CHECK_THROWS_WITH(t.evict_oldest(), Contains("evict"));
+}
+
+TEST_CASE("suffix drafting on the step decoder gives target-only decoding's tokens", "[draft][suffix][decode]") {
+  constexpr std::size_t V = 6, new_tokens = 48;
+  const auto target = specdec::make_model(V, specdec_test::wave_logits(0.0));
+  for (const bool greedy : {true, false}) {
+    CAPTURE(greedy);
+    auto cache = std::make_shared<specdec::suffix_cache>(64);
+    std::size_t drafted = 0, from_cache = 0;
+    for (std::uint32_t id = 0; id < 6; ++id) {
+      specdec::request_options o;
+      o.prompt = {static_cast<token_id>(id % V), 1, 2, 1, 2};
+      o.seed = 91;
+      o.request_id = id;
+      o.gamma = 1 + id % 5;
+      o.max_new_tokens = new_tokens;
+      o.target_params.temperature = greedy ? 0.0 : 0.8;
+      o.sample_keys = specdec::target_sample_keys::output_position;
+      specdec::decode_options d;
+      d.max_new_tokens = new_tokens;
+      d.target_params = o.target_params;
+      d.seed = o.seed;
+      d.request_id = id;
+      const auto expected = specdec::decode_target_only(target, std::span<const token_id>(o.prompt), d).tokens;
+      // Requests after the first also draft from the earlier ones' outputs (the shared cache).
+      specdec::suffix_options so;
+      so.factor = 2.0;
+      so.tree = false;
+      auto count_cache = [&, inner = specdec::suffix_stage(so, cache), alone = specdec::suffix_stage(so)](
+                             std::span<const token_id> context, std::size_t gamma, const specdec::random::request_stream& stream,
+                             specdec::stage_draft& out) mutable {
+        inner(context, gamma, stream, out);
+        specdec::stage_draft own;
+        alone(context, gamma, stream, own);
+        from_cache += own.tokens != out.tokens ? 1 : 0;
+      };
+      o.drafter = count_cache;
+      specdec::kv_cached_model<decltype(target)> t(target);
+      specdec::no_sequence_model none(V);
+      std::vector<token_id> got;
+      const auto run_decoder = [&](auto rule) {
+        specdec::batch_decoder decoder(specdec::exec::seq, t, none, rule);
+        const auto h = decoder.add(o);
+        while (decoder.active() > 0)
+          for (const auto& e : decoder.step()) drafted += e.drafted;
+        got.assign(decoder.tokens(h).begin(), decoder.tokens(h).end());
+      };
+      if (greedy)
+        run_decoder(specdec::greedy);
+      else
+        run_decoder(specdec::sample_and_match);
+      CHECK(got == expected);
+      cache->insert(std::span<const token_id>(got));
+    }
+    CHECK(drafted > 0);
+    CHECK(from_cache > 0);  // the cache changed some drafts
+    CHECK(cache->num_tokens() <= 64);
+  }
 }
