@@ -49,11 +49,11 @@ using specdec::random::stream_address;
 inline constexpr double u_max = 0x1.fffffffffffffp-1;  // the largest uniform
 inline const std::size_t sizes[] = {1, 3, 7, 31, 32, 33, 100, 2047, 2048, 2049, 4097, 6150};
 
-//! Skips (with a warning) on a CPU that cannot run `Arch`; true when the case may run.
+//! Skips (support/skip.hpp) on a CPU that cannot run `Arch`; true when the case may run.
 template <class Arch>
 bool runnable() {
   if (specdec::exec::arch_runnable<Arch>()) return true;
-  WARN("skipped: this CPU cannot run xsimd architecture " << Arch::name());
+  SPECDEC_SKIP("this CPU cannot run xsimd architecture " << Arch::name());
   return false;
 }
 
@@ -353,6 +353,7 @@ TEMPLATE_LIST_TEST_CASE("specdec::verify with a simd policy runs the simd backen
 #include "specdec/estimate/indicators.hpp"
 #include "specdec/sampling/top_w.hpp"
 #include "support/logits_reference.hpp"
+#include "support/skip.hpp"
 
 namespace specdec_simd_test {
 

@@ -42,6 +42,7 @@
 #include "specdec/sampling/categorical.hpp"
 #include "specdec/sampling/sample_logits.hpp"
 #include "support/logits_reference.hpp"
+#include "support/skip.hpp"
 
 #if XSIMD_WITH_AVX512BW
 using top_p_archs = std::tuple<xsimd::avx512bw, xsimd::avx2>;
@@ -61,7 +62,7 @@ constexpr float inf = std::numeric_limits<float>::infinity();
 template <class Arch>
 bool runnable() {
   if (specdec::exec::arch_runnable<Arch>()) return true;
-  WARN("skipped: this CPU cannot run xsimd architecture " << Arch::name());
+  SPECDEC_SKIP("this CPU cannot run xsimd architecture " << Arch::name());
   return false;
 }
 

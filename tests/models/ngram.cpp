@@ -1,5 +1,8 @@
 // The interpolated modified Kneser-Ney n-gram model: hand-computed values on tiny data, and properties on
-// the default corpus (normalisation, positivity, held-out perplexity, determinism, discounts).
+// the default corpus (normalisation, positivity, held-out perplexity, determinism, discounts). The cases
+// on the corpus are tagged [needs_corpus] and run as the CTest test models/ngram:needs_corpus, which
+// reports "Skipped" on a machine without the corpus (support/skip.hpp).
+// SPECDEC_TEST_SPLIT: needs_corpus
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include "specdec/model/score.hpp"
 #include "specdec/models/corpus.hpp"
 #include "specdec/models/ngram.hpp"
+#include "support/skip.hpp"
 
 using specdec::ngram_model;
 using specdec::token_id;
@@ -121,9 +125,9 @@ TEST_CASE("ngram: preconditions", "[models][ngram]") {
   for (double x : probs_of(empty, {A})) CHECK(x == Approx(0.2).epsilon(1e-15));
 }
 
-TEST_CASE("ngram on the default corpus: rows sum to 1 and every token has p > 0", "[models][ngram][corpus]") {
+TEST_CASE("ngram on the default corpus: rows sum to 1 and every token has p > 0", "[models][ngram][corpus][needs_corpus]") {
   if (corpus().empty()) {
-    WARN("no default corpus under " << specdec::default_corpus_directory << "; test not run");
+    SPECDEC_SKIP("no default corpus under " << specdec::default_corpus_directory);
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -161,9 +165,9 @@ TEST_CASE("ngram on the default corpus: rows sum to 1 and every token has p > 0"
   CHECK(p[static_cast<std::size_t>(vocab.id("it"))] > 0.5);
 }
 
-TEST_CASE("ngram on the default corpus: higher orders have lower held-out perplexity", "[models][ngram][corpus]") {
+TEST_CASE("ngram on the default corpus: higher orders have lower held-out perplexity", "[models][ngram][corpus][needs_corpus]") {
   if (corpus().empty()) {
-    WARN("no default corpus; test not run");
+    SPECDEC_SKIP("no default corpus under " << specdec::default_corpus_directory);
     return;
   }
   // Split: all paragraphs of all files (files sorted by name), numbered in order; every 10th paragraph
@@ -189,8 +193,11 @@ TEST_CASE("ngram on the default corpus: higher orders have lower held-out perple
   }
 }
 
-TEST_CASE("ngram on the default corpus: training is deterministic", "[models][ngram][corpus]") {
-  if (corpus().empty()) return;
+TEST_CASE("ngram on the default corpus: training is deterministic", "[models][ngram][corpus][needs_corpus]") {
+  if (corpus().empty()) {
+    SPECDEC_SKIP("no default corpus under " << specdec::default_corpus_directory);
+    return;
+  }
   const auto a = specdec::train_ngram_model(3, corpus(), 800);
   const auto b = specdec::train_ngram_model(3, corpus(), 800);
   REQUIRE(a.vocab_size() == 803);
@@ -208,8 +215,11 @@ TEST_CASE("ngram on the default corpus: training is deterministic", "[models][ng
   CHECK(pa[vocabulary::unk] > 1.0 / static_cast<double>(a.vocab_size()));
 }
 
-TEST_CASE("ngram on the default corpus: Kneser-Ney discounts are sane", "[models][ngram][corpus]") {
-  if (corpus().empty()) return;
+TEST_CASE("ngram on the default corpus: Kneser-Ney discounts are sane", "[models][ngram][corpus][needs_corpus]") {
+  if (corpus().empty()) {
+    SPECDEC_SKIP("no default corpus under " << specdec::default_corpus_directory);
+    return;
+  }
   const auto m = specdec::train_ngram_model(4, corpus());
   for (std::size_t level = 1; level <= 4; ++level) {
     const auto d = m.discounts(level);
