@@ -2,25 +2,43 @@
 //! \brief `SPECDEC_EXPECTS(cond, "message")`: run-time preconditions.
 //!
 //! By default a failed precondition throws `specdec::error` whose text starts with the function
-//! name. Define `SPECDEC_CONTRACTS` before including specdec to change that:
-//! `SPECDEC_CONTRACTS_ASSERT` (1) prints the message and aborts, like assert() (unchecked with
-//! NDEBUG); `SPECDEC_CONTRACTS_OFF` (2) checks nothing. Both are tested (tests/contracts/).
+//! name, once: a message that begins with its function's (qualified) name is not prefixed again.
+//! Define `SPECDEC_CONTRACTS` before including specdec to change that: `SPECDEC_CONTRACTS_ASSERT`
+//! (1) prints the message and aborts, like assert() (unchecked with NDEBUG); `SPECDEC_CONTRACTS_OFF`
+//! (2) checks nothing. Both are tested (tests/contracts/).
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "specdec/config.hpp"
 #include "specdec/errors.hpp"
 
 namespace specdec::detail {
+//! Whether `message` begins with a name of `function` and ": " (`add: ...`, `specdec::batch_decoder::add: ...`, or for a
+//! constructor `specdec::batch_decoder: ...`): such a message names its function already and is not prefixed again.
+inline bool names_function(std::string_view function, std::string_view message) {
+  const std::size_t colon = message.find(": ");
+  if (colon == std::string_view::npos) return false;
+  const std::string_view name = message.substr(0, colon);
+  if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:") != std::string_view::npos)
+    return false;
+  const std::size_t scope = name.rfind("::");
+  return (scope == std::string_view::npos ? name : name.substr(scope + 2)) == function;
+}
+//! "function: message [condition]", the function named once (`names_function`).
+inline std::string contract_message(const char* function, const char* condition, const std::string& message) {
+  std::string out = names_function(function, message) ? message : std::string(function) + ": " + message;
+  return out + " [" + condition + "]";
+}
 [[noreturn]] inline void contract_violation(const char* function, const char* condition, const std::string& message) {
-  throw error(std::string(function) + ": " + message + " [" + condition + "]");
+  throw error(contract_message(function, condition, message));
 }
 //! SPECDEC_CONTRACTS_ASSERT: what assert() does, with the precondition's message.
 [[noreturn]] inline void contract_abort(const char* function, const char* condition, const std::string& message) {
-  std::fprintf(stderr, "%s: %s [%s]\n", function, message.c_str(), condition);
+  std::fprintf(stderr, "%s\n", contract_message(function, condition, message).c_str());
   std::abort();
 }
 }  // namespace specdec::detail

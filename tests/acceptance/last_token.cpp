@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "specdec/specdec.hpp"
@@ -74,4 +75,25 @@ TEST_CASE("check_last_token: ordinary rows, edge rows and q without mass match v
       {"q(x) negative", {-0.5, 0.5}, {0.5, 0.5}, 0},
   };
   for (const auto& c : cases) compare_with_chain(c);
+}
+
+TEST_CASE("check_last_token's precondition names the function once", "[acceptance][last_token][contracts]") {
+  // The message names its function itself, so SPECDEC_EXPECTS does not prefix it again (contracts.hpp);
+  // a message that does not is prefixed with the function's name.
+  const std::vector<double> row{0.5, 0.5}, shorter{1.0};
+  const auto message = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const specdec::error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string last = message([&] {
+    (void)specdec::check_last_token(0, std::span<const double>(row), std::span<const double>(shorter), 0, request_stream{});
+  });
+  CHECK(last.rfind("specdec::check_last_token: p and q must be rows of one length V >= 1 [", 0) == 0);
+  std::vector<double> out(1);
+  const std::string law = message([&] { specdec::sprinter_token_distribution(row, shorter, row, out); });
+  CHECK(law.rfind("sprinter_token_distribution: p, q, accept_prob and out must have one non-zero length [", 0) == 0);
 }
