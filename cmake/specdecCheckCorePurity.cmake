@@ -1,4 +1,4 @@
-# Core purity (DESIGN.md section 2, principle 1): the core needs only a C++20 compiler.
+# Core purity (docs/design.md, 'Principles', 1): the core needs only a C++20 compiler.
 # Fails if a header outside learn/, stats/, backend/simd/ and backend/cuda/ -- and whose file name
 # contains neither "simd" nor "cuda" -- includes Eigen, Boost, xsimd, CUB, Thrust or CUDA headers.
 #   cmake -DSPECDEC_INCLUDE_DIR=<repo>/include/specdec -P specdecCheckCorePurity.cmake

@@ -1,4 +1,4 @@
-# "Every public header compiles on its own" (DESIGN.md section 10).
+# "Every public header compiles on its own" (docs/design.md, 'Tests').
 #
 # At configure time, one translation unit per header under include/specdec/ that includes only that
 # header, twice (the second include checks the include guard / #pragma once). The units are grouped

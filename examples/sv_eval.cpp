@@ -1,5 +1,6 @@
-// Speculative Verification (SV, shared/seeds/001_*.txt) on reference models: n-gram draft (order 2),
-// companion (order 3) and target (order 4), all trained at run time on the same corpus with one vocabulary.
+// Speculative Verification (SV; Kim et al., "Speculative Verification: Exploiting Information Gain for
+// Speculative Decoding") on reference models: n-gram draft (order 2), companion (order 3) and target (order 4),
+// all trained at run time on the same corpus with one vocabulary.
 //
 //  1. Profiling (section 7.4): standard SD with gamma = 7 from held-out prompts records S, A and the
 //     target's acceptance probability of every drafted token; the acceptance estimator is fitted on it.

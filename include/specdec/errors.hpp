@@ -1,5 +1,5 @@
 //! \file errors.hpp
-//! \brief The exception types specdec throws on the host. Device code never throws (DESIGN.md section 8).
+//! \brief The exception types specdec throws on the host. Device code never throws (docs/design.md, 'Statuses and errors').
 #pragma once
 
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// Bad input never produces a bad token (DESIGN.md §2.6): NaN, inf, negative and unnormalised rows,
+// Bad input never produces a bad token (docs/design.md, 'Statuses and errors'): NaN, inf, negative and unnormalised rows,
 // rows without mass, out-of-range draft ids, q(x) = 0, shape mismatches, bad parameters, and a fuzz loop.
 #include <catch2/catch.hpp>
 

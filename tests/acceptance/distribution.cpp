@@ -1,6 +1,6 @@
 // SPECDEC_TEST_LABELS: statistical
 //
-// Sequence-level distribution tests of chain speculative decoding (DESIGN.md §2.4, §10).
+// Sequence-level distribution tests of chain speculative decoding (docs/design.md, 'Principles' 4 and 'Tests').
 //
 // A small order-1 Markov target p and draft q (V = 5, draft = target mixed with another random table,
 // mean TV(p, q) around 0.4) are decoded speculatively from a fixed prompt for H tokens: draft gamma

@@ -1,4 +1,4 @@
-// Determinism (DESIGN.md §2.3): same seed, same tokens; different seeds, different tokens; and a
+// Determinism (docs/design.md, 'Randomness'): same seed, same tokens; different seeds, different tokens; and a
 // request's tokens do not depend on the other requests of its batch, on its index in the batch, or
 // on the layout.
 #include <catch2/catch.hpp>

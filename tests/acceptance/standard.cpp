@@ -382,7 +382,7 @@ TEST_CASE("verify_from_logits equals verify on rows warped with warp_logits", "[
       for (std::size_t i = 0; i < n; ++i) {
         const row ql = random_logits(), pl = random_logits();
         const row q = warp(ql, dparams[b]);
-        // The draft token is sampled from the warped draft row (peers.md §2.3).
+        // The draft token is sampled from the warped draft row (the q the verifier reads must be that row; docs/design.md, 'Drafting').
         const token_id x = specdec::sample_categorical(std::span<const double>(q),
                                                        lr.stream.open(static_cast<std::uint32_t>(i), purpose::draft).uniform())
                                .token;

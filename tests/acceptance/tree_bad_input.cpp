@@ -1,4 +1,4 @@
-// Bad input to tree verification never produces a bad token (DESIGN.md §2.6, §8):
+// Bad input to tree verification never produces a bad token (docs/design.md, 'Statuses and errors'):
 //  - malformed trees cannot be built: a parent that is not earlier, a cycle in sibling lists, lists
 //    longer than the tree, a node with two parents, an unreachable node (specdec::error, clear message);
 //  - shapes that do not match the trees (tokens, rows, streams, outputs) throw specdec::error;

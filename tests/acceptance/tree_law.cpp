@@ -1,5 +1,5 @@
 // The MATH of tree / multi-candidate verification and of block verification, by exact enumeration in
-// probability space (shared/reference/trees-blocks-lengths.md sections 1-3 and Appendix A).
+// probability space (docs/trees.md; SpecInfer, Miao et al., arXiv 2305.09781; block verification, Sun et al., arXiv 2403.10444).
 //
 // Everything here is computed on the test side, independently of the library's walk
 // (backend/seq/verify_tree.hpp, verify_block_one): only the scalar helpers `k_seq_rho`,

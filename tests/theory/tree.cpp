@@ -1,7 +1,7 @@
 // Tree-verification theory (theory/tree.hpp): the expected accepted length of a token tree under
 // per-node acceptance (against the chain and complete-tree closed forms, hand-computed trees, and a
 // brute-force search over all small trees for best_tree), and the per-node acceptance of the
-// multi-candidate lossless rules: the table of shared/reference/trees-blocks-lengths.md section 1.1,
+// multi-candidate lossless rules: the table of docs/trees.md, "Per-node acceptance of the multi-candidate lossless rules",
 // MSS and RRS against a brute-force enumeration of every candidate tuple (whose emitted-token law
 // must be p), K-SEQ's rho* (p_res >= 0 there; no valid smaller rho accepts more).
 #include <catch2/catch.hpp>

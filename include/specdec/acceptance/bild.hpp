@@ -1,12 +1,11 @@
 //! \file acceptance/bild.hpp
-//! \brief BiLD's rollback policy (Big Little Decoder, Kim et al., NeurIPS 2023, arXiv 2302.07863;
-//! shared/reference/trees-blocks-lengths.md section 5): the large model scores every token the small
-//! one produced since its last call; at the earliest position m where -log p_L(x_m) > the rollback
-//! threshold (default 5) the output is truncated and x_m replaced by the large model's argmax (no
-//! rollback when that argmax is x_m itself); when no position exceeds it, the large model appends its
-//! own argmax after the run. BiLD's fallback policy (the small model hands over when its top
-//! probability is below a threshold, or after n small steps) is drafting with `p_min_stop` and gamma = n
-//! on greedy drafts (length/p_min.hpp).
+//! \brief BiLD's rollback policy (Big Little Decoder, Kim et al., NeurIPS 2023, arXiv 2302.07863): the large
+//! model scores every token the small one produced since its last call; at the earliest position m where
+//! -log p_L(x_m) > the rollback threshold (default 5) the output is truncated and x_m replaced by the large model's
+//! argmax (no rollback when that argmax is x_m itself); when no position exceeds it, the large model appends
+//! its own argmax after the run. BiLD's fallback policy (the small model hands over when its top probability is
+//! below a threshold, or after n small steps) is drafting with `p_min_stop` and gamma = n on greedy drafts
+//! (length/p_min.hpp).
 //!
 //! **Guarantee: lossy.** BiLD approximates the large model's greedy output (the official code is
 //! greedy only); a threshold of 0 accepts only tokens that are the large model's argmax, so its output

@@ -15,7 +15,7 @@
 //!   rows at most one draft row per request is warped.
 //! Tokens are those of the default for the same streams whenever the values given are the ones the
 //! warp gives (`specdec::warp_logits` on the same policy). Giving q(x) that were not the sampled law's
-//! breaks exactness, as any wrong q does (peers.md §2.3).
+//! breaks exactness, as any wrong q does (docs/design.md, 'Drafting').
 #pragma once
 
 #include <span>

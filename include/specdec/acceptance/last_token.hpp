@@ -1,9 +1,9 @@
 //! \file acceptance/last_token.hpp
-//! \brief SPRINTER's acceptance (Zhong, Teku and Tandon; shared/seeds/000_*.txt, Algorithm 2 of
-//! appendix A.5): the drafter's verifier has already accepted the leading drafts x_1..x_{n-1}, which
-//! are final; the target checks only the last one, x_n, with the standard test min(1, p/q) (u from
-//! purpose::accept at stream position n - 1) and on rejection emits a token from norm(max(0, p - q))
-//! (purpose::resample, same position). No bonus token (Algorithm 2 returns Prefix + t).
+//! \brief SPRINTER's acceptance (Zhong, Teku and Tandon, "Speeding up Speculative Decoding via Sequential
+//! Approximate Verification", Algorithm 2 of appendix A.5): the drafter's verifier has already accepted the
+//! leading drafts x_1..x_{n-1}, which are final; the target checks only the last one, x_n, with the standard
+//! test min(1, p/q) (u from purpose::accept at stream position n - 1) and on rejection emits a token from
+//! norm(max(0, p - q)) (purpose::resample, same position). No bonus token (Algorithm 2 returns Prefix + t).
 //!
 //! **Guarantee** (Theorem 3.1): with a verifier that accepts acceptable tokens (q(x) <= p(x)) with
 //! probability eta_tp and unacceptable ones with probability eta_fp, i.i.d., a token that is not a

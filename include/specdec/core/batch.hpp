@@ -1,7 +1,7 @@
 //! \file core/batch.hpp
 //! \brief Ragged batches: request b has n_b drafted tokens; rows of V probabilities in row-major buffers.
 //!
-//! Two layouts (DESIGN.md §6):
+//! Two layouts (docs/design.md, 'Batches and outputs'):
 //! - packed: draft rows are concatenated ([sum n_b][V]); request b's target rows follow the same order
 //!   with one extra row each ([sum (n_b + 1)][V]);
 //! - padded: [B][max_n][V] for the draft and [B][max_n + 1][V] for the target; rows past n_b are unused.

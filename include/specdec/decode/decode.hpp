@@ -2,7 +2,7 @@
 //! \brief Single-request generation: thin wrappers that run one request on the step decoder
 //! (decode/batch_decoder.hpp, the library's one loop) over recomputing adapters of `Model`s, and
 //! return its tokens, counters and status. `decode` composes a drafter, a length policy and an
-//! acceptance rule (DESIGN.md §5); `decode_target_only` is the baseline (one target call per token).
+//! acceptance rule (docs/design.md, 'Decode'); `decode_target_only` is the baseline (one target call per token).
 //! Randomness: round r uses request_stream{seed, request_id, step = r}; drafts, accept tests and
 //! residuals use distinct purposes, so runs are reproducible and comparable across methods.
 #pragma once

@@ -82,7 +82,7 @@ struct mtad_result : decode_result {
   double block_efficiency() const noexcept { return stats.tokens_per_target_call(); }
 };
 
-//! Multi-token assisted decoding of one request from its pieces (DESIGN.md section 5): one request on
+//! Multi-token assisted decoding of one request from its pieces (docs/design.md, 'Decode'): one request on
 //! the step decoder with the beam drafter as its drafter stage, any length policy (MTAD uses
 //! fixed_length) and the joint rule. The drafter's warp should be `options.target_params` (appendix F
 //! warps p and q alike); nothing enforces it. A model's unusable row ends the generation with

@@ -1,6 +1,6 @@
 //! \file decode/sprinter.hpp
-//! \brief SPRINTER (Zhong, Teku and Tandon; shared/seeds/000_*.txt, Algorithm 1 and Algorithm 2 of
-//! appendix A.5) as one request on the step decoder: draft while a low-cost verifier accepts
+//! \brief SPRINTER (Zhong, Teku and Tandon, "Speeding up Speculative Decoding via Sequential Approximate Verification",
+//! Algorithm 1 and Algorithm 2 of appendix A.5) as one request on the step decoder: draft while a low-cost verifier accepts
 //! (draft/verifier_gated.hpp, as a drafter stage), then ONE target call that checks only the last
 //! token (acceptance/last_token.hpp).
 //!

@@ -1,5 +1,6 @@
 //! \file decode/sv.hpp
-//! \brief Speculative Verification (Kim et al., SV, shared/seeds/001_*.txt, sections 4-5) on the step
+//! \brief Speculative Verification (Kim et al., SV,
+//! "Speculative Verification: Exploiting Information Gain for Speculative Decoding", sections 4-5) on the step
 //! decoder (decode/batch_decoder.hpp): each round drafts gamma_max tokens; SV's verified-length stage
 //! runs a companion model on the same context to get P_c at every drafted position, computes SV's
 //! indicators S and A (estimate/indicators.hpp), turns them into acceptance estimates

@@ -12,7 +12,8 @@
 //!   the m-th largest (again all ties at the boundary). top_p = 1 switches it off.
 //! - min-p: keep tokens with p >= min_p * max p. min_p = 0 switches it off.
 //! The draft's q in a verification must be the warped row the draft token was sampled from
-//! (peers.md §2.3): warp both sides with these functions.
+//! (otherwise the verified law drifts, as Hugging Face transformers' issues #32867 and #47932 report): warp both
+//! sides with these functions.
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 //! \file estimate/indicators.hpp
 //! \brief The two indicators Speculative Verification reads from a companion model (Kim et al., SV,
-//! shared/seeds/001_*.txt, section 4.2; appendix D, Definitions D.1 and D.2):
+//! "Speculative Verification: Exploiting Information Gain for Speculative Decoding", section 4.2; appendix D,
+//! Definitions D.1 and D.2):
 //!
 //!   S = sum_v min(P_d(v), P_c(v))          (eq. (1): the natural divergence of the draft and companion rows)
 //!   A = min(1, P_c(t_d) / P_d(t_d))        (eq. (2): t_d's acceptance probability if the companion verified it)

@@ -1,11 +1,11 @@
 //! \file length/confidence.hpp
-//! \brief transformers' `assistant_confidence_threshold` (ConfidenceCriteria; shared/reference/
-//! trees-blocks-lengths.md section 4): drafting stops after a token whose draft probability q_j(x_j)
-//! is below the threshold (the token is kept). With `refit`, the threshold is re-chosen after every
-//! round from all (q_j(x_j), accepted?) pairs seen so far as the one minimising fpr + 3 fnr (false
-//! positives cost 1, false negatives 3; transformers re-fits from sklearn's ROC curve), once there are
-//! more than 5 samples of both classes. A verified draft counts as accepted or rejected; drafts after
-//! a rejection are not labelled. Exact with strict verification: the stop after x_j depends on x_{<=j}.
+//! \brief transformers' `assistant_confidence_threshold` (ConfidenceCriteria in
+//! src/transformers/generation/stopping_criteria.py; docs/lengths.md): drafting stops after a token whose draft
+//! probability q_j(x_j) is below the threshold (the token is kept). With `refit`, the threshold is re-chosen
+//! after every round from all (q_j(x_j), accepted?) pairs seen so far as the one minimising fpr + 3 fnr (false
+//! positives cost 1, false negatives 3; transformers re-fits from sklearn's ROC curve), once there are more
+//! than 5 samples of both classes. A verified draft counts as accepted or rejected; drafts after a rejection
+//! are not labelled. Exact with strict verification: the stop after x_j depends on x_{<=j}.
 #pragma once
 
 #include <algorithm>

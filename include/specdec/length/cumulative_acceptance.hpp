@@ -1,6 +1,6 @@
 //! \file length/cumulative_acceptance.hpp
-//! \brief SpecDec++'s stop rule (Huang, Guo and Wang, arXiv 2405.19715; shared/reference/
-//! trees-blocks-lengths.md section 4): a predictor estimates the acceptance probability of each draft
+//! \brief SpecDec++'s stop rule (Huang, Guo and Wang, arXiv 2405.19715;
+//! docs/lengths.md): a predictor estimates the acceptance probability of each draft
 //! token, the product c_j = prod_{i<=j} a_i is the chance that no draft so far is rejected, and drafting
 //! stops after x_j once 1 - c_j > h (the probability of at least one rejection exceeds h), but not
 //! before `min_drafts` tokens. SpecDec++ trains an acceptance head on the draft model's hidden state;

@@ -3,7 +3,7 @@
 //! bound on the acceptance of the next draft from the draft distribution's entropy,
 //!   beta_j = 1 - sqrt(lambda H(q_j)),  H in nats,
 //! and drafting stops (x_j dropped) when beta_j < epsilon. The form of the bound is the one third-party
-//! summaries give (shared/reference/trees-blocks-lengths.md section 4 marks it [recall]); AdaEDL's
+//! summaries give (not checked against AdaEDL's code); AdaEDL's
 //! online adaptation of the threshold is not implemented: lambda and epsilon are fixed. The decision
 //! reads q_j only, so strict verification stays exact.
 #pragma once

@@ -1,6 +1,6 @@
 //! \file length/heuristic.hpp
 //! \brief transformers' "heuristic" draft-length schedule (AssistedCandidateGenerator.
-//! update_candidate_strategy; shared/reference/trees-blocks-lengths.md section 4): after a round whose
+//! update_candidate_strategy in src/transformers/generation/candidate_generator.py; docs/lengths.md): after a round whose
 //! drafts were all accepted the length grows by 2, after any other round it shrinks by 1 (to at least
 //! 1), kept within [min, max] here. A `LengthController`: the length is fixed before each round, so
 //! strict verification stays exact.

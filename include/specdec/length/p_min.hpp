@@ -1,6 +1,6 @@
 //! \file length/p_min.hpp
-//! \brief llama.cpp's draft length (common/speculative.cpp; shared/reference/trees-blocks-lengths.md
-//! section 4): draft while the draft distribution's top probability is at least p_min (default 0.75),
+//! \brief llama.cpp's draft length (common/speculative.cpp;
+//! docs/lengths.md): draft while the draft distribution's top probability is at least p_min (default 0.75),
 //! at most n_max tokens (the request's gamma, default 16), and skip speculation when fewer than n_min
 //! were drafted (default 0). Recent llama.cpp breaks before pushing the low-confidence token: here
 //! x_j is dropped when max_v q_j(v) < p_min. The decision reads q_j, not the drawn x_j, so strict

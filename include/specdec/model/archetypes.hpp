@@ -3,7 +3,7 @@
 //!
 //! Following Boost.Math's `distribution_archetype` (concepts/distributions.hpp), each archetype offers
 //! only the members its concept requires, so an algorithm that compiles and runs on an archetype needs
-//! nothing more than that concept (DESIGN.md section 10: "archetypes instantiate every algorithm").
+//! nothing more than that concept (docs/design.md, 'Tests').
 //! The members are defined, not only declared: every archetype is a uniform model (all logits 0, so every
 //! token has probability 1 / V) and checks the sizes it is given, so algorithms can also be run on them.
 #pragma once

@@ -1,5 +1,5 @@
 //! \file model/concepts.hpp
-//! \brief The Model concept family: what an algorithm may ask of a language model (DESIGN.md section 4).
+//! \brief The Model concept family: what an algorithm may ask of a language model (docs/design.md, 'Models').
 //!
 //! The library never runs a network; it asks a model for next-token scores. Each capability is a small
 //! concept, and loops adapt with `if constexpr` to what a model offers:

@@ -3,7 +3,7 @@
 //!
 //! Algorithms call these free functions instead of the members, so they work with any `Model`: when the
 //! model offers the richer interface (`ParallelScoringModel`, `BatchedModel`, `ProbabilityModel`) it is
-//! used, otherwise the functions fall back to a loop over `next_logits` (DESIGN.md section 4,
+//! used, otherwise the functions fall back to a loop over `next_logits` (docs/design.md, 'Models',
 //! "loops adapt with if constexpr to what a model offers").
 #pragma once
 

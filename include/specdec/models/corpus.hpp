@@ -1,7 +1,7 @@
 //! \file models/corpus.hpp
 //! \brief Loading text for the reference n-gram model: named files, or the default corpus.
 //!
-//! Every Debian machine has English prose under /usr/share/common-licenses (DESIGN.md section 4), so the
+//! Every Debian machine has English prose under /usr/share/common-licenses (docs/design.md, 'Models'), so the
 //! reference language models train on it by default, with no download; any other files can be named.
 #pragma once
 

@@ -2,7 +2,7 @@
 //! \brief Exact enumeration of every continuation of a given length, with its probability.
 //!
 //! Statistical tests of lossless acceptance rules compare sampled outputs with the exact output
-//! distribution (DESIGN.md section 10); on a small vocabulary that distribution is enumerable.
+//! distribution (docs/design.md, 'Tests'); on a small vocabulary that distribution is enumerable.
 #pragma once
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 //! A `markov_model` of order k predicts the next token from the last k tokens of the context through an
 //! explicit probability table (double). Its next-token distribution, the probability of any sequence and
 //! (with `enumerate_sequences`) the whole distribution over continuations are known exactly, which is what
-//! exact and statistical tests of acceptance rules need (DESIGN.md sections 4 and 10).
+//! exact and statistical tests of acceptance rules need (docs/design.md, 'Models' and 'Tests').
 //!
 //! **The table.** For order k the model holds one row of V probabilities for every context of effective
 //! length m = 0..k: 1 row for m = 0, V rows for m = 1, ..., V^k rows for m = k, concatenated level by level

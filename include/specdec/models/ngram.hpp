@@ -2,7 +2,7 @@
 //! \brief A word-level n-gram language model with interpolated modified Kneser-Ney smoothing, trained at
 //! run time on text.
 //!
-//! The reference language model of DESIGN.md section 4: a low-order model drafts for a high-order one
+//! The reference language model of docs/design.md, 'Models': a low-order model drafts for a high-order one
 //! (typically orders 2 and 4) trained on the same text with the same vocabulary (`make_ngram_pair`).
 //!
 //! **Smoothing** (Chen & Goodman 1998, "An empirical study of smoothing techniques for language

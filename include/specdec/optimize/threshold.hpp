@@ -1,6 +1,7 @@
 //! \file optimize/threshold.hpp
 //! \brief Choosing SPRINTER's verifier threshold from its ROC curve (beyond the paper, built on
-//! SPRINTER's Theorems 3.1 and 3.3; shared/seeds/000_*.txt).
+//! SPRINTER's Theorems 3.1 and 3.3; Zhong, Teku and Tandon,
+//! "Speeding up Speculative Decoding via Sequential Approximate Verification").
 //!
 //! A verifier with threshold tau accepts a draft token when its score exceeds tau; each threshold
 //! gives a point (eta_tp, eta_fp) of the ROC curve. Lower thresholds accept more: longer runs of

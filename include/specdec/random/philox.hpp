@@ -4,7 +4,7 @@
 //!
 //! A counter-based generator is a pure function of (counter, key): any draw can be recomputed
 //! from its address alone, on the host or on a device, in any order. That is what makes
-//! specdec's tokens independent of batch composition, thread count and backend (DESIGN.md §7).
+//! specdec's tokens independent of batch composition, thread count and backend (docs/design.md, 'Randomness').
 #pragma once
 
 #include <array>

@@ -1,7 +1,7 @@
 //! \file sampling/categorical.hpp
 //! \brief Inverse-CDF sampling from non-negative weights that need not sum to 1.
 //!
-//! Algorithm (two-level inverse CDF, DESIGN.md §7): one pass computes the weight of each tile of
+//! Algorithm (two-level inverse CDF, docs/design.md, 'sampling'): one pass computes the weight of each tile of
 //! `sampling_tile` entries and the total Z; the target u * Z is located among the tile prefix sums,
 //! and only that one tile is read again. Cost: one read of the row plus one tile, no normalisation,
 //! no division; never materialises anything.
@@ -28,7 +28,7 @@
 //!     sequential depth of the rescan to 32 + 2 * 64 additions: a GPU warp sums the 32 strips in
 //!     parallel, one lane per strip;
 //!  6. if no tile passes rule 4 (rounding put goal at or past Z), the last entry of the row with
-//!     positive weight is returned (FlashInfer's fallback, peers.md §3).
+//!     positive weight is returned (FlashInfer's sampling kernels fall back the same way).
 //! Rules 2-3 make the one full pass vectorisable (SIMD lanes, GPU warps) with bit-identical sums;
 //! the order-dependent rescan touches a single tile. Because +0 is an exact identity of these sums,
 //! leaving out entries of weight 0 (a sparse row) does not change the token.

@@ -1,6 +1,6 @@
 //! \file sampling/residual.hpp
 //! \brief The residual sampler: norm(max(0, p - a)) where a is the mass the rule already accepted;
-//! the bonus token is the same call with q = 0 (one code path, DESIGN.md §7).
+//! the bonus token is the same call with q = 0 (one code path, docs/design.md, 'Randomness').
 //!
 //! For the strict rule a_v = min(p_v, q_v) and the residual is the textbook norm(max(0, p - q))
 //! (Leviathan et al. 2023, Alg. 1). A rule supplies a_v through `accepted_mass(p_v, q_v)`.

@@ -1,7 +1,8 @@
 //! \file simulate/mtad.hpp
-//! \brief Monte-Carlo simulator of MTAD's verification (shared/seeds/003_*.txt, Algorithm 1) on a
-//! context-free draft/target pair: the accepted length per iteration, whose mean gamma_bar enters
-//! Lemma A.1, Theorem 3.5 and Theorem 3.6 (theory/mtad.hpp), and the log-likelihoods of the output.
+//! \brief Monte-Carlo simulator of MTAD's verification ("Optimized Multi-Token Joint Decoding with Auxiliary
+//! Model for LLM Inference", Algorithm 1) on a context-free draft/target pair: the accepted length per
+//! iteration, whose mean gamma_bar enters Lemma A.1, Theorem 3.5 and Theorem 3.6 (theory/mtad.hpp), and the
+//! log-likelihoods of the output.
 //!
 //! One iteration drafts gamma tokens x_1..x_gamma (sampled i.i.d. from q, or argmax q repeated: the
 //! exact beam of a context-free q), accepts the LONGEST prefix x_{1:j} with

@@ -1,6 +1,6 @@
 //! \file simulate/sprinter.hpp
-//! \brief Monte-Carlo simulators of SPRINTER (Zhong, Teku and Tandon; shared/seeds/000_*.txt), the
-//! processes behind theory/sprinter.hpp:
+//! \brief Monte-Carlo simulators of SPRINTER (Zhong, Teku and Tandon, "Speeding up Speculative Decoding via
+//! Sequential Approximate Verification"), the processes behind theory/sprinter.hpp:
 //!   - `verifier_chain(eta_tp, eta_fp, r)`: the scenario of Figure 4 / Theorem 3.3. The draft's
 //!     first r tokens are acceptable, the later ones are not; an i.i.d. verifier accepts an
 //!     acceptable token with probability eta_tp and an unacceptable one with eta_fp, and drafting

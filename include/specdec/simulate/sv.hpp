@@ -1,8 +1,8 @@
 //! \file simulate/sv.hpp
-//! \brief Monte-Carlo simulator of Speculative Verification's accepted length (Kim et al.;
-//! shared/seeds/001_*.txt, appendix D): gamma drafts are verified, draft i + 1 is accepted with
-//! probability a[i] given that drafts 1..i were, and N is the length of the accepted prefix
-//! (eq. (3); its mean is eq. (4)). N does not count the target's own token.
+//! \brief Monte-Carlo simulator of Speculative Verification's accepted length (Kim et al., "Speculative
+//! Verification: Exploiting Information Gain for Speculative Decoding", appendix D): gamma drafts are verified,
+//! draft i + 1 is accepted with probability a[i] given that drafts 1..i were, and N is the length of the
+//! accepted prefix (eq. (3); its mean is eq. (4)). N does not count the target's own token.
 //! The process is the position-dependent Bernoulli chain of simulate/sd.hpp with alphas = a[0..gamma),
 //! so this header only names it in SV's terms and adds the goodput of eq. (6).
 #pragma once

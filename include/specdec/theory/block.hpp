@@ -65,7 +65,7 @@ void read_row(F& row_fn, std::span<const token_id> prefix, std::span<double> out
 
 //! R = sum_v max(0, a p(v) - q(v)): the mass of block verification's residual after a prefix with
 //! weight a, p and q being the rows of the next position (acceptance/block.hpp;
-//! shared/reference/trees-blocks-lengths.md section 3).
+//! Sun et al., arXiv 2403.10444).
 //! \pre p.size() == q.size(). \throws specdec::error otherwise.
 inline double residual_mass(double weight, std::span<const double> p, std::span<const double> q) {
   SPECDEC_EXPECTS(p.size() == q.size(), "p and q must have the same length");

@@ -1,7 +1,8 @@
 //! \file theory/mtad.hpp
-//! \brief Closed forms of multi-token assisted decoding, MTAD (shared/seeds/003_*.txt): perplexity
-//! (eq. (1)), the perplexity limit of Theorem 3.2, the bounds of Lemma A.1, Lemma 3.4, Theorem 3.5
-//! and Theorem 3.6 (sections 3-4, appendix A), and the energy model of eq. (9).
+//! \brief Closed forms of multi-token assisted decoding, MTAD ("Optimized Multi-Token Joint Decoding with
+//! Auxiliary Model for LLM Inference"): perplexity (eq. (1)), the perplexity limit of Theorem 3.2, the bounds
+//! of Lemma A.1, Lemma 3.4, Theorem 3.5 and Theorem 3.6 (sections 3-4, appendix A), and the energy model of
+//! eq. (9).
 //!
 //! Model. Each MTAD iteration i accepts the longest prefix x_{1:j} of a beam-sampled draft with
 //! min(1, p(x_{1:j}) / q(x_{1:j})) > tau (Algorithm 1; the appendix proofs use >=), then samples one

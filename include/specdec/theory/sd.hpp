@@ -1,7 +1,6 @@
 //! \file theory/sd.hpp
 //! \brief Closed forms of standard speculative decoding (Leviathan, Kalman and Matias 2023,
-//! arXiv 2211.17192; the formulas are collected in shared/reference/performance-and-tests.md
-//! section 6) and their generalisations: position-dependent acceptance alpha_1..alpha_gamma, a
+//! "Fast Inference from Transformers via Speculative Decoding", arXiv 2211.17192) and their generalisations: position-dependent acceptance alpha_1..alpha_gamma, a
 //! latency profile t_target(k) instead of a constant cost ratio c, and the variance of the number
 //! of tokens per iteration.
 //!

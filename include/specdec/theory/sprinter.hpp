@@ -1,6 +1,6 @@
 //! \file theory/sprinter.hpp
-//! \brief Closed forms of SPRINTER, sequential approximate verification (Zhong, Teku and Tandon;
-//! shared/seeds/000_*.txt): section 3.1, appendix A.1-A.4 and A.8.
+//! \brief Closed forms of SPRINTER, sequential approximate verification (Zhong, Teku and Tandon,
+//! "Speeding up Speculative Decoding via Sequential Approximate Verification"): section 3.1, appendix A.1-A.4 and A.8.
 //!
 //! Model. A draft token x ~ q is "acceptable" when q(x) <= p(x). A low-cost verifier accepts an
 //! acceptable token with probability eta_tp (true-positive rate) and an unacceptable one with

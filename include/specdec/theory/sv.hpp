@@ -1,5 +1,6 @@
 //! \file theory/sv.hpp
-//! \brief Closed forms of Speculative Verification (Kim et al.; shared/seeds/001_*.txt): the law of
+//! \brief Closed forms of Speculative Verification (Kim et al.,
+//! "Speculative Verification: Exploiting Information Gain for Speculative Decoding"): the law of
 //! the number of accepted drafts, its mean, and goodput (section 5, appendix D eqs. (3)-(6)).
 //!
 //! Model (Definitions D.3, D.4). a[i] is the acceptance probability of drafted token i + 1 given

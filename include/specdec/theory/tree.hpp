@@ -13,7 +13,7 @@
 //! A = the number of accepted drafts (the depth of the last reached node); the target's correction or
 //! bonus token is not counted (T = A + 1 tokens per step, theory/sd.hpp's convention). A chain is the
 //! one-branch tree and gives SV's E(N | gamma) (theory/sv.hpp); every lossless rule of
-//! shared/reference/trees-blocks-lengths.md section 1.1 fits the model with its per-slot acceptances
+//! acceptance/multi_candidate.hpp (docs/trees.md) fits the model with its per-slot acceptances
 //! (below) when the node's rows do not depend on the path, as in the i.i.d. models of SpecInfer
 //! (Miao et al., arXiv 2305.09781) and Sequoia (Chen et al., arXiv 2402.12374).
 //!

@@ -1,5 +1,5 @@
 //! \file backend/cuda/detail/error.cuh
-//! \brief CUDA runtime errors become `specdec::cuda_error` on the host (DESIGN.md section 8).
+//! \brief CUDA runtime errors become `specdec::cuda_error` on the host (docs/design.md, 'Statuses and errors').
 //! Device code never traps: bad data is reported through status flags.
 #pragma once
 
