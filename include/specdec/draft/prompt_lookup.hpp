@@ -25,6 +25,7 @@
 
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
+#include "specdec/draft/model_free.hpp"
 #include "specdec/draft/stage.hpp"
 #include "specdec/random/stream.hpp"
 
@@ -68,22 +69,6 @@ inline std::size_t prompt_lookup(std::span<const token_id> context, const prompt
     }
   }
   return 0;
-}
-
-//! Writes a model-free chain draft into a stage's block: the tokens, and one-hot q rows over
-//! `one_hot_vocab` tokens when it is not 0. No model call, no draft step charged.
-inline void write_model_free_chain(std::span<const token_id> tokens, std::size_t one_hot_vocab, stage_draft& out) {
-  out.tokens.assign(tokens.begin(), tokens.end());
-  out.q_rows.clear();
-  if (one_hot_vocab > 0) {
-    out.q_rows.assign(tokens.size() * one_hot_vocab, 0.0f);
-    for (std::size_t j = 0; j < tokens.size(); ++j) {
-      SPECDEC_EXPECTS(in_vocabulary(tokens[j], one_hot_vocab), "specdec::write_model_free_chain: a draft is outside one_hot_vocab");
-      out.q_rows[j * one_hot_vocab + static_cast<std::size_t>(tokens[j])] = 1.0f;
-    }
-  }
-  out.model_calls = 0;
-  out.charged_steps = 0;
 }
 
 //! N-gram prompt lookup as a drafter stage of the step decoder (request_options::drafter).
