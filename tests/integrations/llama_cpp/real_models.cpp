@@ -1,0 +1,112 @@
+// Real quantized GGUF models on llama.cpp (scripts/get-models.sh puts them in $SPECDEC_REAL_MODELS):
+// Gemma 3 270M Q4_K_M and SmolLM2 135M Instruct Q4_1 decode (the build without AMX kernels runs
+// quantized products on every x86-64 machine: a SIGILL fails the test), target-only greedy decoding
+// through specdec's decoder is llama.cpp's own greedy decoding, and greedy speculative decoding with
+// each model-free drafter (n-gram prompt lookup, suffix tree) gives greedy target-only decoding's
+// tokens over 128 tokens. Without the models (SPECDEC_REAL_MODELS=0 in scripts/test.sh, or no
+// download) the cases report a skip.
+// SPECDEC_TEST_LABELS: real_models
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "integrations/llama_cpp/models.hpp"
+#include "specdec/acceptance/greedy.hpp"
+#include "specdec/decode/batch_decoder.hpp"
+#include "specdec/draft/prompt_lookup.hpp"
+#include "specdec/draft/suffix_drafter.hpp"
+#include "specdec/integrations/llama_cpp.hpp"
+#include "support/skip.hpp"
+
+namespace {
+namespace lc = specdec::llama_cpp;
+using specdec::token_id;
+
+// The model file, or empty when the real models were not fetched.
+std::filesystem::path real_model(const std::string& file) {
+  const char* dir = std::getenv("SPECDEC_REAL_MODELS");
+  if (dir == nullptr || *dir == '\0') return {};
+  const std::filesystem::path p = std::filesystem::path(dir) / file;
+  return std::filesystem::exists(p) ? p : std::filesystem::path{};
+}
+
+// A grounded prompt: a passage to copy with a small edit, the workload model-free drafts are for.
+const char* grounded_prompt =
+    "Rewrite the passage below, word for word, but in the past tense.\n\n"
+    "Passage: The river runs through the valley. Every morning the farmers walk to the fields, and the "
+    "children follow them to the water. The old mill turns slowly, and the baker sells bread at the bridge. "
+    "In the evening the lamps are lit, the doors are closed, and the valley is quiet.\n\nRewritten passage:";
+
+// Greedy decoding of `prompt` for `n` tokens on the decoder, drafting with `drafter` (empty: none).
+std::vector<token_id> greedy_decode(const lc::model& m, const std::vector<token_id>& prompt, std::size_t n,
+                                    specdec::draft_stage drafter, std::size_t* drafted = nullptr, std::size_t* accepted = nullptr) {
+  lc::context ctx(m, {.context_per_sequence = 1024, .sequences = 1, .threads = 2});
+  lc::sequence_model target(ctx);
+  specdec::no_sequence_model none(m.vocab_size());
+  specdec::batch_decoder decoder(specdec::exec::seq, target, none, specdec::greedy);
+  specdec::request_options o;
+  o.prompt = prompt;
+  o.max_new_tokens = n;
+  o.gamma = drafter ? 8 : 0;
+  o.target_params.temperature = 0.0;
+  o.drafter = std::move(drafter);
+  const auto h = decoder.add(o);
+  while (decoder.active() > 0) decoder.step();
+  if (drafted != nullptr) *drafted = decoder.stats(h).drafted;
+  if (accepted != nullptr) *accepted = decoder.stats(h).accepted;
+  const auto t = decoder.tokens(h);
+  return {t.begin(), t.end()};
+}
+
+void check_model(const std::string& file) {
+  const auto path = real_model(file);
+  if (path.empty()) {
+    SPECDEC_SKIP("no " << file << " in $SPECDEC_REAL_MODELS (scripts/get-models.sh)");
+    return;
+  }
+  lc::quiet_logs();
+  const lc::model m(path);
+  const std::vector<token_id> prompt = lc::tokenize(m, grounded_prompt);
+  constexpr std::size_t n = 128;
+  const auto plain = greedy_decode(m, prompt, n, {});
+  REQUIRE(plain.size() == n);
+  // specdec's target-only greedy decoding is llama.cpp's own (one llama_decode per token).
+  CHECK(plain == specdec_test::llama::llama_greedy(m, prompt, n));
+
+  std::size_t drafted = 0, accepted = 0;
+  const auto lookup = greedy_decode(m, prompt, n, specdec::prompt_lookup_stage({.min_n = 1, .max_n = 3, .k = 8}), &drafted, &accepted);
+  INFO(file << ", prompt lookup: drafted " << drafted << ", accepted " << accepted);
+  CHECK(drafted > 0);
+  CHECK(lookup == plain);
+  const auto suffix = greedy_decode(m, prompt, n, specdec::suffix_stage({.max_spec = 8}), &drafted, &accepted);
+  INFO(file << ", suffix tree: drafted " << drafted << ", accepted " << accepted);
+  CHECK(drafted > 0);
+  CHECK(suffix == plain);
+}
+}  // namespace
+
+TEST_CASE("Gemma 3 270M Q4_K_M: decodes; greedy with model-free drafts is greedy target decoding", "[real_models][gemma]") {
+  check_model("gemma-3-270m-q4_k_m.gguf");
+}
+
+TEST_CASE("SmolLM2 135M Q4_1: decodes; greedy with model-free drafts is greedy target decoding", "[real_models][smollm2]") {
+  check_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+}
+
+TEST_CASE("A truncated GGUF file is an error, not a crash", "[real_models][bad_input]") {
+  const auto path = real_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (path.empty()) {
+    SPECDEC_SKIP("no SmolLM2 model in $SPECDEC_REAL_MODELS (scripts/get-models.sh)");
+    return;
+  }
+  const auto truncated = std::filesystem::temp_directory_path() / "specdec-truncated.gguf";
+  std::filesystem::copy_file(path, truncated, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(path) / 3);
+  lc::quiet_logs();
+  CHECK_THROWS_AS(lc::model(truncated), specdec::engine_error);
+  std::filesystem::remove(truncated);
+}
