@@ -1,0 +1,473 @@
+"""specdec: speculative-decoding verification and sampling with addressed randomness.
+
+Python bindings of the specdec C++ headers (docs/python.md). Every call takes its randomness as
+explicit per-request arrays (``seeds``, ``request_ids``, ``steps``): a request's tokens depend on
+its own seed, id, step and rows, never on the other requests of the batch, the backend or a global
+generator. Row arrays (probabilities, logits) must be float32 or float64, C-contiguous and in CPU
+memory; they are read in place, never copied or converted (a TypeError names the argument).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _core
+from ._core import Error  # specdec::error (shape or parameter misuse); a subclass of ValueError
+
+__all__ = [
+    "Error", "Status", "RowStatus", "Purpose", "is_valid",
+    "Strict", "Lenient", "Greedy", "SampleAndMatch", "Block", "Typical",
+    "VerifyResult", "SampleResult",
+    "verify", "verify_from_logits", "sample", "sample_logits", "softmax", "warp_logits",
+    "uniform", "philox4x32_10",
+    "BACKENDS", "DEFAULT_BACKEND", "HAS_SIMD",
+]
+
+__version__: str = _core.__version__
+HAS_SIMD: bool = bool(_core.HAS_SIMD)
+BACKENDS: tuple[str, ...] = ("seq", "simd") if HAS_SIMD else ("seq",)
+DEFAULT_BACKEND: str = "simd" if HAS_SIMD else "seq"
+
+
+class Status(enum.IntFlag):
+    """A request's verification outcome (C++ ``specdec::verify_status``), as bit flags."""
+
+    OK = 0
+    RESIDUAL_FALLBACK = 1  # warning: the residual had no mass; the correction was sampled from p
+    DRAFT_PROB_ZERO = 2  # warning: q(x) = 0 for a drafted x; rejected without a draw
+    INVALID_ROW = 4  # error: a row read held NaN, inf, negative entries or no mass
+    BAD_DRAFT_TOKEN = 8  # error: a drafted id outside [0, V); the request emits nothing
+    NOT_NORMALISED = 16  # error: a row's sum is off by more than the tolerance (only when checked)
+
+
+_ERRORS = int(Status.INVALID_ROW | Status.BAD_DRAFT_TOKEN | Status.NOT_NORMALISED)
+
+
+def is_valid(status):
+    """True where no error flag is set (a bool, or a bool array for an array of statuses)."""
+    s = np.asarray(status)
+    valid = (s.astype(np.int64) & _ERRORS) == 0
+    return bool(valid) if valid.ndim == 0 else valid
+
+
+class RowStatus(enum.IntEnum):
+    """What became of a sampled or transformed row (C++ ``specdec::row_status``)."""
+
+    OK = 0
+    NOT_FINITE = 1  # the row holds NaN or +inf (or a negative or infinite weight)
+    NO_MASS = 2  # every entry is -inf (logits) or zero (weights)
+
+
+class Purpose(enum.IntEnum):
+    """What a draw is for: each purpose is its own stream (C++ ``specdec::random::purpose``)."""
+
+    ACCEPT = 0
+    RESAMPLE = 1
+    DRAFT = 2
+    TARGET_SAMPLE = 3
+    VERIFIER = 4
+    BEAM = 5
+    SIMULATE = 6
+    USER = 128
+
+
+# ---- rules ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Strict:
+    """Standard speculative sampling: accept x iff u q(x) < p(x); lossless."""
+
+    reads_q = True
+
+    def _spec(self):
+        return _core.RuleSpec(0)
+
+
+@dataclass(frozen=True)
+class Lenient:
+    """Accept x iff u l q(x) < p(x); exactly p for l >= 1, a closed-form mixture for l < 1."""
+
+    lenience: float
+    reads_q = True
+
+    def __post_init__(self):
+        if not (isinstance(self.lenience, (int, float)) and math.isfinite(self.lenience) and self.lenience > 0):
+            raise ValueError(f"Lenient: lenience must be finite and > 0, got {self.lenience!r}")
+
+    def _spec(self):
+        return _core.RuleSpec(1, float(self.lenience))
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """Accept x iff x == argmax p (lowest id on ties); emits argmax p on rejection."""
+
+    reads_q = False
+
+    def _spec(self):
+        return _core.RuleSpec(2)
+
+
+@dataclass(frozen=True)
+class SampleAndMatch:
+    """Accept x iff x == y, y ~ p sampled by the target; lossless, needs no q."""
+
+    reads_q = False
+
+    def _spec(self):
+        return _core.RuleSpec(3)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Block verification (Sun et al., ICLR 2025); lossless."""
+
+    reads_q = True
+
+    def _spec(self):
+        return _core.RuleSpec(4)
+
+
+@dataclass(frozen=True)
+class Typical:
+    """Typical acceptance (Medusa): accept x iff p(x) > min(epsilon, delta exp(-H(p))); lossy."""
+
+    epsilon: float = 0.09
+    delta: float = 0.3
+    log_offset: float = 0.0
+    correction: str = "argmax"  # or "typical_sample"
+    reads_q = False
+
+    def __post_init__(self):
+        for name in ("epsilon", "delta", "log_offset"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"Typical: {name} must be finite and >= 0, got {v!r}")
+        if self.correction not in ("argmax", "typical_sample"):
+            raise ValueError(f"Typical: correction must be 'argmax' or 'typical_sample', got {self.correction!r}")
+
+    def _spec(self):
+        return _core.RuleSpec(5, float(self.epsilon), float(self.delta), float(self.log_offset),
+                              0 if self.correction == "argmax" else 1)
+
+
+_RULES = (Strict, Lenient, Greedy, SampleAndMatch, Block, Typical)
+
+
+# ---- results --------------------------------------------------------------------------------------
+
+
+class VerifyResult(NamedTuple):
+    """tokens: int32 [B, max_n + 1], accepted drafts then one correction or bonus token, then -1;
+    num_accepted: int32 [B]; status: uint8 [B] of ``Status`` flags."""
+
+    tokens: np.ndarray
+    num_accepted: np.ndarray
+    status: np.ndarray
+
+    def emitted(self, b: int) -> list[int]:
+        """Request b's emitted tokens, without the -1 padding."""
+        return [int(t) for t in self.tokens[b] if t != -1]
+
+
+class SampleResult(NamedTuple):
+    """tokens: int32 [R] (-1 where a row could not be sampled); status: uint8 [R] of ``RowStatus``."""
+
+    tokens: np.ndarray
+    status: np.ndarray
+
+
+# ---- argument checks (each error names the argument) ----------------------------------------------
+
+
+def _backend(backend):
+    if backend is None:
+        return DEFAULT_BACKEND
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: must be one of {BACKENDS}, got {backend!r}")
+    return backend
+
+
+def _shape(name, x):
+    """The shape of a row array, which is passed on as it is (never converted)."""
+    shape = getattr(x, "shape", None)
+    if shape is None or not (hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__")):
+        raise TypeError(f"{name}: must be an array (numpy.ndarray or another DLPack / buffer-protocol array) "
+                        f"of float32 or float64, got {type(x).__name__}; specdec does not convert its inputs")
+    return tuple(int(s) for s in shape)
+
+
+def _ints(name, x, n, dtype, lo, hi, broadcast=True):
+    """A small per-request integer array of length n (a scalar is repeated when `broadcast`), as `dtype`."""
+    a = np.asarray(x)
+    if a.size == 0 and a.dtype.kind == "f":  # [] is float64 to numpy
+        a = a.astype(dtype)
+    if a.dtype == np.bool_ or a.dtype.kind not in "iu":
+        raise TypeError(f"{name}: must be integers, got dtype {a.dtype}")
+    if a.ndim == 0 and (broadcast or n == 1):
+        a = np.full(n, a, dtype=a.dtype)
+    if a.shape != (n,):
+        raise ValueError(f"{name}: expected shape ({n},), got {a.shape}")
+    if n and (a.min() < lo or a.max() > hi):
+        raise ValueError(f"{name}: values must lie in [{lo}, {hi}]")
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _floats(name, x, n):
+    """A small per-request float parameter of length n (a scalar is repeated), as float64."""
+    a = np.asarray(x)
+    if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: must be real numbers, got dtype {a.dtype}")
+    if a.ndim == 0:
+        a = np.full(n, a, dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{name}: expected a scalar or shape ({n},), got {a.shape}")
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _streams(n, seeds, request_ids, steps):
+    return (_ints("seeds", seeds, n, np.uint64, 0, 2**64 - 1),
+            _ints("request_ids", request_ids, n, np.uint32, 0, 2**32 - 1, broadcast=False),
+            _ints("steps", steps, n, np.uint32, 0, 2**32 - 1))
+
+
+def _warp(prefix, n, temperature, top_k, top_p, min_p):
+    return (_floats(prefix + "temperature", temperature, n),
+            _ints(prefix + "top_k", top_k, n, np.int32, 0, 2**31 - 1),
+            _floats(prefix + "top_p", top_p, n),
+            _floats(prefix + "min_p", min_p, n))
+
+
+def _rule(rule):
+    if not isinstance(rule, _RULES):
+        raise TypeError(f"rule: must be one of Strict(), Lenient(l), Greedy(), SampleAndMatch(), Block(), "
+                        f"Typical(...), got {type(rule).__name__}")
+    return rule
+
+
+class _Chain(NamedTuple):
+    packed: bool
+    num_drafts: np.ndarray
+    max_drafts: int
+    vocab: int
+    draft_tokens: np.ndarray
+    batch: int
+
+
+def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_rows):
+    """Checks a chain batch's shapes. Padded: draft_tokens [B, n], draft rows [B, n, V], target rows
+    [B, n + 1, V]. Packed: draft_tokens [N], num_drafts [B] summing to N, draft rows [N, V], target
+    rows [N + B, V]. `draft_rows` is a list of (name, array or None) with draft_tokens' leading shape."""
+    t = np.asarray(draft_tokens)
+    if t.dtype == np.bool_ or t.dtype.kind not in "iu":
+        raise TypeError(f"draft_tokens: must be integers, got dtype {t.dtype}")
+    if t.size and (t.min() < -(2**31) or t.max() > 2**31 - 1):
+        raise ValueError("draft_tokens: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
+    tshape = _shape(target_name, target)
+    if num_drafts is not None and cu_num_drafts is not None:
+        raise ValueError("num_drafts and cu_num_drafts: give at most one")
+    if t.ndim == 2:  # padded
+        B, n = t.shape
+        if len(tshape) != 3 or tshape[:2] != (B, n + 1):
+            raise ValueError(f"{target_name}: expected shape ({B}, {n + 1}, V) for draft_tokens of shape {t.shape}, got {tshape}")
+        if cu_num_drafts is not None:
+            raise ValueError("cu_num_drafts: only for the packed layout (1-D draft_tokens)")
+        nd = _ints("num_drafts", n if num_drafts is None else num_drafts, B, np.int32, 0, n)
+        packed, max_drafts = False, n
+        lead = (B, n)
+    elif t.ndim == 1:  # packed
+        N = t.shape[0]
+        if cu_num_drafts is not None:
+            cu = np.asarray(cu_num_drafts)
+            if cu.ndim != 1:
+                raise ValueError(f"cu_num_drafts: expected a 1-D array, got shape {cu.shape}")
+            num_drafts = np.diff(np.concatenate([[0], cu.astype(np.int64)]))
+        if num_drafts is None:
+            raise ValueError("num_drafts: required with packed (1-D) draft_tokens (or give cu_num_drafts)")
+        nd_raw = np.asarray(num_drafts)
+        if nd_raw.ndim != 1:
+            raise ValueError(f"num_drafts: expected a 1-D array, got shape {nd_raw.shape}")
+        B = nd_raw.shape[0]
+        nd = _ints("num_drafts", nd_raw, B, np.int32, 0, N)
+        if int(nd.sum()) != N:
+            raise ValueError(f"num_drafts: must sum to len(draft_tokens) = {N}, sums to {int(nd.sum())}")
+        if len(tshape) != 2 or tshape[0] != N + B:
+            raise ValueError(f"{target_name}: expected shape ({N + B}, V) (one row per draft plus one per request), got {tshape}")
+        packed, max_drafts = True, int(nd.max()) if B else 0
+        lead = (N,)
+    else:
+        raise ValueError(f"draft_tokens: expected 2-D [B, n] (padded) or 1-D [N] (packed), got {t.ndim}-D")
+    V = tshape[-1]
+    if V < 1:
+        raise ValueError(f"{target_name}: the vocabulary (last) dimension must be >= 1")
+    for name, rows in draft_rows:
+        if rows is not None and _shape(name, rows) != lead + (V,):
+            raise ValueError(f"{name}: expected shape {lead + (V,)}, got {_shape(name, rows)}")
+    return _Chain(packed, nd, max_drafts, V, np.ascontiguousarray(t, dtype=np.int32), B)
+
+
+def _result(out):
+    return VerifyResult(*out)
+
+
+# ---- verification ---------------------------------------------------------------------------------
+
+
+def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids, steps, num_drafts=None,
+           cu_num_drafts=None, backend=None, check_normalisation=False, normalisation_tolerance=1e-3):
+    """Verifies drafted chains against target probabilities (C++ ``specdec::verify``).
+
+    Padded layout (FlashInfer's): draft_tokens [B, n], draft_probs [B, n, V], target_probs
+    [B, n + 1, V]; ``num_drafts`` [B] (default n) marks rows past n_b unused.
+    Packed layout (vLLM's): draft_tokens [N], draft_probs [N, V], target_probs [N + B, V] (request
+    b's n_b rows then its bonus row), with ``num_drafts`` [B] or ``cu_num_drafts`` (prefix sums).
+    draft_probs may be None for rules that never read q (Greedy, SampleAndMatch, Typical).
+    seeds (uint64), request_ids (uint32, one per request), steps (uint32) address each request's
+    randomness; seeds and steps may be scalars. Returns a ``VerifyResult``.
+    """
+    rule = _rule(rule)
+    if draft_probs is None and rule.reads_q:
+        raise ValueError(f"draft_probs: {type(rule).__name__}() reads the draft's rows q; pass them")
+    c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])
+    s, r, t = _streams(c.batch, seeds, request_ids, steps)
+    return _result(_core.verify(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab,
+                                c.draft_tokens, draft_probs, target_probs, s, r, t, bool(check_normalisation),
+                                float(normalisation_tolerance)))
+
+
+def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids, steps, draft_logits=None,
+                       draft_probs=None, q_at_drafts=None, num_drafts=None, cu_num_drafts=None,
+                       temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, draft_temperature=None,
+                       draft_top_k=None, draft_top_p=None, draft_min_p=None, backend=None):
+    """Verifies from logits (C++ ``specdec::verify_from_logits``): every target row that is read is
+    warped with its request's temperature / top_k / top_p / min_p (scalars or one per request), and
+    target samples (sample-and-match's, the bonus) are drawn from logits.
+
+    The draft side (q, the warped rows the drafts were sampled from) is one of:
+    ``draft_logits`` (warped with the draft_* parameters, by default the target's), ``draft_probs``
+    (the warped rows themselves), and optionally ``q_at_drafts`` (q_i(x_i) of every draft, vLLM's
+    gathered ``draft_probs``, shaped like draft_tokens). Layouts, streams and result as ``verify``.
+    """
+    rule = _rule(rule)
+    if draft_logits is not None and draft_probs is not None:
+        raise ValueError("draft_logits and draft_probs: give at most one")
+    rows = draft_probs if draft_probs is not None else draft_logits
+    rows_name = "draft_probs" if draft_probs is not None else "draft_logits"
+    if rows is None and rule.reads_q:
+        raise ValueError(f"draft_logits: {type(rule).__name__}() reads the draft's rows q; pass draft_logits or draft_probs")
+    c = _chain(draft_tokens, "target_logits", target_logits, num_drafts, cu_num_drafts, [(rows_name, rows)])
+    if q_at_drafts is not None:
+        lead = np.asarray(draft_tokens).shape
+        if _shape("q_at_drafts", q_at_drafts) != lead:
+            raise ValueError(f"q_at_drafts: expected draft_tokens' shape {lead}, got {_shape('q_at_drafts', q_at_drafts)}")
+    s, r, t = _streams(c.batch, seeds, request_ids, steps)
+    tw = _warp("", c.batch, temperature, top_k, top_p, min_p)
+    draft_given = [x is not None for x in (draft_temperature, draft_top_k, draft_top_p, draft_min_p)]
+    if any(draft_given):
+        if draft_logits is None:
+            raise ValueError("draft_temperature, draft_top_k, draft_top_p, draft_min_p: only with draft_logits")
+        dw = _warp("draft_", c.batch, 1.0 if draft_temperature is None else draft_temperature,
+                   0 if draft_top_k is None else draft_top_k, 1.0 if draft_top_p is None else draft_top_p,
+                   0.0 if draft_min_p is None else draft_min_p)
+    else:
+        dw = (None, None, None, None)
+    return _result(_core.verify_from_logits(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts,
+                                            c.vocab, c.draft_tokens, rows, draft_probs is not None, q_at_drafts,
+                                            target_logits, s, r, t, *tw, *dw))
+
+
+# ---- sampling and row transforms ------------------------------------------------------------------
+
+
+def _rows2d(name, x):
+    shape = _shape(name, x)
+    if len(shape) != 2 or shape[1] < 1:
+        raise ValueError(f"{name}: expected shape (R, V) with V >= 1, got {shape}")
+    return shape
+
+
+def sample(probs, *, seeds, request_ids, steps, position=0, purpose=Purpose.TARGET_SAMPLE, backend=None):
+    """One token per row of ``probs`` [R, V] (weights, need not sum to 1), row r drawing the uniform
+    of its own stream (seeds[r], request_ids[r], steps[r], position, purpose). Returns a ``SampleResult``."""
+    R, V = _rows2d("probs", probs)
+    s, r, t = _streams(R, seeds, request_ids, steps)
+    return SampleResult(*_core.sample(_backend(backend), probs, V, s, r, t, _position(position), _purpose(purpose)))
+
+
+def sample_logits(logits, *, seeds, request_ids, steps, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, position=0,
+                  purpose=Purpose.TARGET_SAMPLE, backend=None):
+    """One token per row of warp(softmax(logits / T)) with each row's temperature / top_k / top_p /
+    min_p (scalars or one per row) and its own stream, as ``sample``. Returns a ``SampleResult``."""
+    R, V = _rows2d("logits", logits)
+    s, r, t = _streams(R, seeds, request_ids, steps)
+    w = _warp("", R, temperature, top_k, top_p, min_p)
+    return SampleResult(*_core.sample_logits(_backend(backend), logits, V, s, r, t, _position(position),
+                                             _purpose(purpose), *w))
+
+
+def _position(position):
+    p = int(position)
+    if not 0 <= p < 2**32:
+        raise ValueError(f"position: must lie in [0, 2**32), got {position!r}")
+    return p
+
+
+def _purpose(purpose):
+    p = int(purpose)
+    if not 0 <= p < 256:
+        raise ValueError(f"purpose: must lie in [0, 256), got {purpose!r}")
+    return p
+
+
+def _row_input(name, x):
+    shape = _shape(name, x)
+    if len(shape) not in (1, 2) or shape[-1] < 1:
+        raise ValueError(f"{name}: expected shape (V,) or (R, V) with V >= 1, got {shape}")
+    return shape
+
+
+def softmax(logits, temperature=None, *, backend=None, return_status=False):
+    """softmax(logits / T) per row of ``logits`` [R, V] or [V] (T: None for 1, a scalar or one per
+    row). The result has the input's shape and dtype; with ``return_status`` also a uint8 array of
+    ``RowStatus`` per row (a NaN or all -inf row is flagged, not raised)."""
+    shape = _row_input("logits", logits)
+    R = shape[0] if len(shape) == 2 else 1
+    temps = np.empty(0) if temperature is None else _floats("temperature", temperature, R)
+    probs, status = _core.softmax(_backend(backend), logits, shape[-1], temps)
+    probs = probs.reshape(shape)
+    return (probs, status) if return_status else probs
+
+
+def warp_logits(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, backend=None, return_status=False):
+    """warp(softmax(logits / T)) per row: temperature, then top-k, top-p and min-p, one
+    renormalisation (C++ ``specdec::warp_logits``); parameters are scalars or one per row. Shape,
+    dtype and ``return_status`` as ``softmax``."""
+    shape = _row_input("logits", logits)
+    R = shape[0] if len(shape) == 2 else 1
+    w = _warp("", R, temperature, top_k, top_p, min_p)
+    probs, status = _core.warp_logits(_backend(backend), logits, shape[-1], *w)
+    probs = probs.reshape(shape)
+    return (probs, status) if return_status else probs
+
+
+# ---- the random streams ---------------------------------------------------------------------------
+
+
+def uniform(seed, request, step, position, purpose, index=0):
+    """The index-th uniform double in [0, 1) of the stream (seed, request, step, position, purpose):
+    the draws the kernels make (e.g. the accept test of draft i reads uniform(..., i, Purpose.ACCEPT))."""
+    return _core.uniform(int(seed), int(request), int(step), int(position), _purpose(purpose), int(index))
+
+
+def philox4x32_10(counter, key):
+    """Philox4x32-10 of four 32-bit counter words and two key words: four 32-bit words."""
+    c, k = [int(x) for x in counter], [int(x) for x in key]
+    if len(c) != 4 or len(k) != 2:
+        raise ValueError("philox4x32_10: counter has 4 words and key 2")
+    return _core.philox4x32_10(*c, *k)

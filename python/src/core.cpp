@@ -1,0 +1,397 @@
+// specdec._core: the nanobind extension behind the `specdec` Python package.
+//
+// Thin on purpose: each function checks its arrays (CPU, C-contiguous, dtype; a TypeError names the
+// argument, nothing is copied or converted), builds the C++ views (chain_batch, row_batch, streams),
+// releases the GIL, calls the policy-first C++ API and returns new NumPy arrays. Shapes are checked
+// by the Python layer (specdec/__init__.py) with the argument names, and again by the C++ library
+// (specdec::error becomes specdec.Error, a ValueError).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "specdec/acceptance/block.hpp"
+#include "specdec/acceptance/greedy.hpp"
+#include "specdec/acceptance/lenient.hpp"
+#include "specdec/acceptance/sample_and_match.hpp"
+#include "specdec/acceptance/strict.hpp"
+#include "specdec/acceptance/typical.hpp"
+#include "specdec/acceptance/verify.hpp"
+#include "specdec/distributions/with_policy.hpp"
+#include "specdec/errors.hpp"
+#include "specdec/random/stream.hpp"
+#include "specdec/sampling/with_policy.hpp"
+#include "specdec/version.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// Any array at all: no constraint, so nanobind never converts (copies) one; the checks below refuse.
+using array = nb::ndarray<nb::ro>;
+
+std::string dtype_name(const nb::dlpack::dtype& d) {
+  const char* kind = "unknown";
+  switch (static_cast<nb::dlpack::dtype_code>(d.code)) {
+    case nb::dlpack::dtype_code::Int: kind = "int"; break;
+    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
+    case nb::dlpack::dtype_code::Float: kind = "float"; break;
+    case nb::dlpack::dtype_code::Bfloat: kind = "bfloat"; break;
+    case nb::dlpack::dtype_code::Complex: kind = "complex"; break;
+    case nb::dlpack::dtype_code::Bool: kind = "bool"; break;
+    default: break;
+  }
+  return std::string(kind) + std::to_string(d.bits);
+}
+
+[[noreturn]] void refuse(const char* name, const std::string& what) { throw nb::type_error((std::string(name) + ": " + what).c_str()); }
+
+// CPU memory, C order (extents of 1 may have any stride).
+void check_memory(const array& a, const char* name) {
+  if (a.device_type() != nb::device::cpu::value) refuse(name, "must be in CPU memory (this build has no CUDA backend)");
+  if (a.size() == 0) return;  // no memory to lay out
+  std::int64_t expected = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected)
+      refuse(name, "must be C-contiguous (specdec does not copy its inputs; pass numpy.ascontiguousarray(...))");
+    expected *= static_cast<std::int64_t>(a.shape(i));
+  }
+}
+
+// Whether a row array holds float64 (true) or float32 (false); any other dtype is refused.
+bool is_double(const array& a, const char* name) {
+  check_memory(a, name);
+  if (a.dtype() == nb::dtype<float>()) return false;
+  if (a.dtype() == nb::dtype<double>()) return true;
+  refuse(name, "dtype must be float32 or float64, got " + dtype_name(a.dtype()) + " (specdec does not convert its inputs)");
+}
+
+// A contiguous view of an array of T (dtype checked).
+template <class T>
+std::span<const T> view(const array& a, const char* name) {
+  check_memory(a, name);
+  if (a.dtype() != nb::dtype<T>()) refuse(name, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(nb::dtype<T>()));
+  return {static_cast<const T*>(a.data()), a.size()};
+}
+
+// A new NumPy array that owns `data`.
+template <class T>
+nb::ndarray<nb::numpy, T> to_numpy(std::unique_ptr<T[]> data, std::initializer_list<std::size_t> shape) {
+  T* raw = data.release();
+  nb::capsule owner(raw, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  return nb::ndarray<nb::numpy, T>(raw, shape.size(), shape.begin(), owner);
+}
+
+// One request_stream per row from the seeds, ids and steps arrays.
+std::vector<specdec::random::request_stream> make_streams(const array& seeds, const array& request_ids, const array& steps) {
+  const auto s = view<std::uint64_t>(seeds, "seeds");
+  const auto r = view<std::uint32_t>(request_ids, "request_ids");
+  const auto t = view<std::uint32_t>(steps, "steps");
+  if (r.size() != s.size() || t.size() != s.size()) throw nb::value_error("seeds, request_ids and steps must have one entry per request");
+  std::vector<specdec::random::request_stream> out(s.size());
+  for (std::size_t b = 0; b < s.size(); ++b) out[b] = {.seed = s[b], .request = r[b], .step = t[b]};
+  return out;
+}
+
+// Per-row warp parameters from four arrays of one entry per row.
+std::vector<specdec::warp_params> make_warp(const array& temperature, const array& top_k, const array& top_p, const array& min_p,
+                                            const char* prefix) {
+  const std::string p(prefix);
+  const auto t = view<double>(temperature, (p + "temperature").c_str());
+  const auto k = view<std::int32_t>(top_k, (p + "top_k").c_str());
+  const auto tp = view<double>(top_p, (p + "top_p").c_str());
+  const auto mp = view<double>(min_p, (p + "min_p").c_str());
+  if (k.size() != t.size() || tp.size() != t.size() || mp.size() != t.size())
+    throw nb::value_error((p + "temperature, top_k, top_p and min_p must have one entry per request").c_str());
+  std::vector<specdec::warp_params> out(t.size());
+  for (std::size_t b = 0; b < t.size(); ++b) {
+    out[b] = {.temperature = t[b], .top_k = k[b], .top_p = tp[b], .min_p = mp[b]};
+    specdec::validate(out[b]);
+  }
+  return out;
+}
+
+// The rule a Python rule object names: kind and up to three numbers and one small integer.
+struct rule_spec {
+  int kind;  // 0 strict, 1 lenient, 2 greedy, 3 sample-and-match, 4 block, 5 typical
+  double a, b, c;
+  int d;
+};
+
+template <class F>
+void with_rule(const rule_spec& r, F&& f) {
+  switch (r.kind) {
+    case 0: f(specdec::strict); return;
+    case 1: f(specdec::lenient_rule{r.a}); return;
+    case 2: f(specdec::greedy); return;
+    case 3: f(specdec::sample_and_match); return;
+    case 4: f(specdec::block); return;
+    case 5: {
+      specdec::typical_rule t;
+      t.epsilon = r.a;
+      t.delta = r.b;
+      t.log_offset = r.c;
+      t.correction = r.d == 0 ? specdec::typical_correction::argmax : specdec::typical_correction::typical_sample;
+      t.validate();
+      f(t);
+      return;
+    }
+    default: throw nb::value_error("rule: unknown rule kind");
+  }
+}
+
+template <class F>
+void with_policy(const std::string& backend, F&& f) {
+  if (backend == "seq") return f(specdec::exec::seq);
+#if SPECDEC_ENABLE_SIMD
+  if (backend == "simd") return f(specdec::exec::simd);
+#endif
+  throw nb::value_error(("backend: '" + backend + "' is not built (available: " +
+#if SPECDEC_ENABLE_SIMD
+                         std::string("'seq', 'simd')")
+#else
+                         std::string("'seq')")
+#endif
+                             )
+                            .c_str());
+}
+
+using verify_result = nb::tuple;  // (tokens int32 [B, W], num_accepted int32 [B], status uint8 [B])
+
+struct chain_inputs {
+  specdec::ragged_layout layout;
+  std::size_t vocab;
+  std::span<const specdec::token_id> tokens;
+  std::vector<specdec::random::request_stream> streams;
+};
+
+chain_inputs make_chain(bool packed, const array& num_drafts, std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
+                        const array& seeds, const array& request_ids, const array& steps) {
+  const auto n = view<std::int32_t>(num_drafts, "num_drafts");
+  chain_inputs in{packed ? specdec::ragged_layout::packed(n) : specdec::ragged_layout::padded(n, max_drafts), vocab,
+                  view<specdec::token_id>(draft_tokens, "draft_tokens"), make_streams(seeds, request_ids, steps)};
+  if (in.streams.size() != n.size()) throw nb::value_error("seeds, request_ids and steps must have one entry per request");
+  return in;
+}
+
+// Runs `call(outputs)` with the GIL released and returns the outputs as NumPy arrays.
+template <class Call>
+verify_result run_chain(const specdec::ragged_layout& layout, Call&& call) {
+  const std::size_t B = layout.batch_size(), W = layout.max_drafts() + 1;
+  std::unique_ptr<std::int32_t[]> tokens(new std::int32_t[B * W]);
+  std::unique_ptr<std::int32_t[]> accepted(new std::int32_t[B]);
+  std::vector<specdec::verify_status> status(B);
+  {
+    nb::gil_scoped_release release;
+    call(specdec::chain_outputs{std::span<specdec::token_id>(tokens.get(), B * W), std::span<std::int32_t>(accepted.get(), B),
+                                std::span<specdec::verify_status>(status)});
+  }
+  std::unique_ptr<std::uint8_t[]> flags(new std::uint8_t[B]);
+  for (std::size_t b = 0; b < B; ++b) flags[b] = static_cast<std::uint8_t>(status[b]);
+  return nb::make_tuple(to_numpy(std::move(tokens), {B, W}), to_numpy(std::move(accepted), {B}), to_numpy(std::move(flags), {B}));
+}
+
+verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts, std::size_t max_drafts,
+                     std::size_t vocab, const array& draft_tokens, const std::optional<array>& draft_probs, const array& target_probs,
+                     const array& seeds, const array& request_ids, const array& steps, bool check_normalisation,
+                     double normalisation_tolerance) {
+  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
+  const bool dbl = is_double(target_probs, "target_probs");
+  if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
+    refuse("draft_probs", "must have target_probs' dtype (" + dtype_name(target_probs.dtype()) + ")");
+  const specdec::verify_options options{.check_normalisation = check_normalisation, .normalisation_tolerance = normalisation_tolerance};
+  auto typed = [&]<class T>(T*) {
+    const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens,
+                                        draft_probs ? view<T>(*draft_probs, "draft_probs") : std::span<const T>{},
+                                        view<T>(target_probs, "target_probs")};
+    return run_chain(in.layout, [&](const specdec::chain_outputs& out) {
+      with_policy(backend, [&](const auto& policy) {
+        with_rule(rule, [&](const auto& r) { specdec::verify(policy, r, batch, in.streams, out, options); });
+      });
+    });
+  };
+  return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+}
+
+verify_result verify_from_logits(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
+                                 std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
+                                 const std::optional<array>& draft_rows, bool draft_rows_are_probs,
+                                 const std::optional<array>& q_at_drafts, const array& target_logits, const array& seeds,
+                                 const array& request_ids, const array& steps, const array& temperature, const array& top_k,
+                                 const array& top_p, const array& min_p, const std::optional<array>& draft_temperature,
+                                 const std::optional<array>& draft_top_k, const std::optional<array>& draft_top_p,
+                                 const std::optional<array>& draft_min_p) {
+  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
+  const bool dbl = is_double(target_logits, "target_logits");
+  const char* draft_name = draft_rows_are_probs ? "draft_probs" : "draft_logits";
+  if (draft_rows && is_double(*draft_rows, draft_name) != dbl)
+    refuse(draft_name, "must have target_logits' dtype (" + dtype_name(target_logits.dtype()) + ")");
+  if (q_at_drafts && is_double(*q_at_drafts, "q_at_drafts") != dbl)
+    refuse("q_at_drafts", "must have target_logits' dtype (" + dtype_name(target_logits.dtype()) + ")");
+  const auto target_params = make_warp(temperature, top_k, top_p, min_p, "");
+  std::vector<specdec::warp_params> draft_params;
+  if (draft_temperature) draft_params = make_warp(*draft_temperature, *draft_top_k, *draft_top_p, *draft_min_p, "draft_");
+  auto typed = [&]<class T>(T*) {
+    const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens, draft_rows ? view<T>(*draft_rows, draft_name) : std::span<const T>{},
+                                        view<T>(target_logits, "target_logits")};
+    const specdec::draft_side<T> draft{
+        .rows = draft_rows_are_probs ? specdec::draft_rows_kind::probabilities : specdec::draft_rows_kind::logits,
+        .params = draft_params,
+        .q_at_drafts = q_at_drafts ? view<T>(*q_at_drafts, "q_at_drafts") : std::span<const T>{}};
+    return run_chain(in.layout, [&](const specdec::chain_outputs& out) {
+      with_policy(backend, [&](const auto& policy) {
+        with_rule(rule, [&](const auto& r) {
+          specdec::verify_from_logits(policy, r, batch, std::span<const specdec::warp_params>(target_params), draft, in.streams, out);
+        });
+      });
+    });
+  };
+  return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+}
+
+using sample_output = nb::tuple;  // (tokens int32 [R], row status uint8 [R])
+
+sample_output pack_samples(std::unique_ptr<std::int32_t[]> tokens, const std::vector<specdec::row_status>& status) {
+  const std::size_t R = status.size();
+  std::unique_ptr<std::uint8_t[]> flags(new std::uint8_t[R]);
+  for (std::size_t r = 0; r < R; ++r) flags[r] = static_cast<std::uint8_t>(status[r]);
+  return nb::make_tuple(to_numpy(std::move(tokens), {R}), to_numpy(std::move(flags), {R}));
+}
+
+// Row r: a categorical sample of probs[r] with streams[r].open(position, purpose).uniform().
+sample_output sample(const std::string& backend, const array& probs, std::size_t vocab, const array& seeds, const array& request_ids,
+                     const array& steps, std::uint32_t position, std::uint8_t purpose) {
+  const bool dbl = is_double(probs, "probs");
+  const auto streams = make_streams(seeds, request_ids, steps);
+  const std::size_t R = streams.size();
+  std::unique_ptr<std::int32_t[]> tokens(new std::int32_t[R]);
+  std::vector<specdec::row_status> status(R);
+  const specdec::row_sampling at{.position = position, .what = static_cast<specdec::random::purpose>(purpose)};
+  auto typed = [&]<class T>(T*) {
+    const specdec::row_batch<const T> rows(view<T>(probs, "probs"), vocab);
+    nb::gil_scoped_release release;
+    with_policy(backend, [&](const auto& policy) {
+      specdec::sample_categorical(policy, rows, std::span<const specdec::random::request_stream>(streams),
+                                  std::span<specdec::token_id>(tokens.get(), R), std::span<specdec::row_status>(status), at);
+    });
+  };
+  dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+  return pack_samples(std::move(tokens), status);
+}
+
+// Row r: a sample of warp(softmax(logits[r] / T_r)) with streams[r].open(position, purpose).uniform().
+sample_output sample_logits(const std::string& backend, const array& logits, std::size_t vocab, const array& seeds,
+                            const array& request_ids, const array& steps, std::uint32_t position, std::uint8_t purpose,
+                            const array& temperature, const array& top_k, const array& top_p, const array& min_p) {
+  const bool dbl = is_double(logits, "logits");
+  const auto streams = make_streams(seeds, request_ids, steps);
+  const auto params = make_warp(temperature, top_k, top_p, min_p, "");
+  const std::size_t R = streams.size();
+  if (params.size() != R) throw nb::value_error("one set of warp parameters per row");
+  std::unique_ptr<std::int32_t[]> tokens(new std::int32_t[R]);
+  std::vector<specdec::row_status> status(R);
+  const auto what = static_cast<specdec::random::purpose>(purpose);
+  auto typed = [&]<class T>(T*) {
+    const specdec::row_batch<const T> rows(view<T>(logits, "logits"), vocab);
+    if (rows.rows() != R) throw nb::value_error("logits: one row per request");
+    nb::gil_scoped_release release;
+    with_policy(backend, [&](const auto& policy) {
+      for (std::size_t r = 0; r < R; ++r) {
+        const auto s = specdec::sample_logits(policy, rows.row(r), params[r], streams[r].open(position, what).uniform());
+        tokens[r] = s.token;
+        status[r] = s.status;
+      }
+    });
+  };
+  dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+  return pack_samples(std::move(tokens), status);
+}
+
+// Row-wise softmax (temperatures empty: all 1) or warp (temperature, top-k, top-p, min-p); output
+// rows have the input's dtype.
+template <bool Warp>
+nb::tuple row_transform(const std::string& backend, const array& logits, std::size_t vocab, const array& temperature,
+                        const std::optional<array>& top_k, const std::optional<array>& top_p, const std::optional<array>& min_p) {
+  const bool dbl = is_double(logits, "logits");
+  auto typed = [&]<class T>(T*) -> nb::tuple {
+    const specdec::row_batch<const T> in(view<T>(logits, "logits"), vocab);
+    const std::size_t R = in.rows();
+    std::unique_ptr<T[]> probs(new T[R * vocab]);
+    const specdec::row_batch<T> out(std::span<T>(probs.get(), R * vocab), vocab);
+    std::vector<specdec::row_status> status(R);
+    std::vector<specdec::warp_params> params;
+    const auto temps = view<double>(temperature, "temperature");
+    if constexpr (Warp) params = make_warp(temperature, *top_k, *top_p, *min_p, "");
+    {
+      nb::gil_scoped_release release;
+      with_policy(backend, [&](const auto& policy) {
+        if constexpr (Warp)
+          specdec::warp_logits(policy, in, out, std::span<const specdec::warp_params>(params), std::span<specdec::row_status>(status));
+        else
+          specdec::softmax(policy, in, out, std::span<specdec::row_status>(status), temps);
+      });
+    }
+    std::unique_ptr<std::uint8_t[]> flags(new std::uint8_t[R]);
+    for (std::size_t r = 0; r < R; ++r) flags[r] = static_cast<std::uint8_t>(status[r]);
+    return nb::make_tuple(to_numpy(std::move(probs), {R, vocab}), to_numpy(std::move(flags), {R}));
+  };
+  return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "specdec's C++ kernels (use the `specdec` package, not this module)";
+  nb::exception<specdec::error>(m, "Error", PyExc_ValueError);
+
+  m.attr("__version__") = std::to_string(SPECDEC_VERSION_MAJOR) + "." + std::to_string(SPECDEC_VERSION_MINOR) + "." +
+                          std::to_string(SPECDEC_VERSION_PATCH);
+  m.attr("HAS_SIMD") = static_cast<bool>(SPECDEC_ENABLE_SIMD);
+
+  nb::class_<rule_spec>(m, "RuleSpec")
+      .def(nb::init<int, double, double, double, int>(), "kind"_a, "a"_a = 0.0, "b"_a = 0.0, "c"_a = 0.0, "d"_a = 0)
+      .def_ro("kind", &rule_spec::kind);
+
+  m.def("verify", &verify, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a, "draft_tokens"_a,
+        "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
+        "normalisation_tolerance"_a);
+  m.def("verify_from_logits", &verify_from_logits, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a,
+        "draft_tokens"_a, "draft_rows"_a.none(), "draft_rows_are_probs"_a, "q_at_drafts"_a.none(), "target_logits"_a, "seeds"_a,
+        "request_ids"_a, "steps"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a, "draft_temperature"_a.none(),
+        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none());
+  m.def("sample", &sample, "backend"_a, "probs"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a, "purpose"_a);
+  m.def("sample_logits", &sample_logits, "backend"_a, "logits"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a,
+        "purpose"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a);
+  m.def("softmax", &row_transform<false>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none() = nb::none(),
+        "top_p"_a.none() = nb::none(), "min_p"_a.none() = nb::none());
+  m.def("warp_logits", &row_transform<true>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none(), "top_p"_a.none(),
+        "min_p"_a.none());
+  m.def(
+      "uniform",
+      [](std::uint64_t seed, std::uint32_t request, std::uint32_t step, std::uint32_t position, std::uint8_t purpose,
+         std::uint32_t index) {
+        specdec::random::philox_stream s(specdec::random::stream_address{
+            .seed = seed, .request = request, .step = step, .position = position, .what = static_cast<specdec::random::purpose>(purpose)});
+        double u = 0.0;
+        for (std::uint32_t i = 0; i <= index; ++i) u = s.uniform();
+        return u;
+      },
+      "seed"_a, "request"_a, "step"_a, "position"_a, "purpose"_a, "index"_a = 0,
+      "The index-th uniform double of the stream at (seed, request, step, position, purpose).");
+  m.def(
+      "philox4x32_10",
+      [](std::uint32_t c0, std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0, std::uint32_t k1) {
+        const auto w = specdec::random::philox4x32_10({c0, c1, c2, c3}, {k0, k1});
+        return nb::make_tuple(w[0], w[1], w[2], w[3]);
+      },
+      "c0"_a, "c1"_a, "c2"_a, "c3"_a, "k0"_a, "k1"_a, "Philox4x32-10 of a counter and a key: four 32-bit words.");
+}
