@@ -1,0 +1,150 @@
+// The C++ side of tests/python/test_cpp_parity.py: runs the C++ library (exec::seq) on cases the
+// test wrote and writes what it returns, so that the test compares the Python package with the C++
+// API bit for bit.
+//
+//   cpp_reference DIR...   each DIR holds meta.txt and raw little-endian arrays (*.bin)
+//
+// meta.txt is one line:
+//   verify KIND A B C D PACKED V DOUBLE MAX_DRAFTS   (KIND 0..5: strict, lenient, greedy,
+//                                                     sample-and-match, block, typical)
+//   sample_logits V DOUBLE POSITION PURPOSE
+// Inputs: num_drafts, tokens, q (may be empty), p | logits, temperature, top_k, top_p, min_p;
+// always seeds (u64), ids (u32), steps (u32). Outputs: out_tokens (i32), out_accepted (i32),
+// out_status (u8).
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <specdec/specdec.hpp>
+
+namespace {
+
+template <class T>
+std::vector<T> load(const std::string& dir, const std::string& name) {
+  std::ifstream in(dir + "/" + name + ".bin", std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + dir + "/" + name + ".bin");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+template <class T>
+void save(const std::string& dir, const std::string& name, const std::vector<T>& v) {
+  std::ofstream out(dir + "/" + name + ".bin", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+}
+
+std::vector<specdec::random::request_stream> streams_of(const std::string& dir) {
+  const auto seeds = load<std::uint64_t>(dir, "seeds");
+  const auto ids = load<std::uint32_t>(dir, "ids");
+  const auto steps = load<std::uint32_t>(dir, "steps");
+  std::vector<specdec::random::request_stream> s;
+  for (std::size_t b = 0; b < seeds.size(); ++b) s.push_back({.seed = seeds[b], .request = ids[b], .step = steps[b]});
+  return s;
+}
+
+template <class T, class Rule>
+void verify_case(const std::string& dir, const Rule& rule, bool packed, std::size_t V, std::size_t max_drafts) {
+  const auto nd = load<std::int32_t>(dir, "num_drafts");
+  const auto tokens = load<specdec::token_id>(dir, "tokens");
+  const auto q = load<T>(dir, "q");
+  const auto p = load<T>(dir, "p");
+  const auto streams = streams_of(dir);
+  const specdec::ragged_layout layout =
+      packed ? specdec::ragged_layout::packed(nd) : specdec::ragged_layout::padded(nd, max_drafts);
+  const specdec::chain_batch<T> batch{layout, V, tokens, q, p};
+  const std::size_t B = nd.size(), W = layout.max_drafts() + 1;
+  std::vector<specdec::token_id> out(B * W);
+  std::vector<std::int32_t> accepted(B);
+  std::vector<specdec::verify_status> status(B);
+  specdec::verify(specdec::exec::seq, rule, batch, streams, specdec::chain_outputs{out, accepted, status});
+  std::vector<std::uint8_t> flags;
+  for (const auto s : status) flags.push_back(static_cast<std::uint8_t>(s));
+  save(dir, "out_tokens", out);
+  save(dir, "out_accepted", accepted);
+  save(dir, "out_status", flags);
+}
+
+template <class T>
+void verify_typed(const std::string& dir, int kind, double a, double b, double c, int d, bool packed, std::size_t V,
+                  std::size_t max_drafts) {
+  switch (kind) {
+    case 0: return verify_case<T>(dir, specdec::strict, packed, V, max_drafts);
+    case 1: return verify_case<T>(dir, specdec::lenient_rule{a}, packed, V, max_drafts);
+    case 2: return verify_case<T>(dir, specdec::greedy, packed, V, max_drafts);
+    case 3: return verify_case<T>(dir, specdec::sample_and_match, packed, V, max_drafts);
+    case 4: return verify_case<T>(dir, specdec::block, packed, V, max_drafts);
+    case 5: {
+      specdec::typical_rule t{.epsilon = a, .delta = b, .log_offset = c};
+      if (d == 1) t.correction = specdec::typical_correction::typical_sample;
+      return verify_case<T>(dir, t, packed, V, max_drafts);
+    }
+    default: throw std::runtime_error("unknown rule kind");
+  }
+}
+
+template <class T>
+void sample_logits_case(const std::string& dir, std::size_t V, std::uint32_t position, int purpose) {
+  const auto logits = load<T>(dir, "logits");
+  const auto temperature = load<double>(dir, "temperature");
+  const auto top_k = load<std::int32_t>(dir, "top_k");
+  const auto top_p = load<double>(dir, "top_p");
+  const auto min_p = load<double>(dir, "min_p");
+  const auto streams = streams_of(dir);
+  std::vector<specdec::token_id> tokens;
+  std::vector<std::uint8_t> status;
+  for (std::size_t r = 0; r < streams.size(); ++r) {
+    const specdec::warp_params w{.temperature = temperature[r], .top_k = top_k[r], .top_p = top_p[r], .min_p = min_p[r]};
+    const double u = streams[r].open(position, static_cast<specdec::random::purpose>(purpose)).uniform();
+    const auto s = specdec::sample_logits(specdec::exec::seq, std::span<const T>(logits).subspan(r * V, V), w, u);
+    tokens.push_back(s.token);
+    status.push_back(static_cast<std::uint8_t>(s.status));
+  }
+  save(dir, "out_tokens", tokens);
+  save(dir, "out_status", status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string dir = argv[i];
+      std::ifstream meta(dir + "/meta.txt");
+      std::string what;
+      meta >> what;
+      if (what == "verify") {
+        int kind = 0, d = 0, packed = 0, dbl = 0;
+        double a = 0, b = 0, c = 0;
+        std::size_t V = 0, max_drafts = 0;
+        meta >> kind >> a >> b >> c >> d >> packed >> V >> dbl >> max_drafts;
+        if (dbl)
+          verify_typed<double>(dir, kind, a, b, c, d, packed != 0, V, max_drafts);
+        else
+          verify_typed<float>(dir, kind, a, b, c, d, packed != 0, V, max_drafts);
+      } else if (what == "sample_logits") {
+        std::size_t V = 0;
+        int dbl = 0, purpose = 0;
+        std::uint32_t position = 0;
+        meta >> V >> dbl >> position >> purpose;
+        if (dbl)
+          sample_logits_case<double>(dir, V, position, purpose);
+        else
+          sample_logits_case<float>(dir, V, position, purpose);
+      } else {
+        throw std::runtime_error("unknown case in " + dir);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cpp_reference: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
