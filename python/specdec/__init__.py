@@ -312,15 +312,36 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
     return _Chain(packed, nd, max_drafts, V, np.ascontiguousarray(t, dtype=np.int32), B)
 
 
-def _result(out):
-    return VerifyResult(*out)
+def _out(out, c):
+    """The caller's output arrays (tokens [B, W], num_accepted [B], status [B]) or None."""
+    if out is None:
+        return None
+    if len(out) != 3:
+        raise ValueError("out: expected (tokens, num_accepted, status)")
+    W = c.max_drafts + 1
+    for name, a, shape, dtype in zip(("tokens", "num_accepted", "status"), out, ((c.batch, W), (c.batch,), (c.batch,)),
+                                     (np.int32, np.int32, np.uint8)):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"out.{name}: must be a numpy array")
+        if a.dtype != dtype:
+            raise TypeError(f"out.{name}: dtype must be {np.dtype(dtype).name}, got {a.dtype}")
+        if not a.flags.c_contiguous or not a.flags.writeable:
+            raise TypeError(f"out.{name}: must be C-contiguous and writable")
+        if a.shape != shape:
+            raise ValueError(f"out.{name}: expected shape {shape}, got {a.shape}")
+    return _core.OutArrays(*out)
+
+
+def _result(ret, out):
+    return VerifyResult(*out) if ret is None else VerifyResult(*ret)
 
 
 # ---- verification ---------------------------------------------------------------------------------
 
 
 def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids, steps, num_drafts=None,
-           cu_num_drafts=None, backend=None, check_normalisation=False, normalisation_tolerance=1e-3):
+           cu_num_drafts=None, backend=None, check_normalisation=False, normalisation_tolerance=1e-3,
+           out=None):
     """Verifies drafted chains against target probabilities (C++ ``specdec::verify``).
 
     Padded layout (FlashInfer's): draft_tokens [B, n], draft_probs [B, n, V], target_probs
@@ -329,22 +350,26 @@ def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids,
     b's n_b rows then its bonus row), with ``num_drafts`` [B] or ``cu_num_drafts`` (prefix sums).
     draft_probs may be None for rules that never read q (Greedy, SampleAndMatch, Typical).
     seeds (uint64), request_ids (uint32, one per request), steps (uint32) address each request's
-    randomness; seeds and steps may be scalars. Returns a ``VerifyResult``.
+    randomness; seeds and steps may be scalars. Returns a ``VerifyResult``; with ``out`` (a
+    VerifyResult or tuple of int32 [B, max_n + 1], int32 [B], uint8 [B] arrays) the results are
+    written into those arrays, which are returned.
     """
     rule = _rule(rule)
     if draft_probs is None and rule.reads_q:
         raise ValueError(f"draft_probs: {type(rule).__name__}() reads the draft's rows q; pass them")
     c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
-    return _result(_core.verify(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab,
-                                c.draft_tokens, draft_probs, target_probs, s, r, t, bool(check_normalisation),
-                                float(normalisation_tolerance)))
+    dest = _out(out, c)
+    ret = _core.verify(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab, c.draft_tokens,
+                       draft_probs, target_probs, s, r, t, bool(check_normalisation), float(normalisation_tolerance),
+                       _core.OutArrays() if dest is None else dest)
+    return _result(ret, out)
 
 
 def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids, steps, draft_logits=None,
                        draft_probs=None, q_at_drafts=None, num_drafts=None, cu_num_drafts=None,
                        temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, draft_temperature=None,
-                       draft_top_k=None, draft_top_p=None, draft_min_p=None, backend=None):
+                       draft_top_k=None, draft_top_p=None, draft_min_p=None, backend=None, out=None):
     """Verifies from logits (C++ ``specdec::verify_from_logits``): every target row that is read is
     warped with its request's temperature / top_k / top_p / min_p (scalars or one per request), and
     target samples (sample-and-match's, the bonus) are drawn from logits.
@@ -352,7 +377,7 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
     The draft side (q, the warped rows the drafts were sampled from) is one of:
     ``draft_logits`` (warped with the draft_* parameters, by default the target's), ``draft_probs``
     (the warped rows themselves), and optionally ``q_at_drafts`` (q_i(x_i) of every draft, vLLM's
-    gathered ``draft_probs``, shaped like draft_tokens). Layouts, streams and result as ``verify``.
+    gathered ``draft_probs``, shaped like draft_tokens). Layouts, streams, result and ``out`` as ``verify``.
     """
     rule = _rule(rule)
     if draft_logits is not None and draft_probs is not None:
@@ -377,9 +402,11 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
                    0.0 if draft_min_p is None else draft_min_p)
     else:
         dw = (None, None, None, None)
-    return _result(_core.verify_from_logits(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts,
-                                            c.vocab, c.draft_tokens, rows, draft_probs is not None, q_at_drafts,
-                                            target_logits, s, r, t, *tw, *dw))
+    dest = _out(out, c)
+    ret = _core.verify_from_logits(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab,
+                                   c.draft_tokens, rows, draft_probs is not None, q_at_drafts, target_logits, s, r, t,
+                                   *tw, *dw, _core.OutArrays() if dest is None else dest)
+    return _result(ret, out)
 
 
 # ---- sampling and row transforms ------------------------------------------------------------------

@@ -56,7 +56,8 @@ std::string dtype_name(const nb::dlpack::dtype& d) {
 [[noreturn]] void refuse(const char* name, const std::string& what) { throw nb::type_error((std::string(name) + ": " + what).c_str()); }
 
 // CPU memory, C order (extents of 1 may have any stride).
-void check_memory(const array& a, const char* name) {
+template <class Array>
+void check_memory(const Array& a, const char* name) {
   if (a.device_type() != nb::device::cpu::value) refuse(name, "must be in CPU memory (this build has no CUDA backend)");
   if (a.size() == 0) return;  // no memory to lay out
   std::int64_t expected = 1;
@@ -165,7 +166,8 @@ void with_policy(const std::string& backend, F&& f) {
                             .c_str());
 }
 
-using verify_result = nb::tuple;  // (tokens int32 [B, W], num_accepted int32 [B], status uint8 [B])
+// (tokens int32 [B, W], num_accepted int32 [B], status uint8 [B]), or None when written to `out`
+using verify_result = nb::object;
 
 struct chain_inputs {
   specdec::ragged_layout layout;
@@ -183,27 +185,60 @@ chain_inputs make_chain(bool packed, const array& num_drafts, std::size_t max_dr
   return in;
 }
 
-// Runs `call(outputs)` with the GIL released and returns the outputs as NumPy arrays.
+// A caller's output array: CPU, C-contiguous, writable, dtype T, `size` entries.
+template <class T>
+std::span<T> writable(nb::ndarray<>& a, const char* name, std::size_t size) {
+  check_memory(a, name);
+  if (a.dtype() != nb::dtype<T>()) refuse(name, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(nb::dtype<T>()));
+  if (a.size() != size) throw nb::value_error((std::string(name) + ": expected " + std::to_string(size) + " entries").c_str());
+  return {static_cast<T*>(a.data()), size};
+}
+
+// Where a chain verification writes: the caller's arrays (all three or none), or new ones.
+struct out_arrays {
+  std::optional<nb::ndarray<>> tokens, num_accepted, status;
+};
+
+// Runs `call(outputs)` with the GIL released. Returns the outputs as new NumPy arrays, or None
+// when they were written into the caller's arrays.
 template <class Call>
-verify_result run_chain(const specdec::ragged_layout& layout, Call&& call) {
+nb::object run_chain(const specdec::ragged_layout& layout, out_arrays& o, Call&& call) {
   const std::size_t B = layout.batch_size(), W = layout.max_drafts() + 1;
-  std::unique_ptr<std::int32_t[]> tokens(new std::int32_t[B * W]);
-  std::unique_ptr<std::int32_t[]> accepted(new std::int32_t[B]);
+  const bool given = o.tokens.has_value();
+  if (given != o.num_accepted.has_value() || given != o.status.has_value())
+    throw nb::value_error("out: give tokens, num_accepted and status together");
+  std::unique_ptr<std::int32_t[]> own_tokens, own_accepted;
+  std::span<std::int32_t> tokens, accepted;
+  std::span<std::uint8_t> flags;
+  if (given) {
+    tokens = writable<std::int32_t>(*o.tokens, "out.tokens", B * W);
+    accepted = writable<std::int32_t>(*o.num_accepted, "out.num_accepted", B);
+    flags = writable<std::uint8_t>(*o.status, "out.status", B);
+  } else {
+    own_tokens.reset(new std::int32_t[B * W]);
+    own_accepted.reset(new std::int32_t[B]);
+    tokens = {own_tokens.get(), B * W};
+    accepted = {own_accepted.get(), B};
+  }
   std::vector<specdec::verify_status> status(B);
   {
     nb::gil_scoped_release release;
-    call(specdec::chain_outputs{std::span<specdec::token_id>(tokens.get(), B * W), std::span<std::int32_t>(accepted.get(), B),
-                                std::span<specdec::verify_status>(status)});
+    call(specdec::chain_outputs{tokens, accepted, std::span<specdec::verify_status>(status)});
   }
-  std::unique_ptr<std::uint8_t[]> flags(new std::uint8_t[B]);
-  for (std::size_t b = 0; b < B; ++b) flags[b] = static_cast<std::uint8_t>(status[b]);
-  return nb::make_tuple(to_numpy(std::move(tokens), {B, W}), to_numpy(std::move(accepted), {B}), to_numpy(std::move(flags), {B}));
+  if (given) {
+    for (std::size_t b = 0; b < B; ++b) flags[b] = static_cast<std::uint8_t>(status[b]);
+    return nb::none();
+  }
+  std::unique_ptr<std::uint8_t[]> own_flags(new std::uint8_t[B]);
+  for (std::size_t b = 0; b < B; ++b) own_flags[b] = static_cast<std::uint8_t>(status[b]);
+  return nb::make_tuple(to_numpy(std::move(own_tokens), {B, W}), to_numpy(std::move(own_accepted), {B}),
+                        to_numpy(std::move(own_flags), {B}));
 }
 
 verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts, std::size_t max_drafts,
                      std::size_t vocab, const array& draft_tokens, const std::optional<array>& draft_probs, const array& target_probs,
                      const array& seeds, const array& request_ids, const array& steps, bool check_normalisation,
-                     double normalisation_tolerance) {
+                     double normalisation_tolerance, out_arrays dest) {
   chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
   const bool dbl = is_double(target_probs, "target_probs");
   if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
@@ -213,7 +248,7 @@ verify_result verify(const rule_spec& rule, const std::string& backend, bool pac
     const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens,
                                         draft_probs ? view<T>(*draft_probs, "draft_probs") : std::span<const T>{},
                                         view<T>(target_probs, "target_probs")};
-    return run_chain(in.layout, [&](const specdec::chain_outputs& out) {
+    return run_chain(in.layout, dest, [&](const specdec::chain_outputs& out) {
       with_policy(backend, [&](const auto& policy) {
         with_rule(rule, [&](const auto& r) { specdec::verify(policy, r, batch, in.streams, out, options); });
       });
@@ -229,7 +264,7 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
                                  const array& request_ids, const array& steps, const array& temperature, const array& top_k,
                                  const array& top_p, const array& min_p, const std::optional<array>& draft_temperature,
                                  const std::optional<array>& draft_top_k, const std::optional<array>& draft_top_p,
-                                 const std::optional<array>& draft_min_p) {
+                                 const std::optional<array>& draft_min_p, out_arrays dest) {
   chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
   const bool dbl = is_double(target_logits, "target_logits");
   const char* draft_name = draft_rows_are_probs ? "draft_probs" : "draft_logits";
@@ -247,7 +282,7 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
         .rows = draft_rows_are_probs ? specdec::draft_rows_kind::probabilities : specdec::draft_rows_kind::logits,
         .params = draft_params,
         .q_at_drafts = q_at_drafts ? view<T>(*q_at_drafts, "q_at_drafts") : std::span<const T>{}};
-    return run_chain(in.layout, [&](const specdec::chain_outputs& out) {
+    return run_chain(in.layout, dest, [&](const specdec::chain_outputs& out) {
       with_policy(backend, [&](const auto& policy) {
         with_rule(rule, [&](const auto& r) {
           specdec::verify_from_logits(policy, r, batch, std::span<const specdec::warp_params>(target_params), draft, in.streams, out);
@@ -357,17 +392,26 @@ NB_MODULE(_core, m) {
                           std::to_string(SPECDEC_VERSION_PATCH);
   m.attr("HAS_SIMD") = static_cast<bool>(SPECDEC_ENABLE_SIMD);
 
+  nb::class_<out_arrays>(m, "OutArrays")
+      .def(nb::init<>())
+      .def(
+          "__init__",
+          [](out_arrays* self, nb::ndarray<> tokens, nb::ndarray<> num_accepted, nb::ndarray<> status) {
+            new (self) out_arrays{tokens, num_accepted, status};
+          },
+          "tokens"_a, "num_accepted"_a, "status"_a);
+
   nb::class_<rule_spec>(m, "RuleSpec")
       .def(nb::init<int, double, double, double, int>(), "kind"_a, "a"_a = 0.0, "b"_a = 0.0, "c"_a = 0.0, "d"_a = 0)
       .def_ro("kind", &rule_spec::kind);
 
   m.def("verify", &verify, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a, "draft_tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
-        "normalisation_tolerance"_a);
+        "normalisation_tolerance"_a, "out"_a);
   m.def("verify_from_logits", &verify_from_logits, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a,
         "draft_tokens"_a, "draft_rows"_a.none(), "draft_rows_are_probs"_a, "q_at_drafts"_a.none(), "target_logits"_a, "seeds"_a,
         "request_ids"_a, "steps"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a, "draft_temperature"_a.none(),
-        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none());
+        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a);
   m.def("sample", &sample, "backend"_a, "probs"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a, "purpose"_a);
   m.def("sample_logits", &sample_logits, "backend"_a, "logits"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a,
         "purpose"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a);

@@ -244,3 +244,39 @@ def test_empty_batch():
                        np.zeros((0, 5), np.float32), num_drafts=np.zeros(0, np.int32), seeds=[], request_ids=[],
                        steps=[])
     assert r.tokens.shape == (0, 1) and r.num_accepted.shape == (0,)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_results_are_written_into_the_callers_arrays(backend, packed):
+    rng = np.random.default_rng(21)
+    drafts, q, p, nd = batch(rng, B=10)
+    if packed:
+        drafts = np.concatenate([drafts[b, :nd[b]] for b in range(10)])
+        q = np.concatenate([q[b, :nd[b]] for b in range(10)])
+        p = np.concatenate([p[b, :nd[b] + 1] for b in range(10)])
+    W = (nd.max() if packed else 4) + 1
+    kw = dict(seeds=4, request_ids=np.arange(10), steps=1, num_drafts=nd, backend=backend)
+    fresh = specdec.verify(specdec.Strict(), drafts, q, p, **kw)
+    out = (np.full((10, W), 77, np.int32), np.full(10, 77, np.int32), np.full(10, 77, np.uint8))
+    r = specdec.verify(specdec.Strict(), drafts, q, p, out=out, **kw)
+    assert all(a is b for a, b in zip(r, out))  # the caller's arrays, written in place
+    for a, b in zip(fresh, out):
+        np.testing.assert_array_equal(a, b)
+    with np.errstate(divide="ignore"):  # log(0) = -inf: an impossible token
+        logits = specdec.verify_from_logits(specdec.Greedy(), drafts, np.log(p), out=out, **kw)
+    assert logits.tokens is out[0]
+    np.testing.assert_array_equal(out[0], specdec.verify(specdec.Greedy(), drafts, None, p, **kw).tokens)
+
+
+def test_out_arrays_are_checked():
+    drafts, q, p = np.zeros((2, 1), np.int32), np.full((2, 1, 3), 1 / 3), np.full((2, 2, 3), 1 / 3)
+    kw = dict(seeds=0, request_ids=[0, 1], steps=0)
+    good = (np.zeros((2, 2), np.int32), np.zeros(2, np.int32), np.zeros(2, np.uint8))
+    with pytest.raises(TypeError, match="out.tokens: dtype must be int32"):
+        specdec.verify(specdec.Strict(), drafts, q, p, out=(good[0].astype(np.int64),) + good[1:], **kw)
+    with pytest.raises(ValueError, match="out.num_accepted: expected shape"):
+        specdec.verify(specdec.Strict(), drafts, q, p, out=(good[0], np.zeros(3, np.int32), good[2]), **kw)
+    ro = good[2].copy()
+    ro.setflags(write=False)
+    with pytest.raises(TypeError, match="out.status: must be C-contiguous and writable"):
+        specdec.verify(specdec.Strict(), drafts, q, p, out=(good[0], good[1], ro), **kw)
