@@ -42,7 +42,7 @@ fi
 rm -rf "$probe"
 
 echo "== installing build and test dependencies"
-"${pip[@]}" install -q nanobind scikit-build-core numpy pytest
+"${pip[@]}" install -q nanobind scikit-build-core numpy pytest hypothesis
 echo "== building and installing specdec from $root/python"
 "${pip[@]}" install -q --no-build-isolation -Cbuild-dir="$venv/build" "$root/python"
 built=$(date +%s)

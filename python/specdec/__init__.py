@@ -205,6 +205,10 @@ def _shape(name, x):
 
 def _ints(name, x, n, dtype, lo, hi, broadcast=True):
     """A small per-request integer array of length n (a scalar is repeated when `broadcast`), as `dtype`."""
+    if type(x) is np.ndarray and x.dtype == dtype and x.shape == (n,) and x.flags.c_contiguous:
+        info = np.iinfo(dtype)
+        if lo <= info.min and info.max <= hi:  # the dtype itself bounds the values: nothing to check
+            return x
     a = np.asarray(x)
     if a.size == 0 and a.dtype.kind == "f":  # [] is float64 to numpy
         a = a.astype(dtype)
@@ -267,7 +271,7 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
     t = np.asarray(draft_tokens)
     if t.dtype == np.bool_ or t.dtype.kind not in "iu":
         raise TypeError(f"draft_tokens: must be integers, got dtype {t.dtype}")
-    if t.size and (t.min() < -(2**31) or t.max() > 2**31 - 1):
+    if t.dtype != np.int32 and t.size and (t.min() < -(2**31) or t.max() > 2**31 - 1):
         raise ValueError("draft_tokens: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
     tshape = _shape(target_name, target)
     if num_drafts is not None and cu_num_drafts is not None:
