@@ -3,10 +3,12 @@
 #
 #   python/run-tests.sh [DIR] [pytest args...]
 #
-# DIR (default /tmp) holds the environment, DIR/specdec-pyenv, and its build tree (reused by the next
-# run). PYTHON picks the interpreter (default python3, >= 3.10). Exits with pytest's status; prints
-# "SKIPPED: ..." and exits 0 only when pip cannot reach the package index at all (nanobind,
-# scikit-build-core, numpy and pytest come from it). Any other failure is a failure.
+# DIR (default /tmp) holds the environment, DIR/specdec-pyenv, made afresh each run with its build
+# tree (DIR/specdec-pyenv/build: every run is a clean build). PYTHON picks the
+# interpreter (default python3, >= 3.10); CMAKE_BUILD_PARALLEL_LEVEL the build's jobs; CXX the
+# compiler of the C++ parity test. Exits with pytest's status; prints "SKIPPED: ..." and exits 0
+# only when pip cannot reach the package index at all (nanobind, scikit-build-core, numpy, pytest
+# and hypothesis come from it). Any other failure is a failure.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,7 +33,7 @@ probe=$(mktemp -d)
 if ! out=$("${pip[@]}" download --no-deps --retries 0 --timeout 15 -d "$probe" nanobind 2>&1); then
   rm -rf "$probe"
   if grep -qiE "from versions: none|connection|network is unreachable|name resolution|timed out|proxy" <<<"$out"; then
-    echo "SKIPPED: pip cannot reach the package index to fetch the build dependencies (nanobind, scikit-build-core, numpy, pytest):"
+    echo "SKIPPED: pip cannot reach the package index to fetch the build dependencies (nanobind, scikit-build-core, numpy, pytest, hypothesis):"
     echo "$out" | tail -n 2
     exit 0
   fi
