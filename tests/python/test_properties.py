@@ -40,17 +40,21 @@ def chain_batches(draw):
                 ids=rng.permutation(max(B, 1) * 10)[:B], steps=rng.integers(0, 2**32 - 1, B))
 
 
+def layout(c, rows):
+    """The drafts, q and p of requests `rows`, padded or packed as the case says."""
+    nd = c["nd"]
+    if not c["packed"]:
+        return c["drafts"][rows], c["q"][rows], c["p"][rows]
+    empty = np.zeros((0, c["V"]), c["q"].dtype)
+    return (np.concatenate([c["drafts"][b, :nd[b]] for b in rows] or [np.zeros(0, np.int64)]),
+            np.concatenate([c["q"][b, :nd[b]] for b in rows] or [empty]),
+            np.concatenate([c["p"][b, :nd[b] + 1] for b in rows] or [empty]))
+
+
 def call(rule, c, backend, rows=None):
-    rows = range(c["B"]) if rows is None else rows
-    rows = list(rows)
-    nd = c["nd"][rows]
-    if c["packed"]:
-        drafts = np.concatenate([c["drafts"][b, :c["nd"][b]] for b in rows] or [np.zeros(0, np.int64)])
-        q = np.concatenate([c["q"][b, :c["nd"][b]] for b in rows] or [np.zeros((0, c["V"]), c["q"].dtype)])
-        p = np.concatenate([c["p"][b, :c["nd"][b] + 1] for b in rows] or [np.zeros((0, c["V"]), c["p"].dtype)])
-    else:
-        drafts, q, p = c["drafts"][rows], c["q"][rows], c["p"][rows]
-    return specdec.verify(rule, drafts, q if rule.reads_q else None, p, num_drafts=nd, seeds=c["seeds"][rows],
+    rows = list(range(c["B"]) if rows is None else rows)
+    drafts, q, p = layout(c, rows)
+    return specdec.verify(rule, drafts, q if rule.reads_q else None, p, num_drafts=c["nd"][rows], seeds=c["seeds"][rows],
                           request_ids=c["ids"][rows], steps=c["steps"][rows], backend=backend)
 
 
@@ -82,3 +86,66 @@ def test_verify_invariants(c, rule):
         alone = call(rule, c, specdec.DEFAULT_BACKEND, rows=[b])
         assert alone.tokens[0].tolist() == r.tokens[b, :alone.tokens.shape[1]].tolist()
         assert alone.status[0] == r.status[b]
+
+
+@st.composite
+def logit_rows(draw):
+    R = draw(st.integers(0, 8))
+    V = draw(st.integers(1, 60))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = (rng.standard_normal((R, V)) * draw(st.sampled_from([0.1, 1.0, 10.0]))).astype(
+        draw(st.sampled_from([np.float32, np.float64])))
+    x[rng.random((R, V)) < draw(st.sampled_from([0.0, 0.5, 1.0]))] = -np.inf  # masked tokens, maybe whole rows
+    if R and draw(st.booleans()):
+        x[rng.integers(0, R), rng.integers(0, V)] = np.nan
+    warp = dict(temperature=np.where(rng.random(R) < 0.2, 0.0, rng.uniform(0.1, 3.0, R)), top_k=rng.integers(0, V + 2, R),
+                top_p=rng.uniform(0.01, 1.0, R), min_p=np.where(rng.random(R) < 0.5, 0.0, rng.uniform(0, 1, R)))
+    ids = dict(seeds=rng.integers(0, 2**63, R), request_ids=rng.permutation(max(R, 1) * 5)[:R], steps=rng.integers(0, 9, R))
+    return x, warp, ids
+
+
+@settings(max_examples=150, deadline=None)
+@given(logit_rows())
+def test_sample_logits_invariants(case):
+    x, warp, ids = case
+    R, V = x.shape
+    results = [specdec.sample_logits(x, backend=b, **warp, **ids) for b in specdec.BACKENDS]
+    for other in results[1:]:
+        np.testing.assert_array_equal(results[0].tokens, other.tokens)
+        np.testing.assert_array_equal(results[0].status, other.status)
+    s = results[0]
+    for r in range(R):
+        if s.status[r] == specdec.RowStatus.OK:
+            assert 0 <= s.tokens[r] < V and np.isfinite(x[r, s.tokens[r]])  # never a masked token
+        else:
+            assert s.tokens[r] == -1
+            assert np.isnan(x[r]).any() or np.isposinf(x[r]).any() or np.isneginf(x[r]).all()
+        if R:
+            alone = specdec.sample_logits(x[r:r + 1], **{k: v[r:r + 1] for k, v in warp.items()},
+                                          **{k: v[r:r + 1] for k, v in ids.items()})
+            assert alone.tokens[0] == s.tokens[r] and alone.status[0] == s.status[r]
+
+
+@settings(max_examples=100, deadline=None)
+@given(chain_batches(), st.sampled_from([specdec.Strict(), specdec.Greedy(), specdec.SampleAndMatch(), specdec.Block()]),
+       st.sampled_from([0.0, 0.7, 1.0]), st.integers(0, 5))
+def test_verify_from_logits_invariants(c, rule, temperature, top_k):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = dict(c, q=np.log(c["q"]), p=np.log(c["p"]))  # zero probabilities become -inf logits
+    out = {}
+    drafts, q, p = layout(c, list(range(c["B"])))
+    nd = c["nd"]
+    for b in specdec.BACKENDS:
+        out[b] = specdec.verify_from_logits(rule, drafts, p, draft_logits=q, num_drafts=nd, seeds=c["seeds"],
+                                            request_ids=c["ids"], steps=c["steps"], temperature=temperature,
+                                            top_k=top_k, backend=b)
+    r = out["seq"]
+    for other in out.values():
+        for x, y in zip(r, other):
+            np.testing.assert_array_equal(x, y)
+    for b in range(c["B"]):
+        k = int(r.num_accepted[b])
+        assert r.tokens[b, :k].tolist() == c["drafts"][b, :k].tolist()
+        assert ((r.tokens[b] == -1) | ((r.tokens[b] >= 0) & (r.tokens[b] < c["V"]))).all()
+        assert (r.tokens[b, k + 1:] == -1).all()
+        assert (r.tokens[b, k] >= 0) == bool(specdec.is_valid(r.status[b]))
