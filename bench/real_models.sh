@@ -21,6 +21,7 @@
 #   BUILD_DIR   where specdec-llama was built [build-demo, else build]
 #   TOKENS      most tokens per prompt [64]      THREADS   thread counts ["1 2"]
 #   REPEATS     runs of every configuration [1]  MODELS    which targets ["gemma smollm2"]
+#   WORKLOADS   which files of bench/prompts/ ["grounded code open"]
 #   OUT         results folder [bench/results/real-models-<date>]
 # Writes $OUT/runs.csv (one line per configuration and repeat), $OUT/summary.md (bench/real_models_report.py)
 # and $OUT/machine.txt.
@@ -100,7 +101,7 @@ lookup() {
 
 for model in $MODEL_NAMES; do
   for threads in $THREADS; do
-    for workload in grounded code open; do
+    for workload in ${WORKLOADS:-grounded code open}; do
       for repeat in $(seq 1 "$REPEATS"); do
         for rule in greedy sample-and-match; do
           for method in none ngram suffix; do

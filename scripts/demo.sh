@@ -39,6 +39,11 @@ cmake --build "$BUILD_DIR" --target "${targets[@]}" -j "$JOBS" >&2
 section "run"
 "$BUILD_DIR/examples/specdec_demo" "$@"
 
+section "Python: pip install ./python in $BUILD_DIR/pyenv, then one call (examples/python_verify.py)"
+python3 -m venv "$BUILD_DIR/pyenv" >&2
+"$BUILD_DIR/pyenv/bin/python" -m pip install --quiet --disable-pip-version-check "$ROOT/python" >&2
+"$BUILD_DIR/pyenv/bin/python" "$ROOT/examples/python_verify.py"
+
 section "SV's batch scheduler on the step decoder against every fixed gamma (goodput, continuous batching)"
 "$BUILD_DIR/examples/specdec_sv_batch_goodput" "$@"
 

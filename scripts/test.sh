@@ -9,6 +9,9 @@
 #   fuzz      every libFuzzer harness of tests/fuzz/ for SPECDEC_FUZZ_SECONDS (default 20) each, in the
 #             sanitize build (test preset fuzz). scripts/fuzz.sh runs them longer.
 #   format    scripts/format.sh --check (clang-format).
+#   python    the Python package (python/): a fresh virtual environment, pip install ./python (nanobind,
+#             scikit-build-core and numpy from PyPI), its pytest suite (python/run-tests.sh, in
+#             $PYTHON_BUILD_DIR, default ./build-python); about 2 min on 2 cores.
 #   docs      the Doxygen API reference (target docs of the gcc build, docs/Doxyfile.in): any warning,
 #             such as an undocumented public entity, fails it (a configure of its own, in ./build-docs).
 # Before the gcc stage, scripts/get-llama-cpp.sh fetches and builds llama.cpp (cached under ~/.cache/specdec),
@@ -32,7 +35,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$(realpath -m "${BUILD_DIR:-$ROOT/build}")"
 SANITIZE_BUILD_DIR="$(realpath -m "${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}")"
 DOCS_BUILD_DIR="$(realpath -m "${DOCS_BUILD_DIR:-$ROOT/build-docs}")"
-STAGES="${SPECDEC_TEST_STAGES:-gcc sanitize fuzz format docs}"
+STAGES="${SPECDEC_TEST_STAGES:-gcc sanitize fuzz format docs python}"
+PYTHON_BUILD_DIR="$(realpath -m "${PYTHON_BUILD_DIR:-$ROOT/build-python}")"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 extra_args=()
 if [[ -n "${SPECDEC_CMAKE_ARGS:-}" ]]; then
@@ -43,8 +47,8 @@ source "$ROOT/scripts/lib.sh"
 
 for stage in $STAGES; do
   case "$stage" in
-    gcc | sanitize | fuzz | format | docs) ;;
-    *) echo "scripts/test.sh: unknown stage '$stage' (gcc, sanitize, fuzz, format, docs)" >&2; exit 2 ;;
+    gcc | sanitize | fuzz | format | docs | python) ;;
+    *) echo "scripts/test.sh: unknown stage '$stage' (gcc, sanitize, fuzz, format, docs, python)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -135,13 +139,18 @@ stage_docs() {
   cmake --build "$DOCS_BUILD_DIR" --target docs
 }
 
+stage_python() {
+  section "python: build the package in a fresh virtual environment and run its tests (python/run-tests.sh)"
+  "$ROOT/python/run-tests.sh" "$PYTHON_BUILD_DIR"
+}
+
 if [[ "${SPECDEC_LLAMA_CPP:-1}" == 0 ]]; then
   llama_args=(-DSPECDEC_ENABLE_LLAMA_CPP=OFF)
 elif wants gcc; then
   timed llama.cpp prepare_llama_cpp
 fi
 
-for stage in gcc sanitize fuzz format docs; do
+for stage in gcc sanitize fuzz format docs python; do
   if wants "$stage"; then
     timed "$stage" "stage_$stage"
   fi

@@ -53,7 +53,9 @@ std::string dtype_name(const nb::dlpack::dtype& d) {
   return std::string(kind) + std::to_string(d.bits);
 }
 
-[[noreturn]] void refuse(const char* name, const std::string& what) { throw nb::type_error((std::string(name) + ": " + what).c_str()); }
+[[noreturn]] void refuse(const char* name, const std::string& what) {
+  throw nb::type_error((std::string(name) + ": " + what).c_str());
+}
 
 // CPU memory, C order (extents of 1 may have any stride).
 template <class Array>
@@ -80,7 +82,8 @@ bool is_double(const array& a, const char* name) {
 template <class T>
 std::span<const T> view(const array& a, const char* name) {
   check_memory(a, name);
-  if (a.dtype() != nb::dtype<T>()) refuse(name, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(nb::dtype<T>()));
+  if (a.dtype() != nb::dtype<T>())
+    refuse(name, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(nb::dtype<T>()));
   return {static_cast<const T*>(a.data()), a.size()};
 }
 
@@ -97,7 +100,8 @@ std::vector<specdec::random::request_stream> make_streams(const array& seeds, co
   const auto s = view<std::uint64_t>(seeds, "seeds");
   const auto r = view<std::uint32_t>(request_ids, "request_ids");
   const auto t = view<std::uint32_t>(steps, "steps");
-  if (r.size() != s.size() || t.size() != s.size()) throw nb::value_error("seeds, request_ids and steps must have one entry per request");
+  if (r.size() != s.size() || t.size() != s.size())
+    throw nb::value_error("seeds, request_ids and steps must have one entry per request");
   std::vector<specdec::random::request_stream> out(s.size());
   for (std::size_t b = 0; b < s.size(); ++b) out[b] = {.seed = s[b], .request = r[b], .step = t[b]};
   return out;
@@ -176,8 +180,8 @@ struct chain_inputs {
   std::vector<specdec::random::request_stream> streams;
 };
 
-chain_inputs make_chain(bool packed, const array& num_drafts, std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
-                        const array& seeds, const array& request_ids, const array& steps) {
+chain_inputs make_chain(bool packed, const array& num_drafts, std::size_t max_drafts, std::size_t vocab,
+                        const array& draft_tokens, const array& seeds, const array& request_ids, const array& steps) {
   const auto n = view<std::int32_t>(num_drafts, "num_drafts");
   chain_inputs in{packed ? specdec::ragged_layout::packed(n) : specdec::ragged_layout::padded(n, max_drafts), vocab,
                   view<specdec::token_id>(draft_tokens, "draft_tokens"), make_streams(seeds, request_ids, steps)};
@@ -189,7 +193,8 @@ chain_inputs make_chain(bool packed, const array& num_drafts, std::size_t max_dr
 template <class T>
 std::span<T> writable(nb::ndarray<>& a, const char* name, std::size_t size) {
   check_memory(a, name);
-  if (a.dtype() != nb::dtype<T>()) refuse(name, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(nb::dtype<T>()));
+  if (a.dtype() != nb::dtype<T>())
+    refuse(name, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(nb::dtype<T>()));
   if (a.size() != size) throw nb::value_error((std::string(name) + ": expected " + std::to_string(size) + " entries").c_str());
   return {static_cast<T*>(a.data()), size};
 }
@@ -235,15 +240,17 @@ nb::object run_chain(const specdec::ragged_layout& layout, out_arrays& o, Call&&
                         to_numpy(std::move(own_flags), {B}));
 }
 
-verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts, std::size_t max_drafts,
-                     std::size_t vocab, const array& draft_tokens, const std::optional<array>& draft_probs, const array& target_probs,
-                     const array& seeds, const array& request_ids, const array& steps, bool check_normalisation,
-                     double normalisation_tolerance, out_arrays dest) {
+verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
+                     std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
+                     const std::optional<array>& draft_probs, const array& target_probs, const array& seeds,
+                     const array& request_ids, const array& steps, bool check_normalisation, double normalisation_tolerance,
+                     out_arrays dest) {
   chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
   const bool dbl = is_double(target_probs, "target_probs");
   if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
     refuse("draft_probs", "must have target_probs' dtype (" + dtype_name(target_probs.dtype()) + ")");
-  const specdec::verify_options options{.check_normalisation = check_normalisation, .normalisation_tolerance = normalisation_tolerance};
+  const specdec::verify_options options{.check_normalisation = check_normalisation,
+                                        .normalisation_tolerance = normalisation_tolerance};
   auto typed = [&]<class T>(T*) {
     const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens,
                                         draft_probs ? view<T>(*draft_probs, "draft_probs") : std::span<const T>{},
@@ -276,7 +283,8 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
   std::vector<specdec::warp_params> draft_params;
   if (draft_temperature) draft_params = make_warp(*draft_temperature, *draft_top_k, *draft_top_p, *draft_min_p, "draft_");
   auto typed = [&]<class T>(T*) {
-    const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens, draft_rows ? view<T>(*draft_rows, draft_name) : std::span<const T>{},
+    const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens,
+                                        draft_rows ? view<T>(*draft_rows, draft_name) : std::span<const T>{},
                                         view<T>(target_logits, "target_logits")};
     const specdec::draft_side<T> draft{
         .rows = draft_rows_are_probs ? specdec::draft_rows_kind::probabilities : specdec::draft_rows_kind::logits,
@@ -285,7 +293,8 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
     return run_chain(in.layout, dest, [&](const specdec::chain_outputs& out) {
       with_policy(backend, [&](const auto& policy) {
         with_rule(rule, [&](const auto& r) {
-          specdec::verify_from_logits(policy, r, batch, std::span<const specdec::warp_params>(target_params), draft, in.streams, out);
+          specdec::verify_from_logits(policy, r, batch, std::span<const specdec::warp_params>(target_params), draft, in.streams,
+                                      out);
         });
       });
     });
@@ -303,8 +312,8 @@ sample_output pack_samples(std::unique_ptr<std::int32_t[]> tokens, const std::ve
 }
 
 // Row r: a categorical sample of probs[r] with streams[r].open(position, purpose).uniform().
-sample_output sample(const std::string& backend, const array& probs, std::size_t vocab, const array& seeds, const array& request_ids,
-                     const array& steps, std::uint32_t position, std::uint8_t purpose) {
+sample_output sample(const std::string& backend, const array& probs, std::size_t vocab, const array& seeds,
+                     const array& request_ids, const array& steps, std::uint32_t position, std::uint8_t purpose) {
   const bool dbl = is_double(probs, "probs");
   const auto streams = make_streams(seeds, request_ids, steps);
   const std::size_t R = streams.size();
@@ -370,7 +379,8 @@ nb::tuple row_transform(const std::string& backend, const array& logits, std::si
       nb::gil_scoped_release release;
       with_policy(backend, [&](const auto& policy) {
         if constexpr (Warp)
-          specdec::warp_logits(policy, in, out, std::span<const specdec::warp_params>(params), std::span<specdec::row_status>(status));
+          specdec::warp_logits(policy, in, out, std::span<const specdec::warp_params>(params),
+                               std::span<specdec::row_status>(status));
         else
           specdec::softmax(policy, in, out, std::span<specdec::row_status>(status), temps);
       });
@@ -417,14 +427,17 @@ NB_MODULE(_core, m) {
         "purpose"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a);
   m.def("softmax", &row_transform<false>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none() = nb::none(),
         "top_p"_a.none() = nb::none(), "min_p"_a.none() = nb::none());
-  m.def("warp_logits", &row_transform<true>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none(), "top_p"_a.none(),
-        "min_p"_a.none());
+  m.def("warp_logits", &row_transform<true>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none(),
+        "top_p"_a.none(), "min_p"_a.none());
   m.def(
       "uniform",
       [](std::uint64_t seed, std::uint32_t request, std::uint32_t step, std::uint32_t position, std::uint8_t purpose,
          std::uint32_t index) {
-        specdec::random::philox_stream s(specdec::random::stream_address{
-            .seed = seed, .request = request, .step = step, .position = position, .what = static_cast<specdec::random::purpose>(purpose)});
+        specdec::random::philox_stream s(specdec::random::stream_address{.seed = seed,
+                                                                         .request = request,
+                                                                         .step = step,
+                                                                         .position = position,
+                                                                         .what = static_cast<specdec::random::purpose>(purpose)});
         double u = 0.0;
         for (std::uint32_t i = 0; i <= index; ++i) u = s.uniform();
         return u;

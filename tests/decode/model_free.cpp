@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -20,9 +21,12 @@
 #include "specdec/acceptance/lenient.hpp"
 #include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/strict.hpp"
+#include "specdec/acceptance/tree.hpp"
 #include "specdec/decode/batch_decoder.hpp"
 #include "specdec/decode/decode.hpp"
+#include "specdec/draft/model_free.hpp"
 #include "specdec/draft/prompt_lookup.hpp"
+#include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/model/adapters.hpp"
 #include "specdec/model/sequence.hpp"
 #include "specdec/models/kv_cache.hpp"
@@ -89,35 +93,82 @@ specdec::draft_stage uniform_q_lookup() {
     out.q_rows.assign(out.tokens.size() * vocab, 1.0f / static_cast<float>(vocab));
   };
 }
+
+// The suffix tree's chain, handed over with its frequencies as q: q(x_j) = count(x_j's node) /
+// count(its parent), the rest spread evenly. The drafts are the tree's most frequent continuation, a
+// function of the context, so that q is not their law (the negative control of the suffix tests).
+specdec::draft_stage suffix_frequencies_as_q() {
+  const specdec::suffix_options o{.max_depth = 8, .max_spec = 4, .factor = 2.0};
+  return [o, tree = specdec::suffix_tree(o.max_depth), draft = specdec::suffix_draft{}, work = specdec::suffix_workspace{}](
+             std::span<const token_id> c, std::size_t gamma, const specdec::random::request_stream&,
+             specdec::stage_draft& out) mutable {
+    specdec::index_context(tree, c);
+    specdec::suffix_speculate(tree, c, gamma, o, draft, work);
+    specdec::write_model_free_chain(std::span<const token_id>(draft.tokens), 0, out);
+    out.q_rows.assign(out.tokens.size() * vocab, 0.0f);
+    for (std::size_t j = 0; j < out.tokens.size(); ++j) {
+      const double conditional = draft.probabilities[j] / (j == 0 ? 1.0 : draft.probabilities[j - 1]);
+      for (std::size_t v = 0; v < vocab; ++v)
+        out.q_rows[j * vocab + v] = static_cast<token_id>(v) == out.tokens[j]
+                                        ? static_cast<float>(conditional)
+                                        : static_cast<float>((1.0 - conditional) / (vocab - 1));
+    }
+  };
+}
 }  // namespace
 
-TEST_CASE("prompt lookup drafts keep the target's sequence law; a q that is not the drafts' law fails", "[decode][prompt_lookup]") {
+TEST_CASE(
+    "model-free drafts (prompt lookup, suffix chains and trees) keep the target's sequence law; a q that is not the drafts' law fails",
+    "[decode][prompt_lookup]") {
   const auto pair = specdec_test::make_markov_pair(vocab, 0x5EED5, 0.6);
   const auto target = specdec::make_model(vocab, specdec_test::table_logits(pair.target, vocab));
   const auto law = specdec_test::target_sequence_distribution(pair, 1, horizon);
-  const auto sample = [&](const auto& rule, std::uint64_t seed, auto make_stage) {
+  const auto sample = [&](const specdec::request_acceptance& acceptance, std::uint64_t seed, auto make_stage) {
     specdec::kv_cached_model<decltype(target)> t(target);
     specdec::no_sequence_model none(vocab);
-    specdec::batch_decoder decoder(specdec::exec::seq, t, none, rule);
-    const auto counts = specdec_test::count_sequences(decoder, vocab, horizon, law.size(), seed, [&](specdec::request_options& o) {
-      o.prompt = markov_prompt;
-      o.drafter = make_stage();
-    });
+    specdec::batch_decoder decoder(specdec::exec::seq, t, none, specdec::strict);
+    const auto counts =
+        specdec_test::count_sequences(decoder, vocab, horizon, law.size(), seed, [&](specdec::request_options& o) {
+          o.prompt = markov_prompt;
+          o.drafter = make_stage();
+          o.acceptance = acceptance;
+        });
     INFO("drafted " << counts.drafted);
     CHECK(counts.drafted > 10000);  // the lookup drafted in most requests: the test saw its drafts
     return specdec_test::chi_squared_gof(counts.counts, law);
   };
-  const auto plain = [] { return specdec::prompt_lookup_stage({.min_n = 1, .max_n = 2, .k = 4}); };
-  const auto one_hot = [] { return specdec::prompt_lookup_stage({.min_n = 1, .max_n = 2, .k = 4, .one_hot_vocab = vocab}); };
-  const auto match = sample(specdec::sample_and_match, 20261129, plain);
-  INFO("sample-and-match: " << match);
-  CHECK(match.p_value > specdec_test::gof_alpha);
-  const auto strict = sample(specdec::strict, 20261130, one_hot);
-  INFO("strict, one-hot q: " << strict);
-  CHECK(strict.p_value > specdec_test::gof_alpha);
-  const auto control = sample(specdec::strict, 20261129, uniform_q_lookup);
-  INFO("strict, uniform q handed over (negative control): " << control);
-  CHECK(control.p_value < specdec_test::gof_alpha);
+  // Prompt lookup, and suffix-tree drafts (draft/suffix_drafter.hpp): chains under sample-and-match and
+  // strict with a one-hot q, suffix trees under target-only tree verification; a q that is not the
+  // drafts' law (uniform, or the suffix tree's frequencies) must fail.
+  using maker = std::function<specdec::draft_stage()>;
+  const maker lookup_plain = [] { return specdec::prompt_lookup_stage({.min_n = 1, .max_n = 2, .k = 4}); };
+  const maker lookup_one_hot = [] {
+    return specdec::prompt_lookup_stage({.min_n = 1, .max_n = 2, .k = 4, .one_hot_vocab = vocab});
+  };
+  const maker suffix_chain = [] { return specdec::suffix_stage({.max_depth = 8, .max_spec = 4, .factor = 2.0}); };
+  const maker suffix_one_hot = [&] { return specdec::with_one_hot_q(suffix_chain(), vocab); };
+  const maker suffix_tree = [] { return specdec::suffix_stage({.max_depth = 8, .max_spec = 6, .factor = 3.0, .tree = true}); };
+  struct law_case {
+    const char* name;
+    specdec::request_acceptance acceptance;
+    maker stage;
+    bool exact;
+  };
+  const std::vector<law_case> cases{
+      {"prompt lookup, sample-and-match", specdec::sample_and_match, lookup_plain, true},
+      {"prompt lookup, strict with one-hot q", specdec::strict, lookup_one_hot, true},
+      {"prompt lookup, strict with a uniform q (negative control)", specdec::strict, uniform_q_lookup, false},
+      {"suffix chains, sample-and-match", specdec::sample_and_match, suffix_chain, true},
+      {"suffix chains, strict with one-hot q", specdec::strict, suffix_one_hot, true},
+      {"suffix trees, target-only tree verification", specdec::tree_acceptance{specdec::target_only}, suffix_tree, true},
+      {"suffix chains, strict with the frequencies as q (negative control)", specdec::strict, suffix_frequencies_as_q, false},
+  };
+  std::uint64_t seed = 20261129;
+  for (const law_case& c : cases) {
+    const auto result = sample(c.acceptance, seed++, c.stage);
+    INFO(c.name << ": " << result);
+    CHECK((result.p_value > specdec_test::gof_alpha) == c.exact);
+  }
 }
 
 TEST_CASE("prompt lookup with greedy verification is greedy target decoding", "[decode][prompt_lookup]") {
@@ -156,7 +207,8 @@ specdec::draft_stage random_drafter(std::uint64_t seed) {
   return [seed](std::span<const token_id> c, std::size_t gamma, const specdec::random::request_stream& s,
                 specdec::stage_draft& out) {
     out.clear();
-    auto r = specdec::random::philox_stream({seed, s.request, s.step, static_cast<std::uint32_t>(c.size()), specdec::random::purpose::user});
+    auto r = specdec::random::philox_stream(
+        {seed, s.request, s.step, static_cast<std::uint32_t>(c.size()), specdec::random::purpose::user});
     const std::size_t n = r.next_u32() % (gamma + 1);
     for (std::size_t j = 0; j < n; ++j) out.tokens.push_back(static_cast<token_id>(r.next_u32() % V));
   };
@@ -203,7 +255,8 @@ std::map<std::uint32_t, std::vector<token_id>> decode_batch(Policy policy, const
   for (const auto& r : requests) ids[decoder.add(r)] = r.request_id;
   std::map<std::uint32_t, std::vector<token_id>> out;
   while (decoder.active() > 0)
-    for (const auto& e : decoder.step()) out[ids.at(e.request)].insert(out[ids.at(e.request)].end(), e.tokens.begin(), e.tokens.end());
+    for (const auto& e : decoder.step())
+      out[ids.at(e.request)].insert(out[ids.at(e.request)].end(), e.tokens.begin(), e.tokens.end());
   return out;
 }
 }  // namespace
@@ -264,7 +317,8 @@ TEMPLATE_LIST_TEST_CASE("position-keyed target samples: any drafter gives target
       batch.push_back(request(id, drafter_of(kind, id, shared), specdec::target_sample_keys::output_position));
     CHECK(decode_batch(policy, target, batch) == expected);  // in one batch
     for (std::uint32_t id = 0; id < 3; ++id) {               // alone
-      auto alone = decode_batch(policy, target, {request(id, drafter_of(kind, id, shared), specdec::target_sample_keys::output_position)});
+      auto alone =
+          decode_batch(policy, target, {request(id, drafter_of(kind, id, shared), specdec::target_sample_keys::output_position)});
       CHECK(alone.at(id) == expected.at(id));
     }
   }
@@ -279,7 +333,8 @@ TEMPLATE_LIST_TEST_CASE("position-keyed target samples: any drafter gives target
   CHECK(decode_batch(policy, target, mixed) == expected);
   // Control: keyed by the round, drafting changes the samples (the random drafter's rounds fall elsewhere).
   std::vector<specdec::request_options> by_round;
-  for (std::uint32_t id = 0; id < requests; ++id) by_round.push_back(request(id, random_drafter(id), specdec::target_sample_keys::round));
+  for (std::uint32_t id = 0; id < requests; ++id)
+    by_round.push_back(request(id, random_drafter(id), specdec::target_sample_keys::round));
   const auto round_keyed = decode_batch(policy, target, by_round);
   std::size_t differing = 0;
   for (std::uint32_t id = 0; id < requests; ++id) differing += round_keyed.at(id) != expected.at(id) ? 1 : 0;

@@ -163,8 +163,7 @@ options parse(int argc, char** argv) {
     else if (a == "--length") {
       o.length = v;
       if (o.length != "fixed" && o.length != "heuristic") fail("unknown --length " + o.length + " (fixed, heuristic)");
-    }
-    else if (a == "--tokens")
+    } else if (a == "--tokens")
       o.tokens = count(a, v);
     else if (a == "--temperature")
       o.warp.temperature = number(a, v);
@@ -210,9 +209,9 @@ specdec::draft_stage drafter_of(const options& o, std::size_t vocab, const std::
   if (o.method == "ngram")
     stage = specdec::prompt_lookup_stage({.min_n = o.ngram_min, .max_n = o.ngram_max, .k = std::max<std::size_t>(o.gamma, 1)});
   else if (o.method == "suffix")
-    stage = specdec::suffix_stage({.max_depth = o.suffix_depth, .max_spec = std::max<std::size_t>(o.gamma, 1),
-                                   .min_probability = o.suffix_min_prob},
-                                  cache);
+    stage = specdec::suffix_stage(
+        {.max_depth = o.suffix_depth, .max_spec = std::max<std::size_t>(o.gamma, 1), .min_probability = o.suffix_min_prob},
+        cache);
   if (!stage) return stage;
   const bool reads_q = o.rule == "strict" || o.rule == "block" || o.rule.starts_with("lenient=");
   return reads_q ? specdec::with_one_hot_q(std::move(stage), vocab) : stage;

@@ -596,7 +596,8 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
       continue;
     }
     SPECDEC_EXPECTS(n <= r->gamma, "specdec::batch_decoder: a drafter stage drafted more tokens than allowed");
-    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ || (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n) ||
+    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ ||
+                        (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n) ||
                         (b.q_rows.empty() && r->group == verify_group::stage_chain && !reads_q_rows(*r)),
                     "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q; "
                     "none for a chain rule that does not read q)");
@@ -836,8 +837,9 @@ void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*
   batch_.vocab_size = vocab_;
   batch_.draft_tokens = std::span<const token_id>(drafts_).subspan(begin, at - begin);
   // A rule that does not read q gets none (a model-free stage wrote none).
-  batch_.draft_rows = reads_draft_distribution<Chain> ? std::span<const float>(q_probs_).subspan(begin * vocab_, (at - begin) * vocab_)
-                                                      : std::span<const float>{};
+  batch_.draft_rows = reads_draft_distribution<Chain>
+                          ? std::span<const float>(q_probs_).subspan(begin * vocab_, (at - begin) * vocab_)
+                          : std::span<const float>{};
   batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, target_rows * vocab_);
   const std::size_t stride = batch_.layout.max_drafts() + 1;
   out_tokens_.resize(count * stride);

@@ -43,7 +43,8 @@ const char* grounded_prompt =
 
 // Greedy decoding of `prompt` for `n` tokens on the decoder, drafting with `drafter` (empty: none).
 std::vector<token_id> greedy_decode(const lc::model& m, const std::vector<token_id>& prompt, std::size_t n,
-                                    specdec::draft_stage drafter, std::size_t* drafted = nullptr, std::size_t* accepted = nullptr) {
+                                    specdec::draft_stage drafter, std::size_t* drafted = nullptr,
+                                    std::size_t* accepted = nullptr) {
   lc::context ctx(m, {.context_per_sequence = 1024, .sequences = 1, .threads = 2});
   lc::sequence_model target(ctx);
   specdec::no_sequence_model none(m.vocab_size());
@@ -78,7 +79,8 @@ void check_model(const std::string& file) {
   CHECK(plain == specdec_test::llama::llama_greedy(m, prompt, n));
 
   std::size_t drafted = 0, accepted = 0;
-  const auto lookup = greedy_decode(m, prompt, n, specdec::prompt_lookup_stage({.min_n = 1, .max_n = 3, .k = 8}), &drafted, &accepted);
+  const auto lookup =
+      greedy_decode(m, prompt, n, specdec::prompt_lookup_stage({.min_n = 1, .max_n = 3, .k = 8}), &drafted, &accepted);
   INFO(file << ", prompt lookup: drafted " << drafted << ", accepted " << accepted);
   CHECK(drafted > 0);
   CHECK(lookup == plain);
