@@ -92,11 +92,11 @@ inline void validate(const suffix_options& o) {
 //! the k-th token of a chain), their path probabilities, the score (their sum) and the match length
 //! it came from (0: no draft).
 struct suffix_draft {
-  std::vector<token_id> tokens;
-  std::vector<std::int32_t> parents;
-  std::vector<double> probabilities;
-  double score = 0.0;
-  std::size_t match_length = 0;
+  std::vector<token_id> tokens;       //!< the drafted tokens, parents first
+  std::vector<std::int32_t> parents;  //!< the parent of each token (0: the context)
+  std::vector<double> probabilities;  //!< each token's path probability (never handed to a rule as q)
+  double score = 0.0;                 //!< the sum of the path probabilities (expected accepted tokens)
+  std::size_t match_length = 0;       //!< the match the draft continues (0: no draft)
 
   //! Empties the draft, keeping its buffers.
   void clear() noexcept {
@@ -112,14 +112,14 @@ struct suffix_draft {
 struct suffix_workspace {
   //! A node on the best-first frontier.
   struct frontier_entry {
-    double probability;
-    std::uint64_t order;  // when it entered: ties go to the earlier
-    suffix_node node;
-    std::int32_t parent;  // 0 = the match node, k = the k-th drafted token
+    double probability;   //!< its path probability
+    std::uint64_t order;  //!< when it entered: ties go to the earlier
+    suffix_node node;     //!< the tree node
+    std::int32_t parent;  //!< 0 = the match node, k = the k-th drafted token
   };
-  suffix_draft candidate;
-  std::vector<frontier_entry> frontier;  // a heap
-  std::vector<suffix_node> siblings;
+  suffix_draft candidate;                //!< a candidate draft being built
+  std::vector<frontier_entry> frontier;  //!< the best-first frontier (a heap)
+  std::vector<suffix_node> siblings;     //!< a node's children in drafting order
 };
 
 //! The candidate drafted from node `u` of `tree` with at most `budget` tokens (see the file comment:
@@ -252,16 +252,21 @@ class suffix_cache {
     return std::forward<F>(f)(static_cast<const suffix_tree&>(tree_));
   }
 
+  //! The most tokens the cache holds.
   std::size_t max_tokens() const noexcept { return max_tokens_; }
+  //! The tokens it holds now.
   std::size_t num_tokens() const {
     return inspect([](const suffix_tree& t) { return t.num_tokens(); });
   }
+  //! The outputs it holds now.
   std::size_t num_sequences() const {
     return inspect([](const suffix_tree& t) { return t.num_sequences(); });
   }
+  //! The nodes of its tree.
   std::size_t num_nodes() const {
     return inspect([](const suffix_tree& t) { return t.num_nodes(); });
   }
+  //! The bytes its tree's containers reserved.
   std::size_t memory_bytes() const {
     return inspect([](const suffix_tree& t) { return t.memory_bytes(); });
   }

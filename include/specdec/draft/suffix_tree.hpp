@@ -54,8 +54,8 @@ inline constexpr suffix_node no_suffix_node = std::numeric_limits<suffix_node>::
 //! The longest suffix of a context that is a path of a suffix tree: the node it ends at (the root
 //! when `length` is 0) and its length.
 struct suffix_match {
-  suffix_node node = 0;
-  std::size_t length = 0;
+  suffix_node node = 0;    //!< the node the matched path ends at (the root when `length` is 0)
+  std::size_t length = 0;  //!< the number of context tokens matched
 };
 
 //! A depth-limited suffix tree with counts (see the file comment).
@@ -71,6 +71,7 @@ class suffix_tree {
     nodes_.push_back(node_data{});
   }
 
+  //! The depth limit: the longest suffix indexed (and matched).
   std::size_t max_depth() const noexcept { return max_depth_; }
 
   //! Opens a new, empty sequence; the one open before is closed (it can no longer be extended).
@@ -146,6 +147,7 @@ class suffix_tree {
     num_tokens_ = 0;
   }
 
+  //! The number of stored sequences.
   std::size_t num_sequences() const noexcept { return sequences_.size(); }
   //! The i-th stored sequence, oldest first.
   std::span<const token_id> sequence(std::size_t i) const {
