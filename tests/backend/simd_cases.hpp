@@ -38,6 +38,7 @@
 #include "support/batch_builder.hpp"
 #include "support/random_requests.hpp"
 #include "support/same_outputs.hpp"
+#include "support/skip.hpp"
 
 namespace specdec_simd_test {
 
@@ -353,7 +354,6 @@ TEMPLATE_LIST_TEST_CASE("specdec::verify with a simd policy runs the simd backen
 #include "specdec/estimate/indicators.hpp"
 #include "specdec/sampling/top_w.hpp"
 #include "support/logits_reference.hpp"
-#include "support/skip.hpp"
 
 namespace specdec_simd_test {
 
