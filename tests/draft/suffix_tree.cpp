@@ -157,7 +157,7 @@ TEST_CASE("suffix_tree: counts on a scripted sequence", "[draft][suffix]") {
 
 TEST_CASE("suffix_tree: invariants after random appends and evictions", "[draft][suffix]") {
   std::mt19937 rng(20241106);
-  for (const std::size_t depth : {1, 2, 3, 6}) {
+  for (const std::size_t depth : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{6}}) {
     for (const int vocab : {2, 4}) {
       suffix_tree t(depth);
       std::size_t peak = 1;
@@ -198,7 +198,7 @@ TEST_CASE("suffix_tree: incremental indexing equals indexing from scratch", "[dr
     s.resize(5 + rng() % 30);
     for (auto& x : s) x = static_cast<token_id>(rng() % 5);
   }
-  for (const std::size_t depth : {1, 4, 24}) {
+  for (const std::size_t depth : {std::size_t{1}, std::size_t{4}, std::size_t{24}}) {
     suffix_tree incremental(depth);
     for (const auto& s : seqs) {
       incremental.begin_sequence();
