@@ -1,6 +1,6 @@
 //! \file draft/verifier.hpp
-//! \brief SPRINTER's low-cost verifier (Zhong, Teku and Tandon; shared/seeds/000_*.txt, sections 3 and
-//! 3.2): a binary classifier V that maps features s(x, prefix) of a drafted token x to a score in
+//! \brief SPRINTER's low-cost verifier (Zhong, Teku and Tandon, "Speeding up Speculative Decoding via
+//! Sequential Approximate Verification", sections 3 and 3.2): a binary classifier V that maps features s(x, prefix) of a drafted token x to a score in
 //! [0, 1]; V(s) >= tau means "x is acceptable, keep drafting" (Algorithm 2).
 //!
 //! Two concepts split the job:
