@@ -1,8 +1,9 @@
 // Verification stages of the step decoder (decode/verification_stage.hpp): a chain rule defined here
 // set per request gives the tokens of the library's rule it copies, on every host policy; a stage of
 // the user's own wrapping one is called once per group per step; add() refuses what a stage cannot
-// serve, with the reason; a stage (or the verified-length stage) that throws for one request ends that
-// request alone, with `stage_error`, and the others' tokens are those of their runs alone.
+// serve, with the reason; a last-token request whose length stage says 0 drafts a run of one; a
+// stage (or the verified-length stage) that throws for one request ends that request alone, with
+// `stage_error`, and the others' tokens are those of their runs alone.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -176,6 +177,35 @@ TEST_CASE("add() refuses what a stage cannot serve, with the reason", "[decode][
   tree.drafter = any_stage;  // the recomputing adapter takes tree-shaped appends
   CHECK_NOTHROW(decoder.add(tree));
   CHECK(decoder.active() == 1);
+}
+
+TEST_CASE("a last-token request whose length stage says 0 drafts a run of one; the batch runs on",
+          "[decode][verification_stage][sprinter]") {
+  specdec::recomputing_sequence_model<model_t> t(target_model());
+  specdec::recomputing_sequence_model<model_t> q(draft_model());
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  // A run of gamma tokens, every one but the checked last kept (a verifier that accepts all).
+  auto run_stage = request(0, specdec::last_token);
+  run_stage.drafter = [](std::span<const token_id>, std::size_t gamma, const specdec::random::request_stream&,
+                         specdec::stage_draft& out) {
+    out.tokens.assign(gamma, 1);
+    out.q_rows.assign(gamma * V, 1.0f / static_cast<float>(V));
+    out.kept = gamma - 1;
+  };
+  run_stage.length = [](const specdec::decode_stats&) { return std::size_t{0}; };
+  const auto sprinter = decoder.add(run_stage);
+  const auto healthy = decoder.add(request(1, specdec::strict));
+  std::map<specdec::request_handle, specdec::step_event> last;
+  std::map<specdec::request_handle, std::size_t> emitted;
+  while (decoder.active() > 0)
+    for (const auto& e : decoder.step()) {
+      last[e.request] = e;
+      emitted[e.request] += e.tokens.size();
+      if (e.request == sprinter && e.finished == specdec::finish_reason::none) CHECK(e.drafted == 1);
+    }
+  CHECK(last[sprinter].finished == specdec::finish_reason::length);
+  CHECK(emitted[sprinter] == run_stage.max_new_tokens);
+  CHECK(last[healthy].finished == specdec::finish_reason::length);
 }
 
 TEST_CASE("a stage that throws for one request ends it alone", "[decode][verification_stage][bad_input]") {
