@@ -205,12 +205,12 @@ struct verification_buffers {
 //! per-round state lives in the `stage_request` and the `verification_buffers`.
 class verification_stage {
  public:
-  verification_stage() = default;
-  verification_stage(const verification_stage&) = default;
-  verification_stage(verification_stage&&) = default;
-  verification_stage& operator=(const verification_stage&) = default;
-  verification_stage& operator=(verification_stage&&) = default;
-  virtual ~verification_stage() = default;
+  verification_stage() = default;                                      //!< A stage without state.
+  verification_stage(const verification_stage&) = default;             //!< Copies a stage.
+  verification_stage(verification_stage&&) = default;                  //!< Moves a stage.
+  verification_stage& operator=(const verification_stage&) = default;  //!< Copies a stage.
+  verification_stage& operator=(verification_stage&&) = default;       //!< Moves a stage.
+  virtual ~verification_stage() = default;                             //!< Destroys a stage.
 
   //! What the stage is (constant).
   virtual stage_traits traits() const = 0;
