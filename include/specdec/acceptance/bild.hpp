@@ -37,6 +37,9 @@ class bild_rule {
   //! The rollback threshold on -log p_L(x): a draft scoring above it is rolled back.
   double rollback_threshold() const noexcept { return threshold_; }
 
+  //! Equal thresholds.
+  bool operator==(const bild_rule&) const = default;
+
  private:
   double threshold_;
 };

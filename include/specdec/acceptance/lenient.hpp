@@ -47,6 +47,9 @@ class lenient_rule {
     return cap < q ? cap : q;
   }
 
+  //! Equal lenience.
+  bool operator==(const lenient_rule&) const = default;
+
  private:
   double l_;
 };

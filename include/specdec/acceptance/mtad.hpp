@@ -74,6 +74,9 @@ class mtad_rule {
     return std::min(0.0, log_p - log_q) > log_tau_;
   }
 
+  //! Equal thresholds.
+  bool operator==(const mtad_rule&) const = default;
+
  private:
   double tau_;
   double log_tau_;

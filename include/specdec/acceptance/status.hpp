@@ -19,6 +19,7 @@ enum class verify_status : std::uint8_t {
   invalid_row = 1 << 2,        //!< error: a row read held NaN, inf, negative entries or no mass
   bad_draft_token = 1 << 3,    //!< error: a drafted id outside [0, V); the request emits nothing
   not_normalised = 1 << 4,     //!< error: a row's sum is off by more than the tolerance (only when checked)
+  stage_error = 1 << 5,        //!< error: a stage of the step decoder threw for this request (verification, verified length)
 };
 
 //! The union of two sets of flags.
@@ -35,7 +36,7 @@ constexpr bool has_flag(verify_status s, verify_status flag) noexcept {
 //! unusable row, and no correction token.
 constexpr bool is_valid(verify_status s) noexcept {
   return !has_flag(s, verify_status::invalid_row) && !has_flag(s, verify_status::bad_draft_token) &&
-         !has_flag(s, verify_status::not_normalised);
+         !has_flag(s, verify_status::not_normalised) && !has_flag(s, verify_status::stage_error);
 }
 
 //! Where a batch verification writes. Request b's tokens are tokens[b * (max_drafts + 1) + j]:

@@ -46,6 +46,9 @@ struct typical_rule {
   //! The token emitted after the accepted prefix (argmax p by default).
   typical_correction correction = typical_correction::argmax;
 
+  //! Equal parameters.
+  bool operator==(const typical_rule&) const = default;
+
   //! \throws specdec::error unless epsilon, delta are finite and >= 0 and log_offset is finite and >= 0
   void validate() const {
     SPECDEC_EXPECTS(std::isfinite(epsilon) && epsilon >= 0.0, "typical_rule: epsilon must be finite and >= 0");

@@ -1,30 +1,39 @@
 //! \file decode/batch_decoder.hpp
 //! \brief The step decoder, the library's one generation loop: speculative decoding of many requests
 //! at once on a target and a draft `SequenceModel` (model/sequence.hpp), one round per `step()`, the
-//! way an engine's scheduler runs it. Every method is a choice of stages per request (DESIGN.md §5):
+//! way an engine's scheduler runs it. Every method is a choice of stages per request (docs/design.md,
+//! docs/engine.md):
 //!
 //! | stage | choices |
 //! |---|---|
 //! | draft length (before drafting) | `gamma`; a `LengthPolicy` or `LengthController` (`length_stage`, length/); a batch stage (SV's scheduler, vLLM's dynamic goodput: length/sv_batch.hpp, length/dynamic_goodput.hpp) |
-//! | drafting | batched chain drafting on the draft model (default); a `draft_stage` (draft/stage.hpp): any `Drafter`, beams (MTAD), verifier-gated runs (SPRINTER) |
+//! | drafting | batched chain drafting on the draft model (default); a `draft_stage` (draft/stage.hpp): any `Drafter`, model-free drafters (draft/prompt_lookup.hpp, draft/suffix_drafter.hpp), beams (MTAD), verifier-gated runs (SPRINTER), trees (draft/tree.hpp) |
 //! | draft stop (after each draft) | none; a `DraftStopRule` (`stop_stage`: confidence, p_min, entropy, cumulative acceptance; length/concepts.hpp) |
 //! | verified length (after drafting) | all drafts (default); a `verify_length_stage` (SV's goodput-optimal lengths from a companion, decode/sv.hpp; llama.cpp's n_min) |
-//! | acceptance | the decoder's chain `Rule` or a chain rule per request (block verification and typical acceptance included); `tree_acceptance` (a tree rule on a tree drafter stage's drafts, acceptance/tree.hpp); `mtad_rule` (joint likelihood, acceptance/mtad.hpp); `bild_rule` (BiLD's rollback, acceptance/bild.hpp); `last_token` (SPRINTER, acceptance/last_token.hpp) |
+//! | verification | a `verification_stage` per request (decode/verification_stage.hpp): the decoder's chain `Rule` or any chain rule (block verification, typical acceptance and a user's own rule included); `tree_acceptance` (a tree rule on a tree drafter stage's drafts, acceptance/tree.hpp); `mtad_rule` (joint likelihood, acceptance/mtad.hpp); `bild_rule` (BiLD's rollback, acceptance/bild.hpp); `last_token` (SPRINTER, acceptance/last_token.hpp); a stage of the user's own |
 //!
-//! A step, for every running request: choose its draft length (at most the tokens it may still emit,
-//! minus one for the correction or bonus token of chain and joint rules); draft (chain drafting: one
-//! batched draft forward per drafted position, each row warped with the request's draft parameters
-//! and sampled through the policy (sampling/with_policy.hpp); a drafter stage: one call per request on its whole context); choose how many drafts
-//! the target verifies; one batched target forward of every request's pending tokens and verified
-//! drafts; verification, grouped by kind of request: one batched `verify_from_logits` through the execution
-//! policy per group of chain requests (chain-drafted, then stage-drafted), on the target's logits (it
-//! warps only the target rows it reads) and the q rows the drafts were sampled from, handed over as
-//! probabilities (acceptance/draft_side.hpp), `verify_tree_from_logits` per tree request (the target scores every node of a request's
-//! tree in one tree-shaped append), `mtad_verify` and `check_last_token` per request; then commit the
-//! emitted tokens and roll both models back past the rejected drafts (a tree: the target keeps the
-//! accepted path, `TreeSequenceModel::commit_tree`).
+//! A step, for every running request, each phase one call on the request's verification stage
+//! (decode/verification_stage.hpp, whose file comment tables what each kind answers): choose its
+//! draft length (`draft_length`: at most the tokens it may still emit, minus one for the correction
+//! or bonus token of chain and joint rules); draft (chain drafting: one batched draft forward per
+//! drafted position, each row warped with the request's draft parameters and sampled through the
+//! policy (sampling/with_policy.hpp); a drafter stage: one call per request on its whole context,
+//! its output checked by `check_draft`); choose how many drafts the target verifies (the
+//! verified-length stage, for stages whose traits allow it); one batched target forward of what each
+//! stage asks (`scoring`: pending tokens and drafts, rows, tree-shaped or not); verification, one
+//! `verify` call per group of requests whose stages are `same_group` and that draft the same way
+//! (chain rules with equal parameters: one batched `verify_from_logits` through the execution policy,
+//! on the target's logits, warped only where read, and the q rows the drafts were sampled from,
+//! handed over as probabilities, acceptance/draft_side.hpp); then commit the emitted tokens and roll
+//! both models back past the rejected drafts (a tree-shaped scoring: the target keeps the accepted
+//! path, `TreeSequenceModel::commit_tree`).
+//! Faults stay with their request: a model's unusable row or a drafter stage's `numerical_error`
+//! ends it with `invalid_row`; a `specdec::error` or `numerical_error` from its verification or from
+//! the verified-length stage ends it with `stage_error` (a group call that throws is retried request
+//! by request); `add()` refuses what the request's stage cannot serve, with the reason.
 //! Randomness: request r's round k uses `request_stream{seed, request_id, k}` (draft position j:
-//! purpose draft; accept tests and residuals as in `verify`), so a request's tokens depend only on its
+//! purpose draft; accept tests and residuals as in `verify`; the target's own samples keyed by output
+//! position for chain rules, `request_options::sample_keys`), so a request's tokens depend only on its
 //! own options, never on the batch it runs in.
 //! Model state: after a step each model holds a request's prompt and committed tokens except the last
 //! one or few, which are "pending" and go in front of the next step's append (the target's state ends
@@ -41,24 +50,14 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <span>
 #include <type_traits>
-#include <variant>
 #include <vector>
 
-#include "specdec/acceptance/bild.hpp"
-#include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/concepts.hpp"
-#include "specdec/acceptance/greedy.hpp"
-#include "specdec/acceptance/last_token.hpp"
-#include "specdec/acceptance/lenient.hpp"
-#include "specdec/acceptance/mtad.hpp"
-#include "specdec/acceptance/sample_and_match.hpp"
-#include "specdec/acceptance/strict.hpp"
-#include "specdec/acceptance/tree.hpp"
-#include "specdec/acceptance/typical.hpp"
-#include "specdec/acceptance/verify.hpp"
 #include "specdec/decode/cost_model.hpp"
+#include "specdec/decode/verification_stage.hpp"
 #include "specdec/core/decode_stats.hpp"
 #include "specdec/distributions/warp.hpp"
 #include "specdec/draft/stage.hpp"
@@ -72,49 +71,6 @@
 #include "specdec/sampling/with_policy.hpp"
 
 namespace specdec {
-
-//! A request's acceptance stage: a chain rule (`chain_acceptance`, the decoder's `Rule`, or a rule of
-//! the request's own), MTAD's joint rule, BiLD's rollback rule, or SPRINTER's last-token check (which needs a drafter stage
-//! that marks the verifier's tokens). Requests with equal chain rules are verified in one call.
-struct chain_acceptance {};
-
-//! Tree verification (acceptance/tree.hpp) of the tree a request's drafter stage writes
-//! (`stage_draft::parents`), with one of the tree rules; the candidates must have been drawn as the
-//! rule assumes (acceptance/multi_candidate.hpp).
-struct tree_acceptance {
-  std::variant<target_only_rule, strict_rule, recursive_rejection_rule, k_seq_rule, greedy_rule, sample_and_match_rule,
-               typical_rule>
-      //! The tree rule applied at every node.
-      rule{};
-};
-
-//! How the target judges a request's drafts (`request_options::acceptance`): `chain_acceptance` (the decoder's rule), a chain
-//! rule of the request's own, tree verification, MTAD's joint rule, BiLD's rollback rule or SPRINTER's last-token check.
-using request_acceptance = std::variant<chain_acceptance, strict_rule, lenient_rule, greedy_rule, sample_and_match_rule,
-                                        block_rule, typical_rule, tree_acceptance, mtad_rule, bild_rule, last_token_rule>;
-
-namespace detail {
-inline bool same_typical(const typical_rule& a, const typical_rule& b) noexcept {
-  return a.epsilon == b.epsilon && a.delta == b.delta && a.log_offset == b.log_offset && a.correction == b.correction;
-}
-}  // namespace detail
-
-//! Whether two requests' acceptance stages are the same rule with the same parameters.
-inline bool same_rule(const request_acceptance& a, const request_acceptance& b) noexcept {
-  if (a.index() != b.index()) return false;
-  if (const auto* t = std::get_if<typical_rule>(&a)) return detail::same_typical(*t, *std::get_if<typical_rule>(&b));
-  if (const auto* t = std::get_if<tree_acceptance>(&a)) {
-    const auto& u = *std::get_if<tree_acceptance>(&b);
-    if (t->rule.index() != u.rule.index()) return false;
-    const auto* x = std::get_if<typical_rule>(&t->rule);
-    return x == nullptr || detail::same_typical(*x, *std::get_if<typical_rule>(&u.rule));
-  }
-  if (const auto* l = std::get_if<lenient_rule>(&a)) return l->lenience() == std::get_if<lenient_rule>(&b)->lenience();
-  if (const auto* m = std::get_if<mtad_rule>(&a)) return m->tau() == std::get_if<mtad_rule>(&b)->tau();
-  if (const auto* d = std::get_if<bild_rule>(&a))
-    return d->rollback_threshold() == std::get_if<bild_rule>(&b)->rollback_threshold();
-  return true;
-}
 
 //! How the decoder addresses the target's own samples (sample-and-match's, hence target-only
 //! decoding's) of a chain-verified request (random/stream.hpp, docs/reference/sampling-contract.md).
@@ -144,7 +100,10 @@ struct request_options {
   std::size_t max_new_tokens = 64;    //!< 0: the request finishes at the next step with no token
   std::vector<token_id> stop_tokens;  //!< generation ends after emitting one of them
   draft_stage drafter{};              //!< empty: chain drafting on the decoder's draft model
-  request_acceptance acceptance{};    //!< how the target judges the drafts
+  //! How the target judges the drafts: a verification stage (decode/verification_stage.hpp: a chain
+  //! rule, a user's own included; `tree_acceptance`; `mtad_rule`; `bild_rule`; `last_token`; a stage of
+  //! the user's own), or none: the decoder's own chain rule.
+  request_acceptance acceptance{};
   //! How the target's own samples are addressed (chain verification; trees are keyed by the round).
   target_sample_keys sample_keys = target_sample_keys::output_position;
 };
@@ -174,10 +133,8 @@ std::function<draft_decision(const draft_view&)> stop_stage(S rule) {
   return [rule = std::move(rule)](const draft_view& v) mutable { return rule.decide(v); };
 }
 
-//! Handle of a request (also the sequence id of both models).
-using request_handle = sequence_id;
-
-//! What a verified-length stage sees of a drafted request (chain and per-request host rules only).
+//! What a verified-length stage sees of a drafted request (requests whose stage allows it: chain and
+//! joint rules).
 struct drafted_request {
   request_handle request = 0;           //!< the request
   const decode_stats* stats = nullptr;  //!< its counters before this round
@@ -202,7 +159,8 @@ enum class finish_reason : std::uint8_t {
   error,       //!< a model returned an unusable row for this request, or its drafter stage threw
                //!< `numerical_error` (`status` has `invalid_row`): the target's row ends the round at
                //!< that row; the draft model's ends drafting, the round's drafts so far are verified and
-               //!< their tokens emitted, then the request ends
+               //!< their tokens emitted, then the request ends. Or its verification or the
+               //!< verified-length stage threw for it (`stage_error`): the round emits nothing for it
 };
 
 //! Where the last step's time went (seconds, steady clock): the draft model's forwards, sampling the
@@ -243,25 +201,35 @@ struct step_event {
 };
 
 //! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary. `Rule` is the
-//! chain rule of requests with `chain_acceptance`, the default (`no_sequence_model` is the draft model of a decoder
+//! chain rule of requests that set no `acceptance` (`no_sequence_model` is the draft model of a decoder
 //! whose requests all draft through stages).
 template <exec::ExecutionPolicy Policy, SequenceModel Target, SequenceModel Draft, AcceptanceRule Rule>
 class batch_decoder {
   static_assert(exec::backend_of<Policy> != exec::backend::cuda,
                 "specdec::batch_decoder: the rows live in host memory; use exec::seq or exec::simd (a cuda "
                 "decoder would need device buffers, not written yet)");
+  static_assert(std::is_constructible_v<host_policy, Policy>,
+                "specdec::batch_decoder: verification stages run on exec::seq or exec::simd (host_policy)");
 
  public:
   //! \throws specdec::error when the models' vocabularies differ or the cost model is invalid.
   batch_decoder(Policy policy, Target& target, Draft& draft, Rule rule, cost_model cost = {})
-      : policy_(policy), target_(&target), draft_(&draft), rule_(rule), cost_(cost), vocab_(target.vocab_size()) {
+      : policy_(policy),
+        target_(&target),
+        draft_(&draft),
+        default_stage_(make_verification_stage(std::move(rule))),
+        cost_(cost),
+        vocab_(target.vocab_size()) {
+    buffers_.vocab = vocab_;
     SPECDEC_EXPECTS(draft.vocab_size() == vocab_, "specdec::batch_decoder: the target and draft vocabularies differ");
     validate(cost_);
   }
 
   //! Adds a request; it runs from the next `step()`.
   //! \throws specdec::error on an empty prompt, a token or stop token outside the vocabulary, invalid
-  //!         warp parameters, or the last-token rule without a drafter stage.
+  //!         warp parameters, or a request its verification stage cannot serve (`verification_stage::admit`:
+  //!         e.g. the last-token rule without a drafter stage or with gamma 0, a tree without a tree
+  //!         drafter stage or a `TreeSequenceModel` target).
   request_handle add(request_options options) {  // NOLINT(performance-unnecessary-value-param): moved into the request
     SPECDEC_EXPECTS(!options.prompt.empty(), "specdec::batch_decoder::add: the prompt is empty");
     for ([[maybe_unused]] const token_id t : options.prompt)
@@ -271,20 +239,15 @@ class batch_decoder {
     validate(options.target_params);
     validate(options.draft_params);
     request r;
-    r.group = std::holds_alternative<last_token_rule>(options.acceptance)   ? verify_group::last_token
-              : std::holds_alternative<tree_acceptance>(options.acceptance) ? verify_group::tree
-              : std::holds_alternative<mtad_rule>(options.acceptance) || std::holds_alternative<bild_rule>(options.acceptance)
-                  ? verify_group::host
-              : options.drafter ? verify_group::stage_chain
-                                : verify_group::chain;
-    SPECDEC_EXPECTS(r.group != verify_group::last_token || options.drafter,
-                    "specdec::batch_decoder::add: the last-token rule needs a drafter stage that marks the verifier's tokens");
-    SPECDEC_EXPECTS(r.group != verify_group::tree || options.drafter,
-                    "specdec::batch_decoder::add: tree verification needs a tree drafter stage (draft/tree.hpp)");
-    SPECDEC_EXPECTS(
-        r.group != verify_group::tree || TreeSequenceModel<Target>,
-        "specdec::batch_decoder::add: tree verification needs a target that takes tree-shaped appends (TreeSequenceModel)");
+    r.stage = options.acceptance.stage() != nullptr ? options.acceptance.stage() : default_stage_.get();
+    r.traits = r.stage->traits();
+    r.stage->admit({.drafter_stage = static_cast<bool>(options.drafter),
+                    .tree_target = TreeSequenceModel<Target>,
+                    .length_stage = static_cast<bool>(options.length),
+                    .gamma = options.gamma});
     r.handle = next_handle_++;
+    r.staged = static_cast<bool>(options.drafter);
+    r.target_params = options.target_params;
     r.prompt_size = options.prompt.size();
     r.context = options.prompt;
     r.context.reserve(options.prompt.size() + std::min<std::size_t>(options.max_new_tokens, 4096));
@@ -328,14 +291,13 @@ class batch_decoder {
   void set_verify_length_stage(verify_length_stage stage) { verify_length_ = std::move(stage); }
 
  private:
-  // Verification groups, in the order of the target forward and of the draft slots.
-  enum class verify_group : std::uint8_t { chain, stage_chain, host, last_token, tree };
-
-  struct request {
-    request_handle handle = 0;
+  // A request: what its verification stage sees of the round (`stage_request`), and the decoder's own.
+  struct request : stage_request {
     request_options options;
-    verify_group group = verify_group::chain;
-    std::size_t rule_class = 0;  // this step: requests of one class share their rule
+    const verification_stage* stage = nullptr;  // options.acceptance's, or the decoder's default
+    stage_traits traits;                        // stage->traits()
+    std::size_t rule_class = 0;                 // this step: requests of one class share their stage's verify call
+    bool faulted = false;                       // a stage threw for it this round: no scoring, no verification
     std::size_t prompt_size = 0;
     std::vector<token_id> context;         // prompt, then every emitted token
     std::vector<token_id> pending_target;  // committed, not yet in the target's state
@@ -343,26 +305,12 @@ class batch_decoder {
     decode_stats stats;
     finish_reason finished = finish_reason::none;
     verify_status status = verify_status::ok;
-    // This round.
-    std::size_t gamma = 0;                                           // the draft length allowed
-    std::size_t drafted = 0;                                         // tokens drafted
-    std::size_t draft_forwards = 0;                                  // rows the draft model computed for it (chain drafting)
-    std::size_t verified = 0;                                        // drafts sent to the target (chain, joint)
-    bool pending_in_draft = false;                                   // this round appended pending_draft to the draft model
-    bool draft_failed = false;                                       // the draft model or the drafter stage failed
-    std::size_t drafts_in_draft = 0;                                 // drafts this round appended to the draft model
-    std::size_t first_emitted = 0;                                   // output index of this step's first token
-    std::size_t slot = 0;                                            // offset of its drafts in drafts_ (rows of V in q_probs_)
-    std::size_t drafts_at = 0;                                       // offset of its verified drafts in drafts_ (slot, or packed)
-    std::size_t target_row = 0, target_rows = 0, target_drafts = 0;  // its rows of target_logits_; drafts appended
-    stage_draft block;                                               // what its drafter stage wrote
-    std::vector<std::int32_t> tree_kept;  // a tree: offsets of the accepted path's nodes among the appended nodes
-    // This round's outcome.
-    std::vector<token_id> emitted;  // the tokens verification emitted
-    std::size_t target_kept = 0;    // appended drafts the target keeps
-    std::size_t accepted = 0;       // drafts kept (decode_stats::accepted)
-    std::size_t judged = 0;         // drafts judged (decode_stats::drafted)
-    verify_status round_status = verify_status::ok;
+    // This round (the rest is in stage_request).
+    std::size_t draft_forwards = 0;   // rows the draft model computed for it (chain drafting)
+    bool pending_in_draft = false;    // this round appended pending_draft to the draft model
+    std::size_t drafts_in_draft = 0;  // drafts this round appended to the draft model
+    std::size_t first_emitted = 0;    // output index of this step's first token
+    bool tree_append = false;         // the target scored a tree (target_scoring::tree)
 
     std::span<const token_id> output() const { return std::span<const token_id>(context).subspan(prompt_size); }
     std::size_t output_size() const noexcept { return context.size() - prompt_size; }
@@ -385,32 +333,20 @@ class batch_decoder {
 
   random::request_stream stream_of(const request& r) const {
     random::request_stream s{r.options.seed, r.options.request_id, static_cast<std::uint32_t>(r.stats.iterations)};
-    const bool chain = r.group == verify_group::chain || r.group == verify_group::stage_chain;
-    if (chain && r.options.sample_keys == target_sample_keys::output_position)
+    if (r.traits.output_keys && r.options.sample_keys == target_sample_keys::output_position)
       s.output_position = static_cast<std::uint32_t>(r.output_size());  // this round's first output position
     return s;
   }
-  // Whether r's chain rule reads the drafts' q rows (a model-free drafter stage writes none for a rule
-  // that does not: greedy, sample-and-match, typical).
-  bool reads_q_rows(const request& r) const {
-    return std::visit(
-        [](const auto& a) {
-          using A = std::decay_t<decltype(a)>;
-          if constexpr (std::is_same_v<A, chain_acceptance>)
-            return reads_draft_distribution<Rule>;
-          else if constexpr (AcceptanceRule<A>)
-            return reads_draft_distribution<A>;
-          else
-            return true;
-        },
-        r.options.acceptance);
-  }
-  std::span<const float> q_probs(const request& r) const {
-    if (r.options.drafter && r.block.q_rows.empty()) return {};  // a model-free stage's drafts
-    return std::span<const float>(q_probs_).subspan(r.slot * vocab_, r.drafted * vocab_);
-  }
   std::span<const float> target_logits(const request& r) const {
     return std::span<const float>(target_logits_).subspan(r.target_row * vocab_, r.target_rows * vocab_);
+  }
+  // A stage threw for r this round: r emits nothing more and ends with `stage_error`.
+  static void fault(request& r) {
+    r.faulted = true;
+    r.emitted.clear();
+    r.tree_kept.clear();
+    r.target_kept = r.accepted = r.judged = 0;
+    r.round_status |= verify_status::stage_error;
   }
 
   using clock = std::chrono::steady_clock;
@@ -423,26 +359,14 @@ class batch_decoder {
   void apply_stop(request& r, std::size_t j);
   void choose_verified();
   void score();
-  void verify_chains(verify_group g);
-  template <AcceptanceRule Chain>
-  void verify_chain_range(typename std::vector<request*>::iterator first, typename std::vector<request*>::iterator last,
-                          const Chain& rule);
-  void verify_on_host(request& r);
-  void verify_last_token(request& r);
-  template <TreeRule Tree>
-  void verify_tree_request(request& r, const Tree& rule);
-  void verify_trees();
-  void check_tree_draft(const request& r) const;
-  void take_chain_row(request& r, std::size_t k, std::size_t stride);
+  void verify();
+  void verify_group(typename std::vector<request*>::iterator first, typename std::vector<request*>::iterator last);
   void commit(request& r);
-  // Warps `rows` target rows of r into p_probs_ (a row without usable mass is filled with NaN, which
-  // verification reports as `invalid_row`).
-  std::span<const float> warp_target_rows(const request& r, std::size_t first, std::size_t rows, std::size_t at);
 
   Policy policy_;
   Target* target_;
   Draft* draft_;
-  Rule rule_;
+  std::shared_ptr<const verification_stage> default_stage_;  // chain_stage<Rule>
   cost_model cost_;
   std::size_t vocab_;
   request_handle next_handle_ = 1;
@@ -452,30 +376,19 @@ class batch_decoder {
   verify_length_stage verify_length_;
 
   // Per-step buffers (reused).
-  std::vector<request*> running_;  // in verify_group order, then rule class (stable)
-  std::vector<request_acceptance> rule_classes_;
+  std::vector<request*> running_;  // in stage order, drafting, then rule class (stable)
+  std::vector<const verification_stage*> rule_classes_;
+  std::vector<stage_request*> group_;
   std::vector<sequence_append> appends_;
-  std::vector<std::int32_t> num_drafts_;
   std::vector<token_id> drafts_, appended_;
-  std::vector<float> logits_, q_probs_, target_logits_, p_probs_;
-  std::vector<warp_params> target_params_;
-  std::vector<double> log_q_;
+  std::vector<float> logits_, q_probs_, target_logits_;
+  verification_buffers buffers_;
   step_timing timing_;
   std::vector<length_request> length_requests_;
   std::vector<drafted_request> drafted_requests_;
   std::vector<std::size_t> lengths_;
-  std::vector<random::request_stream> streams_;
-  std::vector<token_id> out_tokens_;
-  std::vector<std::int32_t> out_accepted_;
-  std::vector<verify_status> out_status_;
   std::vector<std::size_t> appended_offset_;
-  chain_batch<float> batch_;
-  // Tree requests: their appends' parents, and the batch of one request's tree verification.
-  std::vector<std::int32_t> append_parents_, tree_parents_, out_path_;
-  std::vector<token_id> tree_tokens_;
-  std::vector<float> tree_q_;
-  tree_batch<float> tree_batch_;
-  mutable std::vector<std::int32_t> depth_;  // check_tree_draft's scratch
+  std::vector<std::int32_t> append_parents_;  // tree-shaped appends' parents
   std::vector<step_event> events_;
 };
 
@@ -491,25 +404,27 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   // Requests cancelled or with nothing to emit finish without a round.
   for (auto& r : requests_) {
     r.first_emitted = r.output_size();
-    r.pending_in_draft = r.draft_failed = false;
+    r.pending_in_draft = r.draft_failed = r.faulted = r.tree_append = false;
     r.drafts_in_draft = r.drafted = r.draft_forwards = r.verified = r.target_rows = r.target_drafts = r.drafts_at = r.judged =
         r.target_row = 0;
+    r.round_status = verify_status::ok;
     r.emitted.clear();
     if (r.finished == finish_reason::none && r.options.max_new_tokens == 0) release(r, finish_reason::length);
     if (r.finished == finish_reason::none) running_.push_back(&r);
   }
-  // Grouped by kind of verification, then by rule: each chain group of one rule is one verify call.
+  // Grouped by stage order and drafting, then by stage: each group is one verify call.
   rule_classes_.clear();
   for (request* r : running_) {
-    const auto same = [&](const request_acceptance& c) { return same_rule(c, r->options.acceptance); };
+    const auto same = [&](const verification_stage* c) { return c == r->stage || c->same_group(*r->stage); };
     r->rule_class =
         static_cast<std::size_t>(std::find_if(rule_classes_.begin(), rule_classes_.end(), same) - rule_classes_.begin());
-    if (r->rule_class == rule_classes_.size()) rule_classes_.push_back(r->options.acceptance);
+    if (r->rule_class == rule_classes_.size()) rule_classes_.push_back(r->stage);
   }
   // std::sort with the request's position as the last key: the order of a stable sort, without the
   // buffer std::stable_sort allocates.
   std::sort(running_.begin(), running_.end(), [](const request* a, const request* b) {
-    if (a->group != b->group) return a->group < b->group;
+    if (a->traits.order != b->traits.order) return a->traits.order < b->traits.order;
+    if (a->staged != b->staged) return b->staged;
     return a->rule_class != b->rule_class ? a->rule_class < b->rule_class : a < b;
   });
 
@@ -519,19 +434,12 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     assign_slots();
     std::size_t widest = 0;
     for (const request* r : running_)
-      if (!r->options.drafter) widest = std::max(widest, r->gamma);
+      if (!r->staged) widest = std::max(widest, r->gamma);
     for (std::size_t j = 0; j < widest; ++j) draft_round(j);
     choose_verified();
     score();
     const auto t0 = clock::now();
-    verify_chains(verify_group::chain);
-    verify_chains(verify_group::stage_chain);
-    verify_trees();
-    for (request* r : running_)
-      if (r->group == verify_group::host)
-        verify_on_host(*r);
-      else if (r->group == verify_group::last_token)
-        verify_last_token(*r);
+    verify();
     timing_.verification = seconds(t0, clock::now());
     for (request* r : running_) commit(*r);
   }
@@ -548,14 +456,14 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   return events_;
 }
 
-//! Each request's draft length: its stage (or gamma), capped by the tokens it may still emit (minus
-//! one for a chain or joint rule's correction or bonus), then the batch stage.
+//! Each request's draft length: its stage (or gamma), then the batch stage, each bounded by the
+//! verification stage's `draft_length` (the tokens it may still emit, minus one for a chain or joint
+//! rule's correction or bonus).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::choose_lengths() {
   for (request* r : running_) {
     const std::size_t remaining = r->options.max_new_tokens - r->output_size();
-    const std::size_t cap = r->group == verify_group::last_token ? remaining : remaining - 1;
-    r->gamma = std::min(r->options.length ? r->options.length(r->stats) : r->options.gamma, cap);
+    r->gamma = r->stage->draft_length(r->options.length ? r->options.length(r->stats) : r->options.gamma, remaining);
   }
   if (!batch_length_) return;
   length_requests_.clear();
@@ -567,18 +475,18 @@ void batch_decoder<P, T, D, R>::choose_lengths() {
   batch_length_(std::span<const length_request>(length_requests_), std::span<std::size_t>(lengths_));
   for (std::size_t k = 0; k < running_.size(); ++k) {
     request& r = *running_[k];
-    r.gamma = std::min(r.gamma, lengths_[k]);
-    if (r.group == verify_group::last_token) r.gamma = std::max<std::size_t>(r.gamma, 1);  // a run drafts at least one token
+    r.gamma = r.stage->draft_length(std::min(r.gamma, lengths_[k]), r.options.max_new_tokens - r.output_size());
   }
 }
 
 //! The drafter stages, one call per request on its whole context. A stage's `numerical_error` ends its
-//! request (after a round with no drafts); a block that contradicts its request is a bug: it throws.
+//! request (after a round with no drafts); an output its verification stage cannot verify
+//! (`check_draft`) is a bug: it throws.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::draft_with_stages() {
   const auto t0 = clock::now();
   for (request* r : running_) {
-    if (!r->options.drafter) continue;
+    if (!r->staged) continue;
     stage_draft& b = r->block;
     b.clear();
     if (r->gamma > 0) {
@@ -589,23 +497,10 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
         r->draft_failed = true;
       }
     }
+    const bool stoppable = r->stage->check_draft(*r, buffers_);
     const std::size_t n = b.tokens.size();
-    if (r->group == verify_group::tree) {  // gamma bounds a tree's depth
-      check_tree_draft(*r);
-      r->drafted = n;
-      continue;
-    }
-    SPECDEC_EXPECTS(n <= r->gamma, "specdec::batch_decoder: a drafter stage drafted more tokens than allowed");
-    SPECDEC_EXPECTS(b.q_rows.size() == n * vocab_ ||
-                        (b.q_rows.empty() && r->group == verify_group::host && b.log_q.size() == n) ||
-                        (b.q_rows.empty() && r->group == verify_group::stage_chain && !reads_q_rows(*r)),
-                    "specdec::batch_decoder: a drafter stage must write a q row per token (or, for the joint rule, log q; "
-                    "none for a chain rule that does not read q)");
-    SPECDEC_EXPECTS(
-        r->group != verify_group::last_token || r->draft_failed || (n > 0 && b.kept + (b.check_last ? 1 : 0) == n),
-        "specdec::batch_decoder: a last-token drafter stage must draft a run whose tokens but the checked last are kept");
     r->drafted = n;
-    if (r->options.stop && !b.q_rows.empty() && r->group != verify_group::last_token) {
+    if (stoppable && r->options.stop && !b.q_rows.empty()) {
       r->gamma = n;
       for (std::size_t j = 0; j < n && r->drafted == n && r->gamma == n; ++j) apply_stop(*r, j);
       b.tokens.resize(r->drafted);
@@ -616,23 +511,24 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
   timing_.draft_stages = seconds(t0, clock::now());
 }
 
-//! Draft slots, grouped as the requests are: chain drafting reserves gamma, a stage what it drafted.
+//! Draft slots, grouped as the requests are: chain drafting reserves gamma, a stage what it drafted
+//! (its q rows go to the slots when it wrote one per draft; a tree's, one per node, stay in its block).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::assign_slots() {
   std::size_t total = 0;
   bool q_rows = false;  // whether any request has q rows (model-free stages write none)
   for (request* r : running_) {
     r->slot = r->drafts_at = total;
-    total += r->options.drafter ? r->drafted : r->gamma;
-    q_rows = q_rows || !r->options.drafter || !r->block.q_rows.empty();
+    total += r->staged ? r->drafted : r->gamma;
+    q_rows = q_rows || !r->staged || !r->block.q_rows.empty();
   }
   drafts_.resize(total);
   // Never shrunk: growing again would zero the rows anew (megabytes per round at V = 262144).
   if (q_rows && q_probs_.size() < total * vocab_) q_probs_.resize(total * vocab_);
   for (request* r : running_) {
-    if (!r->options.drafter) continue;
+    if (!r->staged) continue;
     std::copy(r->block.tokens.begin(), r->block.tokens.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r->slot));
-    if (r->group != verify_group::tree)  // a tree's q rows (one per node) stay in its block
+    if (r->block.q_rows.size() == r->drafted * vocab_)
       std::copy(r->block.q_rows.begin(), r->block.q_rows.end(), q_probs_.begin() + static_cast<std::ptrdiff_t>(r->slot * vocab_));
   }
 }
@@ -644,7 +540,7 @@ template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceR
 void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
   appends_.clear();
   for (request* r : running_)
-    if (!r->options.drafter && r->gamma > j) {
+    if (!r->staged && r->gamma > j) {
       const std::span<const token_id> tokens =
           j == 0 ? std::span<const token_id>(r->pending_draft) : std::span<const token_id>(drafts_).subspan(r->slot + j - 1, 1);
       appends_.push_back({r->handle, tokens, 1});
@@ -660,7 +556,7 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
   timing_.draft_forward += seconds(t0, t1);
   std::size_t row = 0;
   for (request* r : running_) {
-    if (r->options.drafter || r->gamma <= j) continue;
+    if (r->staged || r->gamma <= j) continue;
     const std::span<const float> logits(logits_.data() + row++ * vocab_, vocab_);
     const std::span<float> q(q_probs_.data() + (r->slot + j) * vocab_, vocab_);
     if (warp_logits(policy_, logits, q, r->options.draft_params) != row_status::ok) {
@@ -683,11 +579,10 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
 //! drafting, the stage's block otherwise): stop after x_j, or drop it.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::apply_stop(request& r, std::size_t j) {
-  const bool staged = static_cast<bool>(r.options.drafter);
-  const std::span<const token_id> drafts =
-      staged ? std::span<const token_id>(r.block.tokens).first(j + 1) : std::span<const token_id>(drafts_).subspan(r.slot, j + 1);
-  const std::span<const float> q = staged ? std::span<const float>(r.block.q_rows).first((j + 1) * vocab_)
-                                          : std::span<const float>(q_probs_).subspan(r.slot * vocab_, (j + 1) * vocab_);
+  const std::span<const token_id> drafts = r.staged ? std::span<const token_id>(r.block.tokens).first(j + 1)
+                                                    : std::span<const token_id>(drafts_).subspan(r.slot, j + 1);
+  const std::span<const float> q = r.staged ? std::span<const float>(r.block.q_rows).first((j + 1) * vocab_)
+                                            : std::span<const float>(q_probs_).subspan(r.slot * vocab_, (j + 1) * vocab_);
   switch (r.options.stop(draft_view{j, drafts, q, vocab_, &r.stats})) {
     case draft_decision::next: break;
     case draft_decision::stop: r.gamma = r.drafted = j + 1; break;
@@ -695,32 +590,50 @@ void batch_decoder<P, T, D, R>::apply_stop(request& r, std::size_t j) {
   }
 }
 
-//! How many drafts each chain or joint request sends to the target: all, or what the verified-length
-//! stage chooses.
+//! How many drafts each request sends to the target: all, or, for requests whose stage allows it,
+//! what the verified-length stage chooses. A stage that throws is called again request by request;
+//! a request it still throws for ends (`stage_error`).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::choose_verified() {
-  for (request* r : running_) r->verified = r->group == verify_group::last_token ? 0 : r->drafted;
+  buffers_.drafts = std::span<token_id>(drafts_);
+  buffers_.q_rows = std::span<float>(q_probs_);
+  for (request* r : running_) {
+    r->verified = r->drafted;
+    r->stream = stream_of(*r);
+  }
   if (!verify_length_) return;
   drafted_requests_.clear();
   lengths_.clear();
-  const auto chosen = [](const request* r) { return r->group != verify_group::last_token && r->group != verify_group::tree; };
   for (request* r : running_) {
-    if (!chosen(r)) continue;
-    const bool has_q = !r->options.drafter || !r->block.q_rows.empty();
+    if (!r->traits.verified_length) continue;
     drafted_requests_.push_back({r->handle, &r->stats, std::span<const token_id>(r->context),
-                                 std::span<const token_id>(drafts_).subspan(r->slot, r->drafted),
-                                 has_q ? q_probs(*r) : std::span<const float>{}, stream_of(*r)});
+                                 std::span<const token_id>(drafts_).subspan(r->slot, r->drafted), buffers_.q_rows_of(*r),
+                                 r->stream});
     lengths_.push_back(r->drafted);
   }
-  verify_length_(std::span<const drafted_request>(drafted_requests_), std::span<std::size_t>(lengths_));
+  const auto call = [&](std::span<const drafted_request> requests, std::span<std::size_t> lengths) {
+    try {
+      verify_length_(requests, lengths);
+      return true;
+    } catch (const error&) {
+    } catch (const numerical_error&) {
+    }
+    return false;
+  };
+  const bool together = call(std::span<const drafted_request>(drafted_requests_), std::span<std::size_t>(lengths_));
   std::size_t k = 0;
-  for (request* r : running_)
-    if (chosen(r)) r->verified = std::min(r->drafted, lengths_[k++]);
+  for (request* r : running_) {
+    if (!r->traits.verified_length) continue;
+    if (!together) {
+      lengths_[k] = r->drafted;
+      if (!call(std::span<const drafted_request>(&drafted_requests_[k], 1), std::span<std::size_t>(&lengths_[k], 1))) fault(*r);
+    }
+    r->verified = std::min(r->drafted, lengths_[k++]);
+  }
 }
 
-//! One batched target forward: chain and joint requests append their pending tokens and verified drafts
-//! and ask for verified + 1 rows; a last-token request whose run needs a check appends its pending
-//! tokens and the drafts its verifier kept and asks for the last row.
+//! One batched target forward of what each request's stage asks (`scoring`): its pending tokens and
+//! drafts appended (tree-shaped for a tree), and the last rows.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
 void batch_decoder<P, T, D, R>::score() {
   appends_.clear();
@@ -730,14 +643,12 @@ void batch_decoder<P, T, D, R>::score() {
   std::size_t rows = 0;
   for (std::size_t k = 0; k < running_.size(); ++k) {
     request& r = *running_[k];
-    if (r.group == verify_group::last_token) {
-      const bool check = !r.draft_failed && r.block.check_last;
-      r.target_drafts = check ? r.drafted - 1 : 0;
-      r.target_rows = check ? 1 : 0;
-    } else {
-      r.target_drafts = r.verified;
-      r.target_rows = r.verified + 1;
-    }
+    const target_scoring s = r.faulted ? target_scoring{} : r.stage->scoring(r);
+    SPECDEC_EXPECTS(!s.tree || TreeSequenceModel<T>,
+                    "specdec::batch_decoder: a tree-shaped scoring needs a TreeSequenceModel target");
+    r.target_drafts = s.drafts;
+    r.target_rows = s.rows;
+    r.tree_append = s.tree;
     r.target_row = rows;
     rows += r.target_rows;
     appended_offset_[k] = appended_.size();
@@ -745,7 +656,7 @@ void batch_decoder<P, T, D, R>::score() {
     appended_.insert(appended_.end(), r.pending_target.begin(), r.pending_target.end());
     appended_.insert(appended_.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot),
                      drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot + r.target_drafts));
-    if (r.group == verify_group::tree) {
+    if (r.tree_append) {
       // The pending tokens are a chain; node k's parent p is appended token (pending - 1) + p.
       append_parents_.resize(appended_.size());
       const std::size_t at = appended_offset_[k], m = r.pending_target.size();
@@ -758,9 +669,8 @@ void batch_decoder<P, T, D, R>::score() {
     const request& r = *running_[k];
     if (r.target_rows == 0) continue;
     const std::size_t n = r.pending_target.size() + r.target_drafts;
-    const auto parents = r.group == verify_group::tree
-                             ? std::span<const std::int32_t>(append_parents_).subspan(appended_offset_[k], n)
-                             : std::span<const std::int32_t>{};
+    const auto parents = r.tree_append ? std::span<const std::int32_t>(append_parents_).subspan(appended_offset_[k], n)
+                                       : std::span<const std::int32_t>{};
     appends_.push_back({r.handle, std::span<const token_id>(appended_).subspan(appended_offset_[k], n), r.target_rows, parents});
   }
   target_logits_.resize(rows * vocab_);
@@ -770,217 +680,45 @@ void batch_decoder<P, T, D, R>::score() {
   timing_.target_forward += seconds(t0, clock::now());
 }
 
+//! Verification: one `verify` call per group of requests (same stage order, drafting and class:
+//! contiguous in running_); a faulted request is left out.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-std::span<const float> batch_decoder<P, T, D, R>::warp_target_rows(const request& r, std::size_t first, std::size_t rows,
-                                                                   std::size_t at) {
-  for (std::size_t i = 0; i < rows; ++i) {
-    const auto logits = target_logits(r).subspan((first + i) * vocab_, vocab_);
-    const std::span<float> p(p_probs_.data() + (at + i) * vocab_, vocab_);
-    if (warp_logits(logits, p, r.options.target_params) != row_status::ok)
-      std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());
-  }
-  return std::span<const float>(p_probs_).subspan(at * vocab_, rows * vocab_);
-}
-
-//! The chain verification of a group, one call per rule: `verify_from_logits` on the target's logits
-//! and the q rows the drafts were sampled from (acceptance/draft_side.hpp: chain drafting warped them
-//! with `warp_logits` on the policy, as the verifier would, and a stage hands them over), so no draft
-//! row is warped again and a target row only where it is read. The drafts of each call are packed in
-//! place first (a request may verify fewer than its slot holds).
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::verify_chains(verify_group g) {
-  auto first = std::find_if(running_.begin(), running_.end(), [&](const request* r) { return r->group == g; });
-  while (first != running_.end() && (*first)->group == g) {
-    const std::size_t c = (*first)->rule_class;
-    const auto last = std::find_if(first, running_.end(), [&](const request* r) { return r->group != g || r->rule_class != c; });
-    std::visit(
-        [&](const auto& rule) {
-          using A = std::decay_t<decltype(rule)>;
-          if constexpr (std::is_same_v<A, chain_acceptance>)
-            verify_chain_range(first, last, rule_);
-          else if constexpr (AcceptanceRule<A>)
-            verify_chain_range(first, last, rule);
-        },
-        (*first)->options.acceptance);
+void batch_decoder<P, T, D, R>::verify() {
+  buffers_.target_logits = std::span<const float>(target_logits_);
+  auto first = running_.begin();
+  while (first != running_.end()) {
+    const request& f = **first;
+    const auto last = std::find_if(first, running_.end(), [&](const request* r) {
+      return r->traits.order != f.traits.order || r->staged != f.staged || r->rule_class != f.rule_class;
+    });
+    verify_group(first, last);
     first = last;
   }
 }
 
-//! Requests [first, last) of one chain group and one rule, in one call.
+//! Requests [first, last) of one group, in one call on their stage; when it throws, request by
+//! request, and a request it still throws for ends (`stage_error`).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-template <AcceptanceRule Chain>
-void batch_decoder<P, T, D, R>::verify_chain_range(typename std::vector<request*>::iterator first,
-                                                   typename std::vector<request*>::iterator last, const Chain& rule) {
-  const std::size_t begin = (*first)->slot, first_row = (*first)->target_row;
-  std::size_t at = begin, target_rows = 0;
-  num_drafts_.clear();
-  streams_.clear();
-  target_params_.clear();
-  for (auto it = first; it != last; ++it) {
-    request& r = **it;
-    if (at != r.slot) {  // only after a request drafted or verified fewer than its slot holds
-      std::copy_n(drafts_.begin() + static_cast<std::ptrdiff_t>(r.slot), r.verified,
-                  drafts_.begin() + static_cast<std::ptrdiff_t>(at));
-      if constexpr (reads_draft_distribution<Chain>)
-        std::copy_n(q_probs_.begin() + static_cast<std::ptrdiff_t>(r.slot * vocab_), r.verified * vocab_,
-                    q_probs_.begin() + static_cast<std::ptrdiff_t>(at * vocab_));
+void batch_decoder<P, T, D, R>::verify_group(typename std::vector<request*>::iterator first,
+                                             typename std::vector<request*>::iterator last) {
+  group_.clear();
+  for (auto it = first; it != last; ++it)
+    if (!(*it)->faulted) group_.push_back(*it);
+  if (group_.empty()) return;
+  const host_policy policy(policy_);
+  const verification_stage& stage = *(*first)->stage;
+  const auto call = [&](std::span<stage_request* const> group) {
+    try {
+      stage.verify(policy, group, buffers_);
+      return true;
+    } catch (const error&) {
+    } catch (const numerical_error&) {
     }
-    r.drafts_at = at;
-    at += r.verified;
-    target_rows += r.target_rows;
-    num_drafts_.push_back(static_cast<std::int32_t>(r.verified));
-    streams_.push_back(stream_of(r));
-    target_params_.push_back(r.options.target_params);
-  }
-  const std::size_t count = num_drafts_.size();
-  batch_.layout.assign_packed(num_drafts_);
-  batch_.vocab_size = vocab_;
-  batch_.draft_tokens = std::span<const token_id>(drafts_).subspan(begin, at - begin);
-  // A rule that does not read q gets none (a model-free stage wrote none).
-  batch_.draft_rows = reads_draft_distribution<Chain>
-                          ? std::span<const float>(q_probs_).subspan(begin * vocab_, (at - begin) * vocab_)
-                          : std::span<const float>{};
-  batch_.target_rows = std::span<const float>(target_logits_).subspan(first_row * vocab_, target_rows * vocab_);
-  const std::size_t stride = batch_.layout.max_drafts() + 1;
-  out_tokens_.resize(count * stride);
-  out_accepted_.resize(count);
-  out_status_.resize(count);
-  const chain_outputs out{out_tokens_, out_accepted_, out_status_};
-  verify_from_logits(policy_, rule, batch_, std::span<const warp_params>(target_params_),
-                     draft_side<float>{.rows = draft_rows_kind::probabilities}, std::span<const random::request_stream>(streams_),
-                     out);
-  for (std::size_t k = 0; k < count; ++k) take_chain_row(*first[static_cast<std::ptrdiff_t>(k)], k, stride);
-}
-
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::take_chain_row(request& r, std::size_t k, std::size_t stride) {
-  const auto a = static_cast<std::size_t>(out_accepted_[k]);
-  const token_id* row = out_tokens_.data() + k * stride;
-  r.round_status = out_status_[k];
-  r.emitted.assign(row, row + a + (is_valid(r.round_status) ? 1 : 0));
-  r.target_kept = r.accepted = a;
-  r.judged = r.verified;
-}
-
-//! A rule verified per request on the host: its target rows warped, then MTAD's joint rule (with the
-//! joint log q of every prefix: the beam stage's, or summed from the q rows the drafts were sampled
-//! from) or BiLD's rollback rule.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::verify_on_host(request& r) {
-  const std::size_t n = r.verified;
-  p_probs_.resize((n + 1) * vocab_);
-  const std::span<const float> p = warp_target_rows(r, 0, n + 1, 0);
-  const std::span<const token_id> drafts = std::span<const token_id>(drafts_).subspan(r.slot, n);
-  chain_result c;
-  if (const auto* bild = std::get_if<bild_rule>(&r.options.acceptance)) {
-    c = bild_verify(*bild, drafts, p, vocab_);
-  } else {
-    if (!r.block.log_q.empty()) {
-      log_q_.assign(r.block.log_q.begin(), r.block.log_q.begin() + static_cast<std::ptrdiff_t>(n));
-    } else {
-      log_q_.resize(n);
-      double sum = 0.0;
-      for (std::size_t j = 0; j < n; ++j)
-        log_q_[j] = sum += std::log(static_cast<double>(q_probs(r)[j * vocab_ + static_cast<std::size_t>(drafts[j])]));
-    }
-    c = mtad_verify(policy_, std::get<mtad_rule>(r.options.acceptance), drafts, std::span<const double>(log_q_), p, vocab_,
-                    stream_of(r));
-  }
-  r.emitted.assign(c.tokens.begin(), c.tokens.end());
-  r.target_kept = r.accepted = static_cast<std::size_t>(c.num_accepted);
-  r.judged = n;
-  r.round_status = c.status;
-}
-
-//! SPRINTER's last-token check on one request (acceptance/last_token.hpp): the verifier's tokens are
-//! final; the last one is checked against the target's row when the run needs it.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::verify_last_token(request& r) {
-  const std::size_t n = r.drafted;
-  const std::span<const token_id> run = std::span<const token_id>(drafts_).subspan(r.slot, n);
-  r.judged = n;
-  r.target_kept = 0;
-  r.round_status = verify_status::ok;
-  if (r.target_rows == 0) {  // a failed stage (nothing drafted), or a run that ended at the budget: all kept
-    r.emitted.assign(run.begin(), run.end());
-    r.accepted = n;
-    return;
-  }
-  p_probs_.resize(vocab_);
-  const std::span<const float> p = warp_target_rows(r, 0, 1, 0);
-  const last_token_result c = check_last_token(run[n - 1], q_probs(r).subspan((n - 1) * vocab_, vocab_), p,
-                                               static_cast<std::uint32_t>(n - 1), stream_of(r));
-  r.emitted.assign(run.begin(), run.end() - 1);
-  if (is_valid(c.status)) r.emitted.push_back(c.token);
-  r.target_kept = n - 1;
-  r.accepted = n - 1 + (c.kept ? 1 : 0);
-  r.round_status = c.status;
-}
-
-//! Tree verification, one `verify_tree_from_logits` per tree request: its tree (the stage's parents
-//! and tokens, and its q rows read where the stage wrote them) with its target logits, warped only
-//! where the walk reads them. The host walk goes request by request anyway; a call per request spares
-//! copying every node's q row into one batch.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::verify_trees() {
-  for (request* r : running_)
-    if (r->group == verify_group::tree)
-      std::visit([&](const auto& rule) { verify_tree_request(*r, rule); }, std::get<tree_acceptance>(r->options.acceptance).rule);
-}
-
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-template <TreeRule Tree>
-void batch_decoder<P, T, D, R>::verify_tree_request(request& r, const Tree& rule) {
-  const auto nodes = static_cast<std::int32_t>(r.drafted + 1);
-  tree_parents_.assign(1, no_node);
-  tree_parents_.insert(tree_parents_.end(), r.block.parents.begin(), r.block.parents.end());
-  tree_tokens_.assign(1, no_token);
-  tree_tokens_.insert(tree_tokens_.end(), r.block.tokens.begin(), r.block.tokens.end());
-  tree_batch_.layout.assign_parents(std::span<const std::int32_t>(&nodes, 1), tree_parents_);
-  tree_batch_.vocab_size = vocab_;
-  tree_batch_.tokens = std::span<const token_id>(tree_tokens_);
-  tree_batch_.draft_rows = std::span<const float>(r.block.q_rows);
-  if constexpr (tree_reads_draft<Tree>) {
-    SPECDEC_EXPECTS(r.drafted == 0 || !r.block.q_rows.empty(),
-                    "specdec::batch_decoder: this tree rule reads q: the tree stage must write a q row per node");
-    if (r.block.q_rows.empty()) {  // a lone root: its row is never read
-      tree_q_.assign(vocab_, 0.0f);
-      tree_batch_.draft_rows = std::span<const float>(tree_q_);
-    }
-  }
-  tree_batch_.target_rows = target_logits(r);
-  const random::request_stream stream = stream_of(r);
-  const std::size_t width = tree_batch_.layout.max_depth() + 1;
-  out_tokens_.resize(width);
-  out_path_.resize(width);
-  out_accepted_.resize(1);
-  out_status_.resize(1);
-  verify_tree_from_logits(policy_, rule, tree_batch_, std::span<const warp_params>(&r.options.target_params, 1),
-                          std::span<const random::request_stream>(&stream, 1),
-                          tree_outputs{out_tokens_, out_path_, out_accepted_, out_status_});
-  take_chain_row(r, 0, width);
-  r.judged = r.drafted;
-  r.tree_kept.clear();  // node ids 1.. are appended offsets 0..
-  for (std::size_t j = 1; j <= r.accepted; ++j) r.tree_kept.push_back(out_path_[j] - 1);
-}
-
-//! A tree stage's block, checked against its request: parents before children, a q row per node or
-//! none, the depth within the round's length.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::check_tree_draft(const request& r) const {
-  const stage_draft& b = r.block;
-  const std::size_t n = b.tokens.size();
-  SPECDEC_EXPECTS(b.parents.size() == n, "specdec::batch_decoder: a tree stage must write a parent per token");
-  SPECDEC_EXPECTS(b.q_rows.empty() || b.q_rows.size() == (n + 1) * vocab_,
-                  "specdec::batch_decoder: a tree stage writes a q row per node (the root's first) or none");
-  depth_.assign(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    SPECDEC_EXPECTS(b.parents[i] >= 0 && static_cast<std::size_t>(b.parents[i]) <= i,
-                    "specdec::batch_decoder: a tree stage wrote a parent that is not an earlier node");
-    depth_[i + 1] = depth_[static_cast<std::size_t>(b.parents[i])] + 1;
-    SPECDEC_EXPECTS(static_cast<std::size_t>(depth_[i + 1]) <= r.gamma,
-                    "specdec::batch_decoder: a tree stage drafted deeper than the round's length");
-  }
+    return false;
+  };
+  if (call(std::span<stage_request* const>(group_))) return;
+  for (stage_request* r : group_)
+    if (!call(std::span<stage_request* const>(&r, 1))) fault(static_cast<request&>(*r));
 }
 
 //! Request r's outcome: emitted tokens, model rollbacks, counters, finishing.
@@ -992,7 +730,7 @@ void batch_decoder<P, T, D, R>::commit(request& r) {
   r.status |= status;
   const bool called = r.target_rows > 0;
   // The target keeps the appended drafts that were accepted; the rest of the emitted tokens are pending.
-  if (called && r.group == verify_group::tree) {
+  if (called && r.tree_append) {
     if constexpr (TreeSequenceModel<T>)
       target_->commit_tree(r.handle, r.target_drafts, std::span<const std::int32_t>(r.tree_kept));
     r.pending_target.assign(emitted.begin() + static_cast<std::ptrdiff_t>(r.target_kept), emitted.end());
@@ -1008,14 +746,14 @@ void batch_decoder<P, T, D, R>::commit(request& r) {
     const std::size_t kept = std::min(r.target_kept, r.drafts_in_draft);
     draft_->rollback(r.handle, r.drafts_in_draft - kept);
     r.pending_draft.assign(emitted.begin() + static_cast<std::ptrdiff_t>(kept), emitted.end());
-  } else if (!r.options.drafter) {
+  } else if (!r.staged) {
     r.pending_draft.insert(r.pending_draft.end(), emitted.begin(), emitted.end());
   }
   r.context.insert(r.context.end(), emitted.begin(), emitted.end());
 
   // Draft work done, wasted drafts included (a dropped or unusable draft row was computed).
-  r.stats.draft_calls += r.options.drafter ? r.block.model_calls : r.draft_forwards;
-  const std::size_t charged = r.options.drafter ? r.block.charged_steps : r.draft_forwards;
+  r.stats.draft_calls += r.staged ? r.block.model_calls : r.draft_forwards;
+  const std::size_t charged = r.staged ? r.block.charged_steps : r.draft_forwards;
   r.stats.simulated_time += static_cast<double>(charged) * cost_.t_draft;
   if (called) {
     ++r.stats.target_calls;

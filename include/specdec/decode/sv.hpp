@@ -224,12 +224,16 @@ void sv_request_gains(const Policy& policy, const C& companion, const warp_param
 //! indicators give each request's gains and `choose_sv_length` its goodput-optimal length on
 //! `setup.latency` (L(k): one step that verifies k drafts). The stage refers to `setup.companion` and
 //! `setup.estimator`, which must outlive it, and copies the latency profile.
-//! \throws specdec::error for brute force in exact mode.
+//! \throws specdec::error for brute force in exact mode, or a latency profile that decreases over
+//!         k = 0..gamma_max.
 template <exec::ExecutionPolicy Policy, Model Companion, theory::LatencyProfile L>
 verify_length_stage sv_request_lengths(Policy policy, const sv_setup<Companion, L>& setup, const sv_options& sv) {
   validate(sv.companion_params);
   SPECDEC_EXPECTS(!(sv.mode == sv_mode::exact && sv.search == length_search::brute_force),
                   "exact SV needs the incremental search: brute force looks at later drafts and loses exactness");
+  // Read at k = 0..gamma_max every round: refused here, not at a round (the decoder would end the
+  // request a verified-length stage throws for, not the call).
+  optimize::check_latency_profile(setup.latency, 0, static_cast<int>(sv.gamma_max));
   return [=, c = &setup.companion, e = &setup.estimator, latency = setup.latency, w = detail::sv_workspace{}](
              std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
     for (std::size_t k = 0; k < requests.size(); ++k) {
