@@ -1,9 +1,9 @@
 // specdec-llama: speculative decoding of GGUF models through llama.cpp, driven by specdec's step
 // decoder (decode/batch_decoder.hpp) over llama_cpp::sequence_model adapters
-// (integrations/llama_cpp/): a draft model (--method sd) or a model-free drafter (n-gram prompt lookup,
-// suffix trees) proposes, the target verifies. Every prompt is one request, and all requests share
-// one target (and draft) context, one sequence each. docs/llama-cpp.md describes the options and the
-// output.
+// (integrations/llama_cpp/): a draft model (chains, token trees, MTAD's beams) or a model-free drafter
+// (n-gram prompt lookup, suffix trees) proposes, the target verifies. Every prompt is one request, and
+// all requests share one target (and draft) context, one sequence each (trees: one sequence id per
+// root-to-leaf path as well). docs/llama-cpp.md describes the options and the output.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +21,9 @@
 #include <specdec/draft/model_free.hpp>
 #include <specdec/draft/prompt_lookup.hpp>
 #include <specdec/draft/suffix_drafter.hpp>
+#include <specdec/draft/beam.hpp>
+#include <specdec/draft/tree.hpp>
+#include <specdec/model/prefix_cached_model.hpp>
 #include <specdec/length/heuristic.hpp>
 #include <specdec/integrations/llama_cpp.hpp>
 
@@ -36,19 +39,29 @@ verifies with specdec's rules. Each --prompt (or each line of --prompts-file) is
 as sequences of one context.
 
   --target FILE          the target model (GGUF)
-  --draft FILE           the draft model (GGUF, the target's vocabulary; --method sd only)
+  --draft FILE           the draft model (GGUF, the target's vocabulary; --method sd, tree, mtad)
   --prompt TEXT          a prompt (repeatable; default "Once upon a time")
   --prompts-file FILE    one prompt per line ("\n" in a line is a line break)
   --sequential           run the requests one after another (one sequence at a time), not as one batch
   --repeat N             run every prompt N times (request ids differ, so do the samples) [1]
   --method M             sd: chain drafts from --draft [sd]
+                         tree: a token tree from --draft (--tree), verified as a tree: every node
+                           scored in one target call
+                         mtad: MTAD's beam drafts from --draft (--beams), joint acceptance (--tau)
                          ngram: n-gram prompt lookup over the request's prompt and output
                          suffix: a suffix tree over the request's prompt and output, and a cache
-                           of earlier requests' outputs (chain drafts)
+                           of earlier requests' outputs (chain drafts; --suffix-tree: tree drafts)
                          none: the target alone
   --ngram-min N          shortest n-gram looked up [1]   --ngram-max N  longest, tried first [3]
   --suffix-depth N       suffix tree depth [24]  --suffix-min-prob P  min path probability [0.1]
-  --rule R               strict | greedy | sample-and-match | lenient=L | block [strict]
+  --suffix-tree          suffix drafts as trees (best-first, --gamma nodes at most), verified as trees
+  --tree dynamic|static  tree: EAGLE-2's dynamic tree (depth --gamma - 1, --tree-width children per
+                         expanded node, --tree-nodes kept) or a static full tree (--tree-width
+                         children per node, --gamma levels) [dynamic]
+  --tree-width K         [4]   --tree-nodes N  [16]
+  --beams W              mtad: beams [4]   --tau T  mtad: joint acceptance threshold [0.5]
+  --rule R               chains: strict | greedy | sample-and-match | lenient=L | block [strict]
+                         trees: target-only | greedy | sample-and-match [target-only]
   --gamma N              drafts per round (most); 0 decodes the target alone [4]
   --length fixed|heuristic  the draft length: gamma every round, or transformers' heuristic schedule
                          (+2 after a round with every draft accepted, -1 after a rejection, within
@@ -76,8 +89,10 @@ struct options {
   std::vector<std::string> prompts;
   std::size_t repeat = 1, gamma = 4, tokens = 64;
   std::string rule = "strict", policy = "simd", method = "sd", length = "fixed";
-  std::size_t ngram_min = 1, ngram_max = 3, suffix_depth = 24;
-  double suffix_min_prob = 0.1;
+  std::size_t ngram_min = 1, ngram_max = 3, suffix_depth = 24, tree_width = 4, tree_nodes = 16, beams = 4;
+  double suffix_min_prob = 0.1, tau = 0.5;
+  bool suffix_tree = false, rule_given = false;
+  std::string tree = "dynamic";
   specdec::warp_params warp{};
   bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false;
   std::uint64_t seed = 20261125;
@@ -97,6 +112,9 @@ std::size_t count(std::string_view flag, const char* text) {
   if (v < 0 || v != static_cast<double>(static_cast<std::size_t>(v))) fail(std::string(flag) + " needs a whole number >= 0");
   return static_cast<std::size_t>(v);
 }
+
+// Whether the requests' drafts are trees (verified with a tree rule on a context with tree paths).
+bool trees(const options& o) { return o.method == "tree" || (o.method == "suffix" && o.suffix_tree); }
 
 options parse(int argc, char** argv) {
   options o;
@@ -120,6 +138,10 @@ options parse(int argc, char** argv) {
     }
     if (a == "--sequential") {
       o.sequential = true;
+      continue;
+    }
+    if (a == "--suffix-tree") {
+      o.suffix_tree = true;
       continue;
     }
     if (i + 1 >= argc) fail("unknown option or missing value: " + std::string(a) + " (--help lists the options)");
@@ -146,8 +168,9 @@ options parse(int argc, char** argv) {
       o.repeat = count(a, v);
     else if (a == "--method") {
       o.method = v;
-      if (o.method != "sd" && o.method != "ngram" && o.method != "suffix" && o.method != "none")
-        fail("unknown --method " + o.method + " (sd, ngram, suffix, none)");
+      if (o.method != "sd" && o.method != "tree" && o.method != "mtad" && o.method != "ngram" && o.method != "suffix" &&
+          o.method != "none")
+        fail("unknown --method " + o.method + " (sd, tree, mtad, ngram, suffix, none)");
     } else if (a == "--ngram-min")
       o.ngram_min = count(a, v);
     else if (a == "--ngram-max")
@@ -156,9 +179,21 @@ options parse(int argc, char** argv) {
       o.suffix_depth = count(a, v);
     else if (a == "--suffix-min-prob")
       o.suffix_min_prob = number(a, v);
-    else if (a == "--rule")
+    else if (a == "--tree") {
+      o.tree = v;
+      if (o.tree != "dynamic" && o.tree != "static") fail("unknown --tree " + o.tree + " (dynamic, static)");
+    } else if (a == "--tree-width")
+      o.tree_width = count(a, v);
+    else if (a == "--tree-nodes")
+      o.tree_nodes = count(a, v);
+    else if (a == "--beams")
+      o.beams = count(a, v);
+    else if (a == "--tau")
+      o.tau = number(a, v);
+    else if (a == "--rule") {
       o.rule = v;
-    else if (a == "--gamma")
+      o.rule_given = true;
+    } else if (a == "--gamma")
       o.gamma = count(a, v);
     else if (a == "--length") {
       o.length = v;
@@ -185,15 +220,31 @@ options parse(int argc, char** argv) {
       fail("unknown option " + std::string(a) + " (--help lists the options)");
   }
   if (o.target.empty()) fail("--target is required (--help lists the options)");
-  if (o.method == "sd" && o.draft.empty()) fail("--method sd needs --draft (or choose --method ngram, suffix or none)");
-  if (o.method != "sd" && !o.draft.empty()) fail("--draft is used by --method sd only");
+  const bool draft_model = o.method == "sd" || o.method == "tree" || o.method == "mtad";
+  if (draft_model && o.draft.empty()) fail("--method " + o.method + " needs --draft (or choose --method ngram, suffix or none)");
+  if (!draft_model && !o.draft.empty()) fail("--draft is used by --method sd, tree and mtad only");
+  if (o.suffix_tree && o.method != "suffix") fail("--suffix-tree is an option of --method suffix");
   if (o.method == "none") o.gamma = 0;
+  if (trees(o)) {
+    if (!o.rule_given) o.rule = "target-only";
+    if (o.rule != "target-only" && o.rule != "greedy" && o.rule != "sample-and-match")
+      fail("a tree is verified with --rule target-only, greedy or sample-and-match, not " + o.rule);
+    if (o.tree_width == 0 || o.tree_nodes == 0) fail("--tree-width and --tree-nodes must be at least 1");
+  }
+  if (o.method == "mtad" && (o.beams == 0 || !(o.tau > 0.0 && o.tau <= 1.0))) fail("--beams must be >= 1 and --tau in (0, 1]");
   if (o.prompts.empty()) o.prompts.emplace_back("Once upon a time");
   if (o.repeat == 0) fail("--repeat must be at least 1");
   return o;
 }
 
-specdec::request_acceptance acceptance_of(const std::string& rule) {
+specdec::request_acceptance acceptance_of(const options& o) {
+  const std::string& rule = o.rule;
+  if (o.method == "mtad") return specdec::mtad_rule(o.tau);
+  if (trees(o)) {
+    if (rule == "greedy") return specdec::tree_acceptance{specdec::greedy};
+    if (rule == "sample-and-match") return specdec::tree_acceptance{specdec::sample_and_match};
+    return specdec::tree_acceptance{specdec::target_only};
+  }
   if (rule == "strict") return specdec::strict;
   if (rule == "greedy") return specdec::greedy;
   if (rule == "sample-and-match") return specdec::sample_and_match;
@@ -209,12 +260,82 @@ specdec::draft_stage drafter_of(const options& o, std::size_t vocab, const std::
   if (o.method == "ngram")
     stage = specdec::prompt_lookup_stage({.min_n = o.ngram_min, .max_n = o.ngram_max, .k = std::max<std::size_t>(o.gamma, 1)});
   else if (o.method == "suffix")
-    stage = specdec::suffix_stage(
-        {.max_depth = o.suffix_depth, .max_spec = std::max<std::size_t>(o.gamma, 1), .min_probability = o.suffix_min_prob},
-        cache);
+    stage = specdec::suffix_stage({.max_depth = o.suffix_depth,
+                                   .max_spec = std::max<std::size_t>(o.gamma, 1),
+                                   .min_probability = o.suffix_min_prob,
+                                   .tree = o.suffix_tree},
+                                  cache);
   if (!stage) return stage;
   const bool reads_q = o.rule == "strict" || o.rule == "block" || o.rule.starts_with("lenient=");
   return reads_q ? specdec::with_one_hot_q(std::move(stage), vocab) : stage;
+}
+
+// Drafter stages on a draft model (--method tree, mtad). Each request (or, with --sequential, every
+// request in turn) reads the draft model through a prefix_cached_model of its own lanes (sequences of
+// the draft context), so a call appends only what the lane's KV cache lacks: the new tokens of the
+// context, or a beam's or tree path's tokens below its branch point.
+class model_stages {
+ public:
+  using view = specdec::prefix_cached_model<lc::sequence_model>;
+
+  // The lanes one request needs: its beams, its dynamic tree's frontier, a static tree's widest level.
+  static std::size_t lanes(const options& o) {
+    if (o.method == "mtad") return o.beams;
+    if (o.tree == "dynamic") return o.tree_width;
+    std::size_t widest = 1;
+    for (std::size_t d = 1; d < o.gamma && widest < 16; ++d) widest *= o.tree_width;
+    return std::min<std::size_t>(widest, 16);
+  }
+
+  model_stages(const options& o, lc::sequence_model& draft, std::size_t views) : o_(o) {
+    for (std::size_t i = 0; i < views; ++i) views_.push_back(std::make_unique<view>(draft, lanes(o), i * lanes(o)));
+  }
+
+  // Request i's drafter stage.
+  specdec::draft_stage stage(std::size_t i) {
+    view& v = *views_[views_.size() == 1 ? 0 : i];
+    if (o_.method == "mtad") {
+      beams_.push_back(std::make_unique<specdec::beam_drafter<view>>(v, specdec::beam_params{.width = o_.beams}));
+      return specdec::beam_stage(*beams_.back());
+    }
+    if (o_.tree == "static") {
+      const auto shape = specdec::tree_shape::full(std::vector<std::size_t>(std::max<std::size_t>(o_.gamma, 1), o_.tree_width));
+      statics_.push_back(std::make_unique<specdec::static_tree_drafter<view>>(v, shape, o_.warp, specdec::tree_sampling::top_k));
+      return specdec::tree_drafter_stage(*statics_.back());
+    }
+    const specdec::dynamic_tree_params params{
+        .depth = std::max<std::size_t>(o_.gamma, 1) - 1, .top_k = o_.tree_width, .total_tokens = o_.tree_nodes, .warp = o_.warp};
+    dynamics_.push_back(std::make_unique<specdec::dynamic_tree_drafter<view>>(v, params));
+    return specdec::tree_drafter_stage(*dynamics_.back());
+  }
+
+  // What every view asked of the draft model.
+  specdec::prefix_cache_stats stats() const {
+    specdec::prefix_cache_stats total;
+    for (const auto& v : views_) {
+      total.contexts += v->stats().contexts;
+      total.forwards += v->stats().forwards;
+      total.appended_positions += v->stats().appended_positions;
+      total.reused_positions += v->stats().reused_positions;
+    }
+    return total;
+  }
+
+ private:
+  const options& o_;
+  std::vector<std::unique_ptr<view>> views_;
+  std::vector<std::unique_ptr<specdec::beam_drafter<view>>> beams_;
+  std::vector<std::unique_ptr<specdec::static_tree_drafter<view>>> statics_;
+  std::vector<std::unique_ptr<specdec::dynamic_tree_drafter<view>>> dynamics_;
+};
+
+// The root-to-leaf paths a request's tree can have (one llama.cpp sequence id each while it is scored).
+std::size_t tree_leaves(const options& o) {
+  if (o.method == "suffix") return std::max<std::size_t>(o.gamma, 1);
+  if (o.tree == "dynamic") return o.tree_nodes;
+  std::size_t leaves = 1;
+  for (std::size_t d = 0; d < std::max<std::size_t>(o.gamma, 1); ++d) leaves *= o.tree_width;
+  return leaves;
 }
 
 // Decodes every prompt on one decoder and prints the texts and the summary: prompt processing (the
@@ -222,7 +343,7 @@ specdec::draft_stage drafter_of(const options& o, std::size_t vocab, const std::
 // tools report them.
 template <class Policy, class Draft>
 int decode_all(Policy policy, const options& o, const lc::model& target_model, lc::sequence_model& target, Draft& draft,
-               const std::vector<std::vector<token_id>>& prompts) {
+               const std::vector<std::vector<token_id>>& prompts, model_stages* stages = nullptr) {
   specdec::batch_decoder decoder(policy, target, draft, specdec::strict);
   std::vector<token_id> eog;
   if (o.stop_at_eos)
@@ -242,8 +363,8 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
     r.gamma = o.gamma;
     r.max_new_tokens = o.tokens;
     r.stop_tokens = eog;
-    r.acceptance = acceptance_of(o.rule);
-    r.drafter = drafter_of(o, target_model.vocab_size(), cache);
+    r.acceptance = acceptance_of(o);
+    r.drafter = stages != nullptr ? stages->stage(i) : drafter_of(o, target_model.vocab_size(), cache);
     if (o.length == "heuristic" && o.gamma > 0)
       r.length = specdec::length_stage(specdec::heuristic_length(std::min<std::size_t>(4, o.gamma), 1, o.gamma));
     return decoder.add(std::move(r));
@@ -322,6 +443,14 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
                 target.engine_stats().decode_calls, target.stats().appended_positions);
   std::printf("drafted %zu, accepted %zu, acceptance %.4f, tokens per target round %.3f\n", total.drafted, total.accepted,
               total.acceptance_rate(), total.tokens_per_target_call());
+  if (trees(o))
+    std::printf("trees: %.2f drafted nodes per target forward, %zu path ids free after the run\n",
+                target.stats().calls > 0 ? double(total.drafted) / double(target.stats().calls) : 0.0, target.free_tree_paths());
+  if (stages != nullptr) {
+    const auto d = stages->stats();
+    std::printf("draft model: %zu contexts in %zu forwards, %zu positions appended, %zu read from its KV cache\n", d.contexts,
+                d.forwards, d.appended_positions, d.reused_positions);
+  }
   return 0;
 }
 
@@ -330,7 +459,7 @@ int run(Policy policy, const options& o) {
   lc::quiet_logs();
   const lc::model target_model(o.target);
   std::optional<lc::model> draft_model;
-  if (o.method == "sd") {
+  if (!o.draft.empty()) {
     draft_model.emplace(o.draft);
     lc::check_same_vocabulary(target_model, *draft_model);
   }
@@ -345,8 +474,31 @@ int run(Policy policy, const options& o) {
          std::to_string(o.gamma + 1) + " drafted does not fit --ctx " + std::to_string(o.ctx));
   const auto sequences = static_cast<std::uint32_t>(prompts.size());
   const lc::context_options params{.context_per_sequence = o.ctx, .sequences = sequences, .threads = o.threads};
-  lc::context target_ctx(target_model, params);
+  lc::context_options target_params = params;
+  if (trees(o)) {  // every tree of a forward needs a sequence id per root-to-leaf path
+    const std::size_t paths = tree_leaves(o) * (o.sequential ? 1 : prompts.size());
+    if (sequences + paths > llama_max_parallel_sequences())
+      fail("the trees need " + std::to_string(paths) + " sequence ids besides the " + std::to_string(sequences) +
+           " requests', more than llama.cpp's " + std::to_string(llama_max_parallel_sequences()) +
+           " (fewer nodes, fewer prompts or --sequential)");
+    target_params.tree_paths = static_cast<std::uint32_t>(paths);
+  }
+  lc::context target_ctx(target_model, target_params);
   lc::sequence_model target(target_ctx);
+  if (draft_model && o.method != "sd") {  // stages on the draft model, through prefix_cached_model lanes
+    const std::size_t views = o.sequential ? 1 : prompts.size();
+    const std::size_t lanes = model_stages::lanes(o) * views;
+    if (lanes > llama_max_parallel_sequences())
+      fail("the draft model needs " + std::to_string(lanes) + " sequences (" + std::to_string(model_stages::lanes(o)) +
+           " per request), more than llama.cpp's " + std::to_string(llama_max_parallel_sequences()) +
+           " (--sequential shares them)");
+    lc::context draft_ctx(*draft_model,
+                          {.context_per_sequence = o.ctx, .sequences = static_cast<std::uint32_t>(lanes), .threads = o.threads});
+    lc::sequence_model draft(draft_ctx);
+    model_stages stages(o, draft, views);
+    specdec::no_sequence_model none(target_model.vocab_size());
+    return decode_all(policy, o, target_model, target, none, prompts, &stages);
+  }
   if (draft_model) {
     lc::context draft_ctx(*draft_model, params);
     lc::sequence_model draft(draft_ctx);

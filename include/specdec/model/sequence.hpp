@@ -74,6 +74,20 @@ concept TreeSequenceModel = SequenceModel<M> && requires(M& m, sequence_id s, st
   m.commit_tree(s, n, keep);
 };
 
+//! Whether `m` takes tree-shaped appends now: a `TreeSequenceModel` does unless it has a member
+//! `takes_tree_appends()` that says otherwise (an engine whose trees depend on how it was set up).
+template <SequenceModel M>
+bool takes_tree_appends(const M& m) {
+  if constexpr (!TreeSequenceModel<M>)
+    return false;
+  else if constexpr (requires {
+                       { m.takes_tree_appends() } -> std::convertible_to<bool>;
+                     })
+    return m.takes_tree_appends();
+  else
+    return true;
+}
+
 //! What a sequence model computed (kept by the adapters; compare with what the cost model charges).
 struct sequence_model_stats {
   std::size_t calls = 0;                 //!< forward calls

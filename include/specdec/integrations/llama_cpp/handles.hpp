@@ -80,32 +80,40 @@ inline void check_same_vocabulary(const model& target, const model& draft) {
       throw error("specdec::llama_cpp: token " + std::to_string(t) + " differs between the target and the draft" + pair);
 }
 
-//! How a context is made. `sequences` is the most sequences alive at once (llama.cpp's n_seq_max, at
-//! most 256); each gets `context_per_sequence` positions of KV cache of its own.
+//! How a context is made. `sequences` is the most sequences alive at once; each gets
+//! `context_per_sequence` positions of KV cache of its own. `tree_paths` > 0 makes the context take
+//! tree-shaped appends (`llama_cpp::sequence_model` as a `TreeSequenceModel`): that many more llama.cpp
+//! sequence ids are kept for the root-to-leaf paths of the trees of one forward, and the KV cache is
+//! unified (one pool of `context_per_sequence * sequences` cells that every sequence id shares, so a
+//! path shares its state's cells instead of copying them). `sequences + tree_paths` is at most 256
+//! (llama.cpp's limit on sequence ids).
 struct context_options {
   std::uint32_t context_per_sequence = 2048;  //!< positions of KV cache per sequence
-  std::uint32_t sequences = 1;                //!< the most sequences alive at once (at most 256)
+  std::uint32_t sequences = 1;                //!< the most sequences alive at once
   std::uint32_t batch = 512;                  //!< tokens per llama_decode call (longer forwards are split)
   int threads = 0;                            //!< 0: the hardware's threads
+  std::uint32_t tree_paths = 0;               //!< sequence ids for tree paths (0: no tree-shaped appends)
 };
 
 //! A llama.cpp context (KV cache and compute buffers) over a model that outlives it.
 class context {
  public:
-  //! \throws specdec::error on zero sizes or more than llama.cpp's 256 sequences;
+  //! \throws specdec::error on zero sizes or more than llama.cpp's 256 sequence ids;
   //!         specdec::engine_error when llama.cpp cannot create the context.
   context(const model& m, const context_options& options) : model_(&m), options_(options) {
     if (options.context_per_sequence == 0 || options.sequences == 0 || options.batch == 0)
       throw error("specdec::llama_cpp::context: the context, sequence count and batch must be positive");
-    if (options.sequences > llama_max_parallel_sequences())
+    if (std::size_t{options.sequences} + options.tree_paths > llama_max_parallel_sequences())
       throw error("specdec::llama_cpp::context: llama.cpp holds at most " + std::to_string(llama_max_parallel_sequences()) +
-                  " sequences per context");
+                  " sequence ids per context (sequences + tree_paths)");
     llama_context_params params = llama_context_default_params();
     params.n_ctx = options.context_per_sequence * options.sequences;
-    params.n_seq_max = options.sequences;
+    params.n_seq_max = options.sequences + options.tree_paths;
     params.n_batch = options.batch;
     params.n_ubatch = options.batch;
-    params.kv_unified = false;  // each sequence has context_per_sequence cells of its own
+    // Chains only: each sequence has context_per_sequence cells of its own. Trees: one shared pool, so
+    // that a path's sequence id can share its state's cells (llama_memory_seq_cp within one stream).
+    params.kv_unified = options.tree_paths > 0;
     const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
     params.n_threads = params.n_threads_batch = threads > 0 ? threads : 1;
     params.no_perf = true;
@@ -123,8 +131,10 @@ class context {
   std::size_t context_per_sequence() const noexcept {
     return std::min<std::size_t>(options_.context_per_sequence, llama_n_ctx_seq(handle_.get()));
   }
-  //! The most sequences alive at once (llama.cpp's n_seq_max).
-  std::size_t max_sequences() const noexcept { return llama_n_seq_max(handle_.get()); }
+  //! The most sequences alive at once (`context_options::sequences`).
+  std::size_t max_sequences() const noexcept { return options_.sequences; }
+  //! The sequence ids kept for tree paths (`context_options::tree_paths`; 0: no tree-shaped appends).
+  std::size_t tree_paths() const noexcept { return options_.tree_paths; }
   //! Tokens per llama_decode call (llama.cpp's n_batch).
   std::size_t batch() const noexcept { return llama_n_batch(handle_.get()); }
 

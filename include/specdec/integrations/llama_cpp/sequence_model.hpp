@@ -12,6 +12,12 @@
 //! - A forward that would take a sequence past the context's per-sequence size is refused before any
 //!   decoding (specdec::engine_error), and a failed `llama_decode` leaves every sequence as it was
 //!   before the call (the positions it added are removed), then throws.
+//! - On a context made with `context_options::tree_paths` > 0 it is a `TreeSequenceModel`: a
+//!   tree-shaped append gives each root-to-leaf path a sequence id of its own (tree_paths.hpp says why
+//!   that is exact tree attention), scored in the same `llama_decode` as every other append;
+//!   `commit_tree` gives the accepted path's cells to the sequence and frees every path id (the other
+//!   nodes' cells are then free). A forward whose trees need more path ids than are free is refused
+//!   before anything is decoded.
 #pragma once
 
 #include <llama.h>
@@ -27,6 +33,7 @@
 
 #include "specdec/errors.hpp"
 #include "specdec/integrations/llama_cpp/handles.hpp"
+#include "specdec/integrations/llama_cpp/tree_paths.hpp"
 #include "specdec/model/sequence.hpp"
 
 namespace specdec::llama_cpp {
@@ -42,7 +49,9 @@ class sequence_model {
   //! Decodes on `ctx` (not owned; one sequence_model per context, used from one thread at a time).
   explicit sequence_model(context& ctx) : ctx_(&ctx), vocab_(ctx.owner().vocab_size()) {
     for (std::size_t slot = ctx.max_sequences(); slot-- > 0;) free_slots_.push_back(static_cast<llama_seq_id>(slot));
-    batch_ = llama_batch_init(static_cast<std::int32_t>(ctx.batch()), 0, 1);
+    const std::size_t ids = ctx.max_sequences() + ctx.tree_paths();
+    for (std::size_t id = ids; id-- > ctx.max_sequences();) free_paths_.push_back(static_cast<llama_seq_id>(id));
+    batch_ = llama_batch_init(static_cast<std::int32_t>(ctx.batch()), 0, static_cast<std::int32_t>(ids));
   }
   ~sequence_model() { llama_batch_free(batch_); }
   sequence_model(const sequence_model&) = delete;
@@ -60,12 +69,21 @@ class sequence_model {
   //! What was asked of llama.cpp so far (llama_decode calls).
   const llama_cpp::decode_stats& engine_stats() const noexcept { return engine_stats_; }
 
-  //! \throws specdec::error on a broken precondition, or a tree-shaped append (nothing is decoded then);
+  //! \throws specdec::error on a broken precondition, or a tree-shaped append on a context without
+  //!         tree paths or on a sequence whose last tree is not committed (nothing is decoded then);
   //!         specdec::engine_error when a sequence would exceed the context, more sequences are live
-  //!         than the context holds, or llama_decode fails (the sequences are then as before the call).
+  //!         than the context holds, the trees need more path ids than are free, or llama_decode
+  //!         fails (the sequences are then as before the call).
   void forward(std::span<const sequence_append> appends, std::span<float> logits) {
     specdec::detail::check_rows(appends, logits.size(), vocab_);
-    for (const auto& a : appends) specdec::detail::check_append(a, length(a.sequence), vocab_);
+    for (const auto& a : appends) {
+      SPECDEC_EXPECTS(a.parents.empty() || ctx_->tree_paths() > 0,
+                      "specdec::llama_cpp::sequence_model: a tree-shaped append needs a context made with tree_paths > 0");
+      specdec::detail::check_append(a, length(a.sequence), vocab_, true);
+      const auto it = live_.find(a.sequence);
+      SPECDEC_EXPECTS(it == live_.end() || it->second.tree.paths.empty(),
+                      "specdec::llama_cpp::sequence_model: a sequence is extended again only after commit_tree");
+    }
     prepare(appends);
     ++stats_.calls;
     std::size_t row = 0;
@@ -74,13 +92,18 @@ class sequence_model {
     try {
       for (const auto& a : appends) {
         slot& s = live_.at(a.sequence);
+        if (!a.parents.empty()) begin_tree(a, s);
         const std::size_t first_row = a.tokens.size() - a.rows;
         for (std::size_t i = 0; i < a.tokens.size(); ++i) {
           if (batch_.n_tokens == static_cast<std::int32_t>(ctx_->batch())) decode(logits);
           const bool output = i >= first_row;
-          add(a.tokens[i], s, output);
+          if (a.parents.empty())
+            add(a.tokens[i], s, output);
+          else
+            add_node(a.tokens[i], s, i, output);
           if (output) targets_.push_back(row++);
         }
+        if (!a.parents.empty()) s.length += a.tokens.size();
         stats_.appended_positions += a.tokens.size();
         stats_.rows += a.rows;
       }
@@ -91,33 +114,112 @@ class sequence_model {
     }
   }
 
-  //! Removes the last n positions of s. \throws specdec::error when n exceeds its length;
-  //! specdec::engine_error when the model's memory cannot drop a suffix (a recurrent model).
+  //! Removes the last n positions of s (a tree not yet committed counts as its nodes: n must then
+  //! cover the whole tree, which is dropped). \throws specdec::error when n exceeds its length or
+  //! ends inside an uncommitted tree; specdec::engine_error when the model's memory cannot drop a
+  //! suffix (a recurrent model).
   void rollback(sequence_id s, std::size_t n) {
     SPECDEC_EXPECTS(n <= length(s), "specdec::llama_cpp::sequence_model::rollback: past the start of the sequence");
     if (n == 0) return;
     slot& sl = live_.at(s);
+    if (!sl.tree.paths.empty()) {
+      const std::size_t nodes = sl.length - sl.tree.base;
+      SPECDEC_EXPECTS(n >= nodes,
+                      "specdec::llama_cpp::sequence_model::rollback: a tree is dropped whole or kept with commit_tree");
+      free_tree(sl);
+      sl.length = sl.tree.base;
+      stats_.rolled_back += nodes;
+      n -= nodes;
+      if (n == 0) return;
+    }
     if (!llama_memory_seq_rm(ctx_->memory(), sl.id, static_cast<llama_pos>(sl.length - n), -1))
       throw engine_error("specdec::llama_cpp::sequence_model::rollback: this model's memory cannot remove a suffix");
     sl.length -= n;
     stats_.rolled_back += n;
   }
 
+  //! `TreeSequenceModel::commit_tree`: of the last `count` tokens of s (nodes of its last tree-shaped
+  //! append), keeps those at the offsets `keep`, which must be a root-to-node path below the append's
+  //! chain of leading tokens (what the step decoder commits: its pending tokens, then a tree). The
+  //! kept nodes' cells go to s, every path id of the tree is freed (so the other nodes' cells are).
+  //! \throws specdec::error when s has no uncommitted tree, `count` is not the number of tree
+  //! nodes after that chain, or `keep` is not such a path (nothing changes then).
+  void commit_tree(sequence_id s, std::size_t count, std::span<const std::int32_t> keep) {
+    const auto it = live_.find(s);
+    SPECDEC_EXPECTS(it != live_.end() && !it->second.tree.paths.empty(),
+                    "specdec::llama_cpp::sequence_model::commit_tree: the sequence has no uncommitted tree");
+    slot& sl = it->second;
+    tree_state& t = sl.tree;
+    SPECDEC_EXPECTS(detail::is_trunk_and_path(t.parents, count, keep),
+                    "specdec::llama_cpp::sequence_model::commit_tree: the kept offsets are not a root-to-node path below "
+                    "the append's leading chain");
+    const std::size_t nodes = t.parents.size();
+    const std::size_t kept = nodes - count + keep.size();
+    // Every path through the last kept node (any path when nothing of the tree is kept below the
+    // chain) holds the kept nodes at positions [base, base + kept): share those cells with s.
+    const std::size_t last =
+        keep.empty() ? (nodes - count == 0 ? 0 : nodes - count - 1) : nodes - count + static_cast<std::size_t>(keep.back());
+    if (kept > 0) {
+      const llama_seq_id path = t.paths[t.shape.paths_of(last).front()];
+      llama_memory_seq_cp(ctx_->memory(), path, sl.id, static_cast<llama_pos>(t.base), static_cast<llama_pos>(t.base + kept));
+    }
+    free_tree(sl);
+    stats_.rolled_back += nodes - kept;
+    sl.length = t.base + kept;
+  }
+
   //! Frees s's KV cache and its sequence id (a later append starts it again from length 0).
   void release(sequence_id s) {
     const auto it = live_.find(s);
     if (it == live_.end()) return;
+    free_tree(it->second);
     llama_memory_seq_rm(ctx_->memory(), it->second.id, -1, -1);
     free_slots_.push_back(it->second.id);
     live_.erase(it);
   }
 
+  //! Whether tree-shaped appends are taken (the context was made with `context_options::tree_paths` > 0).
+  bool takes_tree_appends() const noexcept { return ctx_->tree_paths() > 0; }
+  //! The path ids free for trees (`context_options::tree_paths` when no tree is uncommitted).
+  std::size_t free_tree_paths() const noexcept { return free_paths_.size(); }
+
  private:
+  // A tree-shaped append not yet committed: its nodes live in the cells of its path ids only.
+  struct tree_state {
+    std::size_t base = 0;               // the sequence's length before the tree
+    std::vector<std::int32_t> parents;  // the append's parents
+    detail::tree_paths shape;           // depths and paths of the nodes
+    std::vector<llama_seq_id> paths;    // the llama.cpp id of each path (empty: no tree)
+  };
   struct slot {
     llama_seq_id id = 0;
-    std::size_t length = 0;  // positions in the KV cache
+    std::size_t length = 0;  // positions in the KV cache (with an uncommitted tree's nodes)
     std::size_t before = 0;  // length before the current forward (to undo a failed one)
+    tree_state tree;
   };
+
+  // Takes path ids for a tree and shares the state's cells with each (cells of one stream are shared).
+  void begin_tree(const sequence_append& a, slot& s) {
+    tree_state& t = s.tree;
+    t.base = s.length;
+    t.parents.assign(a.parents.begin(), a.parents.end());
+    t.shape.assign(t.parents);
+    t.paths.clear();
+    for (std::size_t k = 0; k < t.shape.count(); ++k) {
+      t.paths.push_back(free_paths_.back());
+      free_paths_.pop_back();
+      llama_memory_seq_cp(ctx_->memory(), s.id, t.paths.back(), -1, -1);
+    }
+  }
+
+  // Removes every path id of s's tree from the cache and gives them back.
+  void free_tree(slot& s) noexcept {
+    for (const llama_seq_id id : s.tree.paths) {
+      llama_memory_seq_rm(ctx_->memory(), id, -1, -1);
+      free_paths_.push_back(id);
+    }
+    s.tree.paths.clear();
+  }
 
   // Takes a slot for every new sequence and checks every sequence's room before anything is decoded.
   void prepare(std::span<const sequence_append> appends) {
@@ -134,9 +236,24 @@ class sequence_model {
     if (fresh > free_slots_.size())
       throw engine_error("specdec::llama_cpp::sequence_model: more live sequences than the context's " +
                          std::to_string(ctx_->max_sequences()));
+    std::size_t paths = 0;
+    for (const auto& a : appends) {
+      if (a.parents.empty()) continue;
+      SPECDEC_EXPECTS(grow[a.sequence] == a.tokens.size(),
+                      "specdec::llama_cpp::sequence_model: a tree-shaped append is its sequence's only append of a forward");
+      tree_shape_.assign(a.parents);
+      paths += tree_shape_.count();
+    }
+    if (paths > free_paths_.size())
+      throw engine_error("specdec::llama_cpp::sequence_model: the trees of this forward have " + std::to_string(paths) +
+                         " root-to-leaf paths, more than the " + std::to_string(free_paths_.size()) +
+                         " free path ids of the context (context_options::tree_paths = " + std::to_string(ctx_->tree_paths()) +
+                         ")");
     for (const auto& [s, n] : grow) {
       if (!live_.contains(s)) {
-        live_[s] = slot{free_slots_.back(), 0, 0};
+        slot fresh;
+        fresh.id = free_slots_.back();
+        live_[s] = std::move(fresh);
         free_slots_.pop_back();
       }
       live_[s].before = live_[s].length;
@@ -152,6 +269,18 @@ class sequence_model {
     batch_.n_seq_id[i] = 1;
     batch_.seq_id[i][0] = s.id;
     batch_.logits[i] = output ? 1 : 0;
+  }
+
+  // Node i of s's tree: at the state's length plus its depth, in every path through it (any of them
+  // gives its attention, tree_paths.hpp).
+  void add_node(token_id t, const slot& s, std::size_t i, bool output) {
+    const auto k = static_cast<std::size_t>(batch_.n_tokens++);
+    const auto paths = s.tree.shape.paths_of(i);
+    batch_.token[k] = t;
+    batch_.pos[k] = static_cast<llama_pos>(s.tree.base + s.tree.shape.depth(i));
+    batch_.n_seq_id[k] = static_cast<std::int32_t>(paths.size());
+    for (std::size_t j = 0; j < paths.size(); ++j) batch_.seq_id[k][j] = s.tree.paths[paths[j]];
+    batch_.logits[k] = output ? 1 : 0;
   }
 
   // Decodes the pending batch and copies its output rows to their places in `logits`.
@@ -181,6 +310,7 @@ class sequence_model {
     for (const sequence_id s : touched_) {
       const auto it = live_.find(s);
       if (it == live_.end()) continue;
+      free_tree(it->second);
       llama_memory_seq_rm(ctx_->memory(), it->second.id, static_cast<llama_pos>(it->second.before), -1);
       it->second.length = it->second.before;
       if (it->second.length == 0) {
@@ -195,13 +325,15 @@ class sequence_model {
   llama_batch batch_{};
   std::unordered_map<sequence_id, slot> live_;
   std::vector<llama_seq_id> free_slots_;
-  std::vector<std::size_t> targets_;  // the logits row of each requested output, in batch order
+  std::vector<llama_seq_id> free_paths_;  // llama.cpp ids for tree paths
+  detail::tree_paths tree_shape_;         // scratch: a tree's paths while checking a forward
+  std::vector<std::size_t> targets_;      // the logits row of each requested output, in batch order
   std::vector<sequence_id> touched_;
   std::size_t done_ = 0;  // outputs of this forward copied so far
   sequence_model_stats stats_;
   llama_cpp::decode_stats engine_stats_;
 };
 
-static_assert(SequenceModel<sequence_model>);
+static_assert(TreeSequenceModel<sequence_model>);
 
 }  // namespace specdec::llama_cpp

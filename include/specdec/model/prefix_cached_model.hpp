@@ -1,0 +1,136 @@
+//! \file model/prefix_cached_model.hpp
+//! \brief `prefix_cached_model`: a `SequenceModel` (a KV-cached engine such as llama.cpp) seen as a
+//! stateless `Model` and `BatchedModel`, so that every stage written against `Model` (beam drafting for
+//! MTAD, tree drafters, SV's companion, verifier-gated drafting) runs on a real engine's KV cache.
+//!
+//! The adapter keeps `lanes` sequences of the wrapped model. A call asks for the next-token rows after
+//! some contexts; each context is served by the free lane whose tokens share the longest prefix with
+//! it (ties to the lower lane): the lane is rolled back to that common prefix and the rest of the
+//! context is appended, with one row asked for. So a context that extends, or branches off, what a lane
+//! held costs only its new tokens: a drafter that extends its context by one token per call appends one
+//! token per call, a beam or tree frontier re-sends each path below its branch point, never the whole
+//! context. All lanes of a call go to the model in one `forward` (more contexts than lanes: one
+//! forward per `lanes` contexts). When the common prefix is the whole context, its last token is
+//! appended again (a row needs an appended position).
+//!
+//! `next_logits` is `const`, as `Model` requires, and changes only the cache (the rows are what the
+//! wrapped model gives for the context): the adapter is not safe to call from two threads at once, and
+//! the wrapped model's lanes must not be used by anyone else. Lane ids are `first_id`, `first_id + 1`,
+//! ... in the wrapped model. An empty context is refused (there is no row before the first token).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "specdec/contracts.hpp"
+#include "specdec/model/sequence.hpp"
+
+namespace specdec {
+
+//! What a `prefix_cached_model` asked of its model.
+struct prefix_cache_stats {
+  std::size_t contexts = 0;            //!< contexts whose rows were asked for
+  std::size_t forwards = 0;            //!< `forward` calls on the wrapped model
+  std::size_t appended_positions = 0;  //!< tokens appended (what the engine computed)
+  std::size_t reused_positions = 0;    //!< context tokens found in a lane's cache (not recomputed)
+};
+
+//! A `SequenceModel` as a stateless `Model` / `BatchedModel` over `lanes` cached sequences (see the
+//! file comment).
+template <SequenceModel M>
+class prefix_cached_model {
+ public:
+  //! Wraps `model` (which must outlive the adapter) with `lanes` sequences, ids `first_id` onwards.
+  //! \throws specdec::error when lanes is 0.
+  prefix_cached_model(M& model, std::size_t lanes, sequence_id first_id = 0) : model_(&model), first_id_(first_id), held_(lanes) {
+    SPECDEC_EXPECTS(lanes > 0, "specdec::prefix_cached_model: at least one lane");
+  }
+
+  //! V, the wrapped model's vocabulary size.
+  std::size_t vocab_size() const { return model_->vocab_size(); }
+  //! The number of lanes (contexts served per `forward`).
+  std::size_t lanes() const noexcept { return held_.size(); }
+  //! What was asked of the wrapped model so far.
+  const prefix_cache_stats& stats() const noexcept { return stats_; }
+
+  //! The next-token logits after `context`. \throws specdec::error on an empty context or a wrong
+  //! row size; whatever the wrapped model throws.
+  void next_logits(std::span<const token_id> context, std::span<float> logits) const {
+    next_logits_batch(std::span<const std::span<const token_id>>(&context, 1), logits);
+  }
+
+  //! Row b of `logits` is the next-token logits after `contexts[b]` (one `forward` per `lanes()`
+  //! contexts). \throws as `next_logits`.
+  void next_logits_batch(std::span<const std::span<const token_id>> contexts, std::span<float> logits) const {
+    const std::size_t V = vocab_size();
+    SPECDEC_EXPECTS(logits.size() == contexts.size() * V, "specdec::prefix_cached_model: one row per context");
+    for (const auto& c : contexts) SPECDEC_EXPECTS(!c.empty(), "specdec::prefix_cached_model: an empty context has no row");
+    for (std::size_t first = 0; first < contexts.size(); first += lanes())
+      serve(contexts.subspan(first, std::min(lanes(), contexts.size() - first)), logits.subspan(first * V));
+  }
+
+  //! Frees every lane's sequence in the wrapped model.
+  void clear() {
+    for (std::size_t k = 0; k < held_.size(); ++k) {
+      model_->release(first_id_ + k);
+      held_[k].clear();
+    }
+  }
+
+ private:
+  static std::size_t common_prefix(std::span<const token_id> a, std::span<const token_id> b) {
+    const auto [x, y] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+    return static_cast<std::size_t>(x - a.begin());
+  }
+
+  // Serves at most lanes() contexts with one forward.
+  void serve(std::span<const std::span<const token_id>> contexts, std::span<float> logits) const {
+    used_.assign(held_.size(), false);
+    appends_.clear();
+    for (const auto& c : contexts) {
+      std::size_t best = held_.size(), shared = 0;
+      for (std::size_t k = 0; k < held_.size(); ++k) {
+        if (used_[k]) continue;
+        const std::size_t n = common_prefix(held_[k], c);
+        if (best == held_.size() || n > shared) best = k, shared = n;
+      }
+      used_[best] = true;
+      shared = std::min(shared, c.size() - 1);  // at least one token appended: its row is the answer
+      model_->rollback(first_id_ + best, held_[best].size() - shared);
+      held_[best].assign(c.begin(), c.end());
+      appends_.push_back({.sequence = first_id_ + best, .tokens = c.subspan(shared), .rows = 1});
+      stats_.appended_positions += c.size() - shared;
+      stats_.reused_positions += shared;
+    }
+    ++stats_.forwards;
+    stats_.contexts += contexts.size();
+    try {
+      model_->forward(std::span<const sequence_append>(appends_), logits.first(contexts.size() * vocab_size()));
+    } catch (...) {
+      clear_after_failure();
+      throw;
+    }
+  }
+
+  // A failed forward leaves the lanes' model state unknown to us: start them again from nothing.
+  void clear_after_failure() const noexcept {
+    for (std::size_t k = 0; k < held_.size(); ++k) {
+      try {
+        model_->release(first_id_ + k);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): releasing is best effort here
+      }
+      held_[k].clear();
+    }
+  }
+
+  M* model_;
+  sequence_id first_id_;
+  mutable std::vector<std::vector<token_id>> held_;  // the tokens each lane's sequence holds
+  mutable std::vector<bool> used_;
+  mutable std::vector<sequence_append> appends_;
+  mutable prefix_cache_stats stats_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,111 @@
+// prefix_cached_model: a SequenceModel as a stateless Model / BatchedModel. Its rows are the wrapped
+// model's for every context, whatever the order and branching of the calls and however many contexts a
+// call has; a context that extends or branches off a lane's tokens costs only the tokens after the
+// shared prefix; beam drafting (MTAD) on it drafts exactly what it drafts on the plain model.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "specdec/draft/beam.hpp"
+#include "specdec/model/adapters.hpp"
+#include "specdec/model/prefix_cached_model.hpp"
+#include "specdec/model/sequence.hpp"
+
+namespace {
+using specdec::token_id;
+
+// A row that depends on every token and its position: logit[t] = sin(sum_i (i + 1) * (c_i + 1) + 0.7 t).
+void positional_logits(std::span<const token_id> ctx, std::span<float> logits) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < ctx.size(); ++i) s += double(i + 1) * double(ctx[i] + 1);
+  for (std::size_t t = 0; t < logits.size(); ++t) logits[t] = static_cast<float>(std::sin(0.013 * s + 0.7 * double(t)));
+}
+
+constexpr std::size_t V = 7;
+}  // namespace
+
+TEST_CASE("prefix_cached_model gives the wrapped model's rows for any sequence of calls", "[model]") {
+  const auto m = specdec::make_model(V, positional_logits);
+  specdec::recomputing_sequence_model engine(m);
+  const specdec::prefix_cached_model cached(engine, 3, 100);
+  static_assert(specdec::Model<decltype(cached)> && specdec::BatchedModel<decltype(cached)>);
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<token_id>> contexts{{1, 2, 3}};
+  std::size_t rows = 0;
+  for (int call = 0; call < 300; ++call) {
+    // A batch of 1..5 contexts (more than the 3 lanes sometimes): extensions, branches and new ones.
+    const std::size_t b = std::uniform_int_distribution<std::size_t>(1, 5)(rng);
+    std::vector<std::vector<token_id>> batch;
+    for (std::size_t k = 0; k < b; ++k) {
+      std::vector<token_id> c = contexts[std::uniform_int_distribution<std::size_t>(0, contexts.size() - 1)(rng)];
+      const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
+      if (kind == 0 && c.size() > 1)
+        c.resize(std::uniform_int_distribution<std::size_t>(1, c.size() - 1)(rng));        // a branch point
+      if (kind <= 1) c.push_back(std::uniform_int_distribution<token_id>(0, V - 1)(rng));  // extend
+      if (kind == 3) c = {std::uniform_int_distribution<token_id>(0, V - 1)(rng)};         // unrelated
+      batch.push_back(c);
+      contexts.push_back(c);
+    }
+    std::vector<std::span<const token_id>> spans(batch.begin(), batch.end());
+    std::vector<float> got(b * V), want(V);
+    cached.next_logits_batch(spans, got);
+    for (std::size_t k = 0; k < b; ++k) {
+      m.next_logits(batch[k], want);
+      REQUIRE(std::vector<float>(got.begin() + static_cast<std::ptrdiff_t>(k * V),
+                                 got.begin() + static_cast<std::ptrdiff_t>((k + 1) * V)) == want);
+      ++rows;
+    }
+  }
+  CHECK(cached.stats().contexts == rows);
+  CHECK(cached.stats().appended_positions == engine.stats().appended_positions);  // the adapter counts what the engine did
+  CHECK(cached.stats().reused_positions > 0);                                     // some contexts came from a lane's cache
+
+  // Bad input: an empty context, a wrong row size, no lanes.
+  std::vector<float> row(V), short_row(V - 1);
+  CHECK_THROWS_WITH(cached.next_logits({}, row), Catch::Matchers::Contains("empty context"));
+  CHECK_THROWS_AS(cached.next_logits(contexts[0], short_row), specdec::error);
+  CHECK_THROWS_AS(specdec::prefix_cached_model(engine, 0), specdec::error);
+}
+
+TEST_CASE("prefix_cached_model: extending a context by one token appends one token", "[model]") {
+  const auto m = specdec::make_model(V, positional_logits);
+  specdec::recomputing_sequence_model engine(m);
+  const specdec::prefix_cached_model cached(engine, 1);
+  std::vector<token_id> context{3, 1, 4, 1, 5};
+  std::vector<float> row(V);
+  cached.next_logits(context, row);
+  CHECK(cached.stats().appended_positions == context.size());
+  for (int k = 0; k < 20; ++k) {
+    context.push_back(static_cast<token_id>(k % V));
+    cached.next_logits(context, row);
+  }
+  CHECK(cached.stats().appended_positions == 5 + 20);
+  // The same context again re-appends its last token only; a branch re-sends what follows the branch.
+  cached.next_logits(context, row);
+  CHECK(cached.stats().appended_positions == 26);
+  context.resize(10);
+  context.push_back(6);
+  cached.next_logits(context, row);
+  CHECK(cached.stats().appended_positions == 27);
+  CHECK(engine.length(0) == context.size());
+}
+
+TEST_CASE("beam drafting on prefix_cached_model drafts what it drafts on the plain model", "[model]") {
+  const auto m = specdec::make_model(V, positional_logits);
+  specdec::recomputing_sequence_model engine(m);
+  const specdec::prefix_cached_model cached(engine, 4);
+  const specdec::beam_params params{.width = 4};
+  std::vector<token_id> context{2, 5, 1};
+  for (std::uint64_t round = 0; round < 20; ++round) {
+    const specdec::random::request_stream stream{.seed = 9, .request = 0, .step = static_cast<std::uint32_t>(round)};
+    const auto a = specdec::draft_beams(m, context, 4, params, stream);
+    const auto b = specdec::draft_beams(cached, context, 4, params, stream);
+    REQUIRE(a.tokens == b.tokens);
+    REQUIRE(a.log_q == b.log_q);
+    context.insert(context.end(), a.tokens.begin(), a.tokens.end());
+  }
+  CHECK(cached.stats().reused_positions > 0);
+}
