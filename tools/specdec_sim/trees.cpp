@@ -4,6 +4,8 @@
 //   tree:  expected accepted drafts of a chain, complete k-ary trees and the best tree of a node budget
 //          against the per-node acceptance alpha (every child accepted with alpha given that its
 //          parent was reached and its earlier siblings failed).
+//          With --rules: the per-node acceptance of the multi-candidate rules (MSS, K-SEQ, RRS) against
+//          the optimal acceptance of any lossless rule (theory/multi_draft_bound.hpp), and the gaps.
 //   block: block verification (Sun et al., arXiv 2403.10444) against token-wise verification as a
 //          function of the draft length gamma, on the paper's example and on random pairs.
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -22,6 +25,7 @@
 #include "specdec/simulate/block.hpp"
 #include "specdec/simulate/tree.hpp"
 #include "specdec/theory/block.hpp"
+#include "specdec/theory/multi_draft_bound.hpp"
 #include "specdec/theory/sd.hpp"
 #include "specdec/theory/tree.hpp"
 
@@ -97,6 +101,51 @@ std::string tree_plot_body(const table& csv, std::uint64_t draws, std::size_t bu
   return g.str();
 }
 
+struct row_pair {
+  std::string name;
+  std::vector<double> p, q;
+};
+
+// Random context-independent pairs: p ~ Dirichlet(0.5), q ~ Dirichlet(1) over v tokens (order-0
+// random_markov_model), pair i from the seeds pair_seed * 1000 + 2 i and + 1.
+std::vector<row_pair> random_pairs(int count, std::size_t v, std::uint64_t pair_seed) {
+  std::vector<row_pair> pairs;
+  for (int i = 1; i <= count; ++i) {
+    const auto p = specdec::random_markov_model(v, 0, pair_seed * 1000 + 2 * static_cast<std::uint64_t>(i), 0.5);
+    const auto q = specdec::random_markov_model(v, 0, pair_seed * 1000 + 2 * static_cast<std::uint64_t>(i) + 1, 1.0);
+    pairs.push_back({"random pair " + std::to_string(i) + " (V = " + std::to_string(v) + ")",
+                     {p.table().begin(), p.table().end()},
+                     {q.table().begin(), q.table().end()}});
+  }
+  return pairs;
+}
+
+// specdec-sim tree --rules: one row per (pair, k) with each rule's acceptance, the two optima and the
+// gaps (optimum - rule; MSS and K-SEQ draw i.i.d., RRS without replacement).
+int run_tree_rules(const option_parser& o) {
+  const std::vector<int> mk = o.integers("max-k"), np = o.integers("pairs"), nv = o.integers("vocab");
+  if (mk.size() != 1 || mk[0] < 1 || mk[0] > 8) throw usage_error("--max-k takes one integer in 1..8");
+  if (np.size() != 1 || np[0] < 0 || np[0] > 16) throw usage_error("--pairs takes one integer in 0..16");
+  if (nv.size() != 1 || nv[0] < 2 || nv[0] > 8) throw usage_error("--vocab takes one integer in 2..8");
+  if (o.plot_path()) throw usage_error("--plot draws the tree table; leave it out with --rules");
+  std::vector<row_pair> pairs{{"reference pair (docs/trees.md)", {0.5, 0.3, 0.2}, {0.2, 0.3, 0.5}}};
+  for (auto& r : random_pairs(np[0], static_cast<std::size_t>(nv[0]), o.count("pair-seed"))) pairs.push_back(std::move(r));
+  table csv{{"pair", "vocab", "k", "mss", "k_seq", "rrs", "optimal_iid", "optimal_without_replacement", "gap_mss", "gap_k_seq",
+             "gap_rrs"},
+            {}};
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const std::span<const double> p(pairs[i].p), q(pairs[i].q);
+    for (std::size_t k = 1; k <= static_cast<std::size_t>(mk[0]); ++k) {
+      const double mss = tree::mss_acceptance(p, q, k), kseq = tree::kseq_acceptance(p, q, k),
+                   rrs = tree::rrs_acceptance(p, q, k);
+      const double iid = tree::optimal_iid_acceptance(p, q, k), without = tree::optimal_without_replacement_acceptance(p, q, k);
+      csv.add({double(i), double(p.size()), double(k), mss, kseq, rrs, iid, without, iid - mss, iid - kseq, without - rrs});
+    }
+  }
+  write_csv(csv, o.csv_path());
+  return 0;
+}
+
 int run_tree(std::span<const std::string> args) {
   option_parser o("specdec-sim tree",
                   "Tree verification under per-node acceptance (theory/tree.hpp): every drafted node is accepted with\n"
@@ -104,12 +153,22 @@ int run_tree(std::span<const std::string> args) {
                   "budget of n drafted nodes: a chain of n, the complete k-ary trees of at most n nodes, and the best\n"
                   "tree of n nodes (theory::tree::best_tree). E[accepted drafts] by the tree formula and the closed form\n"
                   "(chain: SV eq. (4); complete trees: sum_i s^i, s = 1 - (1 - alpha)^k), and by Monte Carlo\n"
-                  "(simulate::tree::walk). One CSV row per (alpha, tree); shape 0 chain, 1 complete, 2 best.");
+                  "(simulate::tree::walk). One CSV row per (alpha, tree); shape 0 chain, 1 complete, 2 best.\n"
+                  "With --rules, instead: the per-node acceptance of MSS, K-SEQ and RRS with k candidates against the\n"
+                  "optimal acceptance of any lossless rule (theory/multi_draft_bound.hpp; i.i.d. drafts for MSS and\n"
+                  "K-SEQ, drafts without replacement for RRS) and the gaps, on the reference pair p = (.5, .3, .2),\n"
+                  "q = (.2, .3, .5) (pair 0) and random pairs. One CSV row per (pair, k); exact, no Monte Carlo.");
   o.value("alpha", "LIST", "0.05:0.95:0.05", "per-node acceptance probabilities in [0, 1]");
   o.value("budget", "N", "15", "drafted nodes per tree (the root not counted), 1..4096");
   o.value("arity", "LIST", "2,3,4", "arities of the complete trees (>= 2)");
+  o.flag("rules", "the multi-candidate rules against the optimal acceptance instead of the trees");
+  o.value("max-k", "K", "4", "--rules: candidates per node 1..K (K <= 8)");
+  o.value("pairs", "N", "3", "--rules: random pairs besides the reference pair (0..16)");
+  o.value("vocab", "V", "5", "--rules: vocabulary of the random pairs (2..8)");
+  o.value("pair-seed", "S", "1", "--rules: seed of the random pairs");
   o.common(20000);
   if (!o.parse(args)) return 0;
+  if (o.flag_set("rules")) return run_tree_rules(o);
   const std::vector<double> alphas = o.numbers("alpha");
   for (const double a : alphas)
     if (!(a >= 0 && a <= 1)) throw usage_error("--alpha values must be in [0, 1]");
@@ -191,11 +250,6 @@ enum block_column : std::size_t {
   b_mc_draws
 };
 
-struct row_pair {
-  std::string name;
-  std::vector<double> p, q;
-};
-
 // Two panels: E[accepted] against gamma (block solid, token-wise dashed, one colour per pair), and
 // the gain E[tau] - E[A] with its Monte-Carlo estimate.
 std::string block_plot_body(const table& csv, const std::vector<row_pair>& pairs, std::uint64_t draws) {
@@ -256,14 +310,7 @@ int run_block(std::span<const std::string> args) {
   const std::uint64_t draws = o.draws(), pair_seed = o.count("pair-seed");
 
   std::vector<row_pair> pairs{{"paper's example (V = 2)", {1.0 / 3.0, 2.0 / 3.0}, {2.0 / 3.0, 1.0 / 3.0}}};
-  for (int i = 1; i <= np[0]; ++i) {
-    const auto v = static_cast<std::size_t>(nv[0]);
-    const auto p = specdec::random_markov_model(v, 0, pair_seed * 1000 + 2 * static_cast<std::uint64_t>(i), 0.5);
-    const auto q = specdec::random_markov_model(v, 0, pair_seed * 1000 + 2 * static_cast<std::uint64_t>(i) + 1, 1.0);
-    pairs.push_back({"random pair " + std::to_string(i) + " (V = " + std::to_string(v) + ")",
-                     {p.table().begin(), p.table().end()},
-                     {q.table().begin(), q.table().end()}});
-  }
+  for (auto& r : random_pairs(np[0], static_cast<std::size_t>(nv[0]), pair_seed)) pairs.push_back(std::move(r));
 
   table csv{{"pair", "vocab", "gamma", "alpha", "token_wise", "block", "gain", "mc_token_wise", "mc_token_wise_se", "mc_block",
              "mc_block_se", "mc_gain", "mc_gain_se", "mc_draws"},
@@ -294,7 +341,10 @@ int run_block(std::span<const std::string> args) {
 }
 
 [[maybe_unused]] const bool tree_registered = add_subcommand(
-    {"tree", "tree verification: E[accepted] of chains, k-ary and best trees of a node budget vs alpha; Monte-Carlo", &run_tree});
+    {"tree",
+     "tree verification: E[accepted] of chains, k-ary and best trees of a node budget vs alpha; Monte-Carlo; --rules: "
+     "multi-candidate rules vs the optimal acceptance",
+     &run_tree});
 [[maybe_unused]] const bool block_registered = add_subcommand(
     {"block", "block vs token-wise verification: exact E[accepted] against gamma (paper's example, random pairs); Monte-Carlo",
      &run_block});
