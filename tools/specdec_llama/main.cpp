@@ -291,8 +291,11 @@ class model_stages {
     for (std::size_t i = 0; i < views; ++i) views_.push_back(std::make_unique<view>(draft, lanes(o), i * lanes(o)));
   }
 
-  // Request i's drafter stage.
+  // Request i's drafter stage. A tree's candidates are the top-k of the draft's unwarped row (as
+  // EAGLE's are): the tree rules offered (target-only, greedy, sample-and-match) read no q, so the
+  // draft's warp changes which tokens are proposed, never the output's law.
   specdec::draft_stage stage(std::size_t i) {
+    const specdec::warp_params tree_warp{};
     view& v = *views_[views_.size() == 1 ? 0 : i];
     if (o_.method == "mtad") {
       beams_.push_back(std::make_unique<specdec::beam_drafter<view>>(v, specdec::beam_params{.width = o_.beams}));
@@ -300,11 +303,14 @@ class model_stages {
     }
     if (o_.tree == "static") {
       const auto shape = specdec::tree_shape::full(std::vector<std::size_t>(std::max<std::size_t>(o_.gamma, 1), o_.tree_width));
-      statics_.push_back(std::make_unique<specdec::static_tree_drafter<view>>(v, shape, o_.warp, specdec::tree_sampling::top_k));
+      statics_.push_back(
+          std::make_unique<specdec::static_tree_drafter<view>>(v, shape, tree_warp, specdec::tree_sampling::top_k));
       return specdec::tree_drafter_stage(*statics_.back());
     }
-    const specdec::dynamic_tree_params params{
-        .depth = std::max<std::size_t>(o_.gamma, 1) - 1, .top_k = o_.tree_width, .total_tokens = o_.tree_nodes, .warp = o_.warp};
+    const specdec::dynamic_tree_params params{.depth = std::max<std::size_t>(o_.gamma, 1) - 1,
+                                              .top_k = o_.tree_width,
+                                              .total_tokens = o_.tree_nodes,
+                                              .warp = tree_warp};
     dynamics_.push_back(std::make_unique<specdec::dynamic_tree_drafter<view>>(v, params));
     return specdec::tree_drafter_stage(*dynamics_.back());
   }

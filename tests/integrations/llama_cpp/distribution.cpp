@@ -1,6 +1,9 @@
 // Strict speculative decoding through llama.cpp preserves the target's distribution: a chi-squared
 // test of the first two generated tokens against their exact law, computed from the target's own
-// rows, with a negative control (lenient verification, l = 0.3) that must fail.
+// rows, with a negative control (lenient verification, l = 0.3) that must fail. The same for token
+// trees on llama.cpp's KV cache (a sequence id per root-to-leaf path): a static top-2 x top-2 tree from
+// the draft model (read through prefix_cached_model lanes) verified by sample-and-match, with MSS
+// (the strict tree rule, which assumes candidates drawn from q, not q's top two) as the negative control.
 //
 // Power: both models sample at temperature 1 with top-k 8, so the first two tokens take at most 64
 // values and every cell is well filled; the draft is the target with noise of half its weights' size
@@ -10,7 +13,11 @@
 #include <map>
 #include <utility>
 
+#include <functional>
+
 #include "integrations/llama_cpp/models.hpp"
+#include "specdec/draft/tree.hpp"
+#include "specdec/model/prefix_cached_model.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sample_scale.hpp"
 
@@ -42,14 +49,53 @@ std::map<std::pair<token_id, token_id>, double> exact_law(const t::lc::model& m,
   return law;
 }
 
-template <class Acceptance>
-specdec::stats::gof_result first_two_tokens(Acceptance acceptance, std::size_t samples) {
+// Decodes a chunk of requests, returning each one's tokens in order.
+using chunk_decoder = std::function<std::vector<std::vector<token_id>>(std::vector<specdec::request_options>)>;
+
+// Chains: the target and the draft model as the decoder's two sequence models.
+std::vector<std::vector<token_id>> decode_chains(std::vector<specdec::request_options> requests) {
+  return t::decode_all(t::model("target"), t::model("draft-noise-0.5"), std::move(requests));
+}
+
+// Trees: a static top-2 x top-2 tree per request from the draft model through two KV-cached lanes each.
+std::vector<std::vector<token_id>> decode_trees(std::vector<specdec::request_options> requests) {
+  using view = specdec::prefix_cached_model<t::lc::sequence_model>;
+  const auto n = static_cast<std::uint32_t>(requests.size());
+  t::lc::context target_ctx(t::model("target"), {.context_per_sequence = 64, .sequences = n, .threads = 1, .tree_paths = 4 * n});
+  t::lc::context draft_ctx(t::model("draft-noise-0.5"), {.context_per_sequence = 64, .sequences = 2 * n, .threads = 1});
+  t::lc::sequence_model target(target_ctx), draft(draft_ctx);
+  specdec::no_sequence_model none(target.vocab_size());
+#if SPECDEC_ENABLE_SIMD
+  specdec::batch_decoder decoder(specdec::exec::simd, target, none, specdec::strict);
+#else
+  specdec::batch_decoder decoder(specdec::exec::seq, target, none, specdec::strict);
+#endif
+  std::vector<std::unique_ptr<view>> views;
+  std::vector<std::unique_ptr<specdec::static_tree_drafter<view>>> drafters;
+  std::vector<specdec::request_handle> handles;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    views.push_back(std::make_unique<view>(draft, 2, 2 * i));
+    drafters.push_back(
+        std::make_unique<specdec::static_tree_drafter<view>>(*views.back(), specdec::tree_shape::full({2, 2}), top8));
+    requests[i].drafter = specdec::tree_drafter_stage(*drafters.back());
+    handles.push_back(decoder.add(std::move(requests[i])));
+  }
+  std::vector<std::vector<token_id>> out(handles.size());
+  while (decoder.active() > 0)
+    for (const auto& e : decoder.step())
+      if (e.finished != specdec::finish_reason::none) {
+        const auto tokens = decoder.tokens(e.request);
+        out[e.request - handles.front()].assign(tokens.begin(), tokens.end());
+      }
+  return out;
+}
+
+specdec::stats::gof_result first_two_tokens(specdec::request_acceptance acceptance, std::size_t samples, std::size_t chunk,
+                                            const chunk_decoder& decode) {
   const auto& target = t::model("target");
-  const auto& draft = t::model("draft-noise-0.5");
   const std::vector<token_id> prompt = t::lc::tokenize(target, "Once upon a time");
   const auto law = exact_law(target, prompt);
   std::map<std::pair<token_id, token_id>, std::uint64_t> seen;
-  const std::size_t chunk = 128;  // requests per context
   for (std::size_t first = 0; first < samples; first += chunk) {
     std::vector<specdec::request_options> requests;
     for (std::size_t i = first; i < std::min(samples, first + chunk); ++i) {
@@ -63,7 +109,7 @@ specdec::stats::gof_result first_two_tokens(Acceptance acceptance, std::size_t s
       r.acceptance = acceptance;
       requests.push_back(std::move(r));
     }
-    for (const auto& tokens : t::decode_all(target, draft, std::move(requests))) {
+    for (const auto& tokens : decode(std::move(requests))) {
       REQUIRE(tokens.size() >= 2);
       ++seen[{tokens[0], tokens[1]}];
     }
@@ -86,12 +132,25 @@ specdec::stats::gof_result first_two_tokens(Acceptance acceptance, std::size_t s
 
 TEST_CASE("strict SD through llama.cpp samples the target's law of the first two tokens", "[llama_cpp]") {
   const std::size_t samples = static_cast<std::size_t>(specdec_test::scaled_sample_count(2000, 1000));
-  const auto strict = first_two_tokens(specdec::request_acceptance{specdec::strict}, samples);
+  const auto strict = first_two_tokens(specdec::request_acceptance{specdec::strict}, samples, 128, decode_chains);
   INFO("strict: " << strict);
   CHECK(strict.impossible == 0);
   CHECK(strict.p_value > specdec_test::gof_alpha);
 
-  const auto lenient = first_two_tokens(specdec::request_acceptance{specdec::lenient_rule(0.3)}, samples);
+  const auto lenient = first_two_tokens(specdec::request_acceptance{specdec::lenient_rule(0.3)}, samples, 128, decode_chains);
   INFO("negative control, lenient l = 0.3: " << lenient);
   CHECK(lenient.p_value < specdec_test::gof_alpha);
+}
+
+TEST_CASE("token trees through llama.cpp sample the target's law of the first two tokens", "[llama_cpp]") {
+  const std::size_t samples = static_cast<std::size_t>(specdec_test::scaled_sample_count(2000, 1000));
+  // 48 requests per context: 48 sequences and 4 path ids each, within llama.cpp's 256 ids.
+  const auto matched = first_two_tokens(specdec::tree_acceptance{specdec::sample_and_match}, samples, 48, decode_trees);
+  INFO("sample-and-match tree: " << matched);
+  CHECK(matched.impossible == 0);
+  CHECK(matched.p_value > specdec_test::gof_alpha);
+
+  const auto mss = first_two_tokens(specdec::tree_acceptance{specdec::strict}, samples, 48, decode_trees);
+  INFO("negative control, MSS on a top-k tree: " << mss);
+  CHECK(mss.p_value < specdec_test::gof_alpha);
 }

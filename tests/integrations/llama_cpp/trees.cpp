@@ -11,7 +11,8 @@
 // Commit: after commit_tree the next chain row is a fresh context's after the committed tokens, and a
 // thousand rounds of random trees, commits, whole-tree rollbacks and releases leave llama.cpp's cache
 // holding exactly each live sequence's committed positions, no path id holding anything.
-// Decoding: greedy suffix-tree drafting verified as trees gives llama.cpp's greedy tokens.
+// Decoding: greedy suffix-tree drafting, and EAGLE-2 dynamic and static draft trees from a draft model
+// read through prefix_cached_model (KV-cached lanes), verified as trees, give llama.cpp's greedy tokens.
 // Bad input: a clear error before anything is decoded, the other sequences untouched.
 // SPECDEC_TEST_LABELS: llama_cpp
 #include <algorithm>
@@ -19,6 +20,8 @@
 
 #include "integrations/llama_cpp/models.hpp"
 #include "specdec/draft/suffix_drafter.hpp"
+#include "specdec/draft/tree.hpp"
+#include "specdec/model/prefix_cached_model.hpp"
 
 namespace t = specdec_test::llama;
 using Catch::Matchers::Contains;
@@ -405,5 +408,66 @@ TEST_CASE("greedy suffix-tree drafting verified as trees on llama.cpp gives llam
     }
     CHECK(total.drafted > 0);  // trees were drafted and verified
     CHECK(target.free_tree_paths() == 64);
+  }
+}
+
+TEST_CASE("greedy draft-model trees on llama.cpp (dynamic and static, KV-cached draft lanes) give llama.cpp's greedy tokens",
+          "[llama_cpp]") {
+  const auto& m = t::model("target");
+  const auto& d = t::model("draft-noise-0.2");
+  constexpr std::size_t n = 48;
+  std::vector<std::vector<token_id>> prompts, reference;
+  for (const auto& p : t::prompts()) {
+    prompts.push_back(t::lc::tokenize(m, p));
+    reference.push_back(t::llama_greedy(m, prompts.back(), n));
+  }
+  using view = specdec::prefix_cached_model<t::lc::sequence_model>;
+  for (const bool dynamic : {true, false}) {
+    INFO((dynamic ? "dynamic" : "static") << " tree");
+    const auto count = static_cast<std::uint32_t>(prompts.size());
+    t::lc::context ctx(m, {.context_per_sequence = 256, .sequences = count, .threads = 1, .tree_paths = 3 * 9});
+    t::lc::context draft_ctx(d, {.context_per_sequence = 256, .sequences = 3 * count, .threads = 1});
+    t::lc::sequence_model target(ctx), draft(draft_ctx);
+    specdec::no_sequence_model none(m.vocab_size());
+    specdec::batch_decoder decoder(specdec::exec::seq, target, none, specdec::strict);
+    std::vector<std::unique_ptr<view>> views;
+    std::vector<std::unique_ptr<specdec::dynamic_tree_drafter<view>>> dynamics;
+    std::vector<std::unique_ptr<specdec::static_tree_drafter<view>>> statics;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      views.push_back(std::make_unique<view>(draft, 3, 3 * i));
+      specdec::request_options r;
+      r.prompt = prompts[i];
+      r.gamma = 3;
+      r.max_new_tokens = n;
+      r.target_params.temperature = 0.0;
+      r.acceptance = specdec::tree_acceptance{specdec::greedy};
+      if (dynamic) {
+        dynamics.push_back(std::make_unique<specdec::dynamic_tree_drafter<view>>(
+            *views.back(), specdec::dynamic_tree_params{.depth = 2, .top_k = 3, .total_tokens = 9}));
+        r.drafter = specdec::tree_drafter_stage(*dynamics.back());
+      } else {
+        statics.push_back(
+            std::make_unique<specdec::static_tree_drafter<view>>(*views.back(), specdec::tree_shape::full({3, 2, 1})));
+        r.drafter = specdec::tree_drafter_stage(*statics.back());
+      }
+      decoder.add(std::move(r));
+    }
+    std::vector<std::vector<token_id>> out(prompts.size());
+    specdec::decode_stats total;
+    while (decoder.active() > 0)
+      for (const auto& e : decoder.step())
+        if (e.finished != specdec::finish_reason::none) {
+          const auto tokens = decoder.tokens(e.request);
+          out[e.request - 1].assign(tokens.begin(), tokens.end());
+          total.merge(decoder.stats(e.request));
+        }
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      INFO("prompt " << i);
+      CHECK(out[i] == reference[i]);
+    }
+    CHECK(total.accepted > 0);
+    std::size_t reused = 0;
+    for (const auto& v : views) reused += v->stats().reused_positions;
+    CHECK(reused > 0);  // the draft's lanes read earlier positions from their KV cache
   }
 }
