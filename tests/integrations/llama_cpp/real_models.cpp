@@ -2,9 +2,9 @@
 // Gemma 3 270M Q4_K_M and SmolLM2 135M Instruct Q4_1 decode (the build without AMX kernels runs
 // quantized products on every x86-64 machine: a SIGILL fails the test), target-only greedy decoding
 // through specdec's decoder is llama.cpp's own greedy decoding, and greedy speculative decoding with
-// each model-free drafter (n-gram prompt lookup, suffix tree) gives greedy target-only decoding's
-// tokens over 128 tokens. Without the models (SPECDEC_REAL_MODELS=0 in scripts/test.sh, or no
-// download) the cases report a skip.
+// each model-free drafter (n-gram prompt lookup, suffix chains, suffix trees verified as trees on
+// llama.cpp's KV cache) gives greedy target-only decoding's tokens over 128 tokens. Without the models
+// (SPECDEC_REAL_MODELS=0 in scripts/test.sh, or no download) the cases report a skip.
 // SPECDEC_TEST_LABELS: real_models
 #include <catch2/catch.hpp>
 
@@ -43,9 +43,9 @@ const char* grounded_prompt =
 
 // Greedy decoding of `prompt` for `n` tokens on the decoder, drafting with `drafter` (empty: none).
 std::vector<token_id> greedy_decode(const lc::model& m, const std::vector<token_id>& prompt, std::size_t n,
-                                    specdec::draft_stage drafter, std::size_t* drafted = nullptr,
-                                    std::size_t* accepted = nullptr) {
-  lc::context ctx(m, {.context_per_sequence = 1024, .sequences = 1, .threads = 2});
+                                    specdec::draft_stage drafter, std::size_t* drafted = nullptr, std::size_t* accepted = nullptr,
+                                    bool trees = false) {
+  lc::context ctx(m, {.context_per_sequence = 1024, .sequences = 1, .threads = 2, .tree_paths = trees ? 8u : 0u});
   lc::sequence_model target(ctx);
   specdec::no_sequence_model none(m.vocab_size());
   specdec::batch_decoder decoder(specdec::exec::seq, target, none, specdec::greedy);
@@ -55,6 +55,7 @@ std::vector<token_id> greedy_decode(const lc::model& m, const std::vector<token_
   o.gamma = drafter ? 8 : 0;
   o.target_params.temperature = 0.0;
   o.drafter = std::move(drafter);
+  if (trees) o.acceptance = specdec::tree_acceptance{specdec::greedy};
   const auto h = decoder.add(o);
   while (decoder.active() > 0) decoder.step();
   if (drafted != nullptr) *drafted = decoder.stats(h).drafted;
@@ -88,6 +89,12 @@ void check_model(const std::string& file) {
   INFO(file << ", suffix tree: drafted " << drafted << ", accepted " << accepted);
   CHECK(drafted > 0);
   CHECK(suffix == plain);
+  // Suffix trees, verified as trees on llama.cpp's KV cache (a sequence id per root-to-leaf path).
+  const auto tree =
+      greedy_decode(m, prompt, n, specdec::suffix_stage({.max_spec = 8, .factor = 2.0, .tree = true}), &drafted, &accepted, true);
+  INFO(file << ", suffix trees: drafted " << drafted << ", accepted " << accepted);
+  CHECK(drafted > 0);
+  CHECK(tree == plain);
 }
 }  // namespace
 
