@@ -2,6 +2,7 @@
 // options, batch invariance (alone, in a batch of 64 of other parameters, joining and leaving
 // mid-run), KV consistency after every step, the exact target distribution through the new path
 // (chi-squared, with a negative control that must fail), greedy = greedy target decoding, and bad input.
+// SPECDEC_TEST_STATISTICAL_EXEMPT: one chi-squared case among the decoder's core tests, which must keep running under the sanitizers
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -2,6 +2,7 @@
 // the law of Theorem 3.3's r (leading acceptable draft tokens), checked exactly on order-0 models where
 // r is a truncated geometric law (chi-squared, 1e-6, fixed printed seed, with a negative control), and
 // the learned verifier's ROC feeding optimize::sprinter::choose_threshold (optimize/threshold.hpp).
+// SPECDEC_TEST_LABELS: statistical
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -1,4 +1,5 @@
 // Philox4x32-10 known answers, uniform conversion, stream addressing and basic uniformity.
+// SPECDEC_TEST_STATISTICAL_EXEMPT: one uniformity case (2 million draws, well under a second); the generator's known answers must keep running under the sanitizers
 #include <catch2/catch.hpp>
 
 #include <array>
