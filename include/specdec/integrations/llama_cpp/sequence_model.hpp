@@ -39,7 +39,7 @@
 namespace specdec::llama_cpp {
 
 //! What `forward` asked of llama.cpp (besides `sequence_model_stats`).
-struct decode_stats {
+struct llama_calls {
   std::size_t decode_calls = 0;  //!< llama_decode calls (more than forwards when one exceeds the batch)
 };
 
@@ -67,7 +67,7 @@ class sequence_model {
   //! The calls, appended positions, rows and rollbacks so far.
   const sequence_model_stats& stats() const noexcept { return stats_; }
   //! What was asked of llama.cpp so far (llama_decode calls).
-  const llama_cpp::decode_stats& engine_stats() const noexcept { return engine_stats_; }
+  const llama_calls& engine_stats() const noexcept { return engine_stats_; }
 
   //! \throws specdec::error on a broken precondition, or a tree-shaped append on a context without
   //!         tree paths or on a sequence whose last tree is not committed (nothing is decoded then);
@@ -331,7 +331,7 @@ class sequence_model {
   std::vector<sequence_id> touched_;
   std::size_t done_ = 0;  // outputs of this forward copied so far
   sequence_model_stats stats_;
-  llama_cpp::decode_stats engine_stats_;
+  llama_calls engine_stats_;
 };
 
 static_assert(TreeSequenceModel<sequence_model>);
