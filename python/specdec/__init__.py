@@ -22,8 +22,9 @@ from ._core import Error  # specdec::error (shape or parameter misuse); a subcla
 __all__ = [
     "Error", "Status", "RowStatus", "Purpose", "is_valid",
     "Strict", "Lenient", "Greedy", "SampleAndMatch", "Block", "Typical",
-    "VerifyResult", "SampleResult",
-    "verify", "verify_from_logits", "sample", "sample_logits", "softmax", "warp_logits",
+    "RecursiveRejection", "KSeq", "TargetOnly",
+    "VerifyResult", "TreeResult", "SampleResult",
+    "verify", "verify_from_logits", "verify_tree", "sample", "sample_logits", "softmax", "warp_logits",
     "uniform", "philox4x32_10",
     "BACKENDS", "DEFAULT_BACKEND", "HAS_SIMD",
 ]
@@ -79,70 +80,69 @@ class Purpose(enum.IntEnum):
 # ---- rules ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Strict:
-    """Standard speculative sampling: accept x iff u q(x) < p(x); lossless."""
+class _Rule:
+    """A rule: ``_kind`` names it to the extension (the C++ side's rule_spec), ``reads_q`` says whether
+    it reads the draft's rows."""
 
+    _kind = -1
     reads_q = True
 
     def _spec(self):
-        return _core.RuleSpec(0)
+        return _core.RuleSpec(self._kind)
 
 
 @dataclass(frozen=True)
-class Lenient:
+class Strict(_Rule):
+    """Standard speculative sampling: accept x iff u q(x) < p(x); lossless."""
+
+    _kind, reads_q = 0, True
+
+
+@dataclass(frozen=True)
+class Lenient(_Rule):
     """Accept x iff u l q(x) < p(x); exactly p for l >= 1, a closed-form mixture for l < 1."""
 
     lenience: float
-    reads_q = True
+    _kind, reads_q = 1, True
 
     def __post_init__(self):
         if not (isinstance(self.lenience, (int, float)) and math.isfinite(self.lenience) and self.lenience > 0):
             raise ValueError(f"Lenient: lenience must be finite and > 0, got {self.lenience!r}")
 
     def _spec(self):
-        return _core.RuleSpec(1, float(self.lenience))
+        return _core.RuleSpec(self._kind, float(self.lenience))
 
 
 @dataclass(frozen=True)
-class Greedy:
+class Greedy(_Rule):
     """Accept x iff x == argmax p (lowest id on ties); emits argmax p on rejection."""
 
-    reads_q = False
-
-    def _spec(self):
-        return _core.RuleSpec(2)
+    _kind, reads_q = 2, False
 
 
 @dataclass(frozen=True)
-class SampleAndMatch:
+class SampleAndMatch(_Rule):
     """Accept x iff x == y, y ~ p sampled by the target; lossless, needs no q."""
 
-    reads_q = False
-
-    def _spec(self):
-        return _core.RuleSpec(3)
+    _kind, reads_q = 3, False
 
 
 @dataclass(frozen=True)
-class Block:
+class Block(_Rule):
     """Block verification (Sun et al., ICLR 2025); lossless."""
 
-    reads_q = True
-
-    def _spec(self):
-        return _core.RuleSpec(4)
+    _kind, reads_q = 4, True
 
 
 @dataclass(frozen=True)
-class Typical:
+class Typical(_Rule):
     """Typical acceptance (Medusa): accept x iff p(x) > min(epsilon, delta exp(-H(p))); lossy."""
 
     epsilon: float = 0.09
     delta: float = 0.3
     log_offset: float = 0.0
     correction: str = "argmax"  # or "typical_sample"
-    reads_q = False
+    _kind, reads_q = 5, False
 
     def __post_init__(self):
         for name in ("epsilon", "delta", "log_offset"):
@@ -153,11 +153,34 @@ class Typical:
             raise ValueError(f"Typical: correction must be 'argmax' or 'typical_sample', got {self.correction!r}")
 
     def _spec(self):
-        return _core.RuleSpec(5, float(self.epsilon), float(self.delta), float(self.log_offset),
+        return _core.RuleSpec(self._kind, float(self.epsilon), float(self.delta), float(self.log_offset),
                               0 if self.correction == "argmax" else 1)
 
 
-_RULES = (Strict, Lenient, Greedy, SampleAndMatch, Block, Typical)
+@dataclass(frozen=True)
+class RecursiveRejection(_Rule):
+    """Trees only: recursive rejection sampling, siblings drawn from q without replacement (Jeon et
+    al.); lossless."""
+
+    _kind, reads_q = 6, True
+
+
+@dataclass(frozen=True)
+class KSeq(_Rule):
+    """Trees only: SpecTr's K-SEQ selection among i.i.d. siblings (Sun et al.); lossless."""
+
+    _kind, reads_q = 7, True
+
+
+@dataclass(frozen=True)
+class TargetOnly(_Rule):
+    """Trees only: siblings chosen without the coins (EAGLE, SGLang), tried with q := 1; lossless."""
+
+    _kind, reads_q = 8, False
+
+
+_CHAIN_RULES = (Strict, Lenient, Greedy, SampleAndMatch, Block, Typical)
+_TREE_RULES = (Strict, Greedy, SampleAndMatch, Typical, RecursiveRejection, KSeq, TargetOnly)
 
 
 # ---- results --------------------------------------------------------------------------------------
@@ -168,6 +191,21 @@ class VerifyResult(NamedTuple):
     num_accepted: int32 [B]; status: uint8 [B] of ``Status`` flags."""
 
     tokens: np.ndarray
+    num_accepted: np.ndarray
+    status: np.ndarray
+
+    def emitted(self, b: int) -> list[int]:
+        """Request b's emitted tokens, without the -1 padding."""
+        return [int(t) for t in self.tokens[b] if t != -1]
+
+
+class TreeResult(NamedTuple):
+    """tokens: int32 [B, D + 1], the accepted path's tokens then one correction or bonus token, then
+    -1 (D the deepest node of the batch); path: int32 [B, D + 1], the accepted node ids, root (0)
+    first, then -1; num_accepted: int32 [B]; status: uint8 [B] of ``Status`` flags."""
+
+    tokens: np.ndarray
+    path: np.ndarray
     num_accepted: np.ndarray
     status: np.ndarray
 
@@ -248,10 +286,10 @@ def _warp(prefix, n, temperature, top_k, top_p, min_p):
             _floats(prefix + "min_p", min_p, n))
 
 
-def _rule(rule):
-    if not isinstance(rule, _RULES):
-        raise TypeError(f"rule: must be one of Strict(), Lenient(l), Greedy(), SampleAndMatch(), Block(), "
-                        f"Typical(...), got {type(rule).__name__}")
+def _rule(rule, rules=_CHAIN_RULES):
+    if not isinstance(rule, rules):
+        names = ", ".join(f"{r.__name__}()" for r in rules)
+        raise TypeError(f"rule: must be one of {names}, got {type(rule).__name__}")
     return rule
 
 
@@ -264,15 +302,48 @@ class _Chain(NamedTuple):
     batch: int
 
 
+def _token_ids(name, x, shape=None):
+    """Token ids as a C-contiguous int32 array (of `shape` when given). Ids outside [0, V) are
+    flagged by the kernels, not here; ids that do not fit in int32 are refused."""
+    if type(x) is np.ndarray and x.dtype == np.int32 and x.flags.c_contiguous and (shape is None or x.shape == shape):
+        return x
+    t = np.asarray(x)
+    if t.dtype == np.bool_ or t.dtype.kind not in "iu":
+        raise TypeError(f"{name}: must be integers, got dtype {t.dtype}")
+    if shape is not None and t.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {t.shape}")
+    if t.dtype != np.int32 and t.size and (t.min() < -(2**31) or t.max() > 2**31 - 1):
+        raise ValueError(f"{name}: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
+    return np.ascontiguousarray(t, dtype=np.int32)
+
+
+def _counts(name, x, total, lo):
+    """Per-request counts (a 1-D array of B entries >= lo) that must sum to `total`, as int32."""
+    a = np.asarray(x)
+    if a.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got shape {a.shape}")
+    c = _ints(name, a, a.shape[0], np.int32, lo, total)
+    if int(c.sum()) != total:
+        raise ValueError(f"{name}: must sum to {total} (the packed length), sums to {int(c.sum())}")
+    return c
+
+
+def _check_rows(name, rows, shape):
+    """A row array (or None) must have `shape`."""
+    if rows is not None and _shape(name, rows) != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {_shape(name, rows)}")
+
+
+def _needs_q(rule, name, rows, alternatives=""):
+    if rows is None and rule.reads_q:
+        raise ValueError(f"{name}: {type(rule).__name__}() reads the draft's rows q; pass {alternatives or 'them'}")
+
+
 def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_rows):
     """Checks a chain batch's shapes. Padded: draft_tokens [B, n], draft rows [B, n, V], target rows
     [B, n + 1, V]. Packed: draft_tokens [N], num_drafts [B] summing to N, draft rows [N, V], target
     rows [N + B, V]. `draft_rows` is a list of (name, array or None) with draft_tokens' leading shape."""
-    t = np.asarray(draft_tokens)
-    if t.dtype == np.bool_ or t.dtype.kind not in "iu":
-        raise TypeError(f"draft_tokens: must be integers, got dtype {t.dtype}")
-    if t.dtype != np.int32 and t.size and (t.min() < -(2**31) or t.max() > 2**31 - 1):
-        raise ValueError("draft_tokens: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
+    t = _token_ids("draft_tokens", draft_tokens)
     tshape = _shape(target_name, target)
     if num_drafts is not None and cu_num_drafts is not None:
         raise ValueError("num_drafts and cu_num_drafts: give at most one")
@@ -284,7 +355,6 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
             raise ValueError("cu_num_drafts: only for the packed layout (1-D draft_tokens)")
         nd = _ints("num_drafts", n if num_drafts is None else num_drafts, B, np.int32, 0, n)
         packed, max_drafts = False, n
-        lead = (B, n)
     elif t.ndim == 1:  # packed
         N = t.shape[0]
         if cu_num_drafts is not None:
@@ -294,26 +364,19 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
             num_drafts = np.diff(np.concatenate([[0], cu.astype(np.int64)]))
         if num_drafts is None:
             raise ValueError("num_drafts: required with packed (1-D) draft_tokens (or give cu_num_drafts)")
-        nd_raw = np.asarray(num_drafts)
-        if nd_raw.ndim != 1:
-            raise ValueError(f"num_drafts: expected a 1-D array, got shape {nd_raw.shape}")
-        B = nd_raw.shape[0]
-        nd = _ints("num_drafts", nd_raw, B, np.int32, 0, N)
-        if int(nd.sum()) != N:
-            raise ValueError(f"num_drafts: must sum to len(draft_tokens) = {N}, sums to {int(nd.sum())}")
+        nd = _counts("num_drafts", num_drafts, N, 0)
+        B = nd.shape[0]
         if len(tshape) != 2 or tshape[0] != N + B:
             raise ValueError(f"{target_name}: expected shape ({N + B}, V) (one row per draft plus one per request), got {tshape}")
         packed, max_drafts = True, int(nd.max()) if B else 0
-        lead = (N,)
     else:
         raise ValueError(f"draft_tokens: expected 2-D [B, n] (padded) or 1-D [N] (packed), got {t.ndim}-D")
     V = tshape[-1]
     if V < 1:
         raise ValueError(f"{target_name}: the vocabulary (last) dimension must be >= 1")
     for name, rows in draft_rows:
-        if rows is not None and _shape(name, rows) != lead + (V,):
-            raise ValueError(f"{name}: expected shape {lead + (V,)}, got {_shape(name, rows)}")
-    return _Chain(packed, nd, max_drafts, V, np.ascontiguousarray(t, dtype=np.int32), B)
+        _check_rows(name, rows, t.shape + (V,))
+    return _Chain(packed, nd, max_drafts, V, t, B)
 
 
 def _out(out, c):
@@ -359,8 +422,7 @@ def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids,
     written into those arrays, which are returned.
     """
     rule = _rule(rule)
-    if draft_probs is None and rule.reads_q:
-        raise ValueError(f"draft_probs: {type(rule).__name__}() reads the draft's rows q; pass them")
+    _needs_q(rule, "draft_probs", draft_probs)
     c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
     dest = _out(out, c)
@@ -388,13 +450,9 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
         raise ValueError("draft_logits and draft_probs: give at most one")
     rows = draft_probs if draft_probs is not None else draft_logits
     rows_name = "draft_probs" if draft_probs is not None else "draft_logits"
-    if rows is None and rule.reads_q:
-        raise ValueError(f"draft_logits: {type(rule).__name__}() reads the draft's rows q; pass draft_logits or draft_probs")
+    _needs_q(rule, "draft_logits", rows, "draft_logits or draft_probs")
     c = _chain(draft_tokens, "target_logits", target_logits, num_drafts, cu_num_drafts, [(rows_name, rows)])
-    if q_at_drafts is not None:
-        lead = np.asarray(draft_tokens).shape
-        if _shape("q_at_drafts", q_at_drafts) != lead:
-            raise ValueError(f"q_at_drafts: expected draft_tokens' shape {lead}, got {_shape('q_at_drafts', q_at_drafts)}")
+    _check_rows("q_at_drafts", q_at_drafts, c.draft_tokens.shape)
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
     tw = _warp("", c.batch, temperature, top_k, top_p, min_p)
     draft_given = [x is not None for x in (draft_temperature, draft_top_k, draft_top_p, draft_min_p)]
@@ -411,6 +469,45 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
                                    c.draft_tokens, rows, draft_probs is not None, q_at_drafts, target_logits, s, r, t,
                                    *tw, *dw, _core.OutArrays() if dest is None else dest)
     return _result(ret, out)
+
+
+def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, request_ids, steps, num_nodes=None,
+                backend=None, check_normalisation=False, normalisation_tolerance=1e-3):
+    """Verifies drafted token trees (C++ ``specdec::verify_tree``). Node 0 of each tree is the root
+    (the verified context: parent -1, its token ignored); every other node's parent is an earlier
+    node (local ids). Every node has a target row p(. | context, path to the node) and, for rules
+    that read q, a draft row (the distribution its children were drawn from).
+
+    Packed: parents [N], tokens [N], target_probs [N, V], draft_probs [N, V], ``num_nodes`` [B]
+    summing to N (default: one tree of N nodes). Same-size trees: parents [B, n], tokens [B, n],
+    rows [B, n, V]. Rules: Strict() (SpecInfer's multi-step sampling), RecursiveRejection(),
+    KSeq(), TargetOnly(), Greedy(), SampleAndMatch(), Typical(...); draft_probs may be None for
+    the rules that never read q (TargetOnly, Greedy, SampleAndMatch, Typical). Streams as
+    ``verify``. Returns a ``TreeResult``.
+    """
+    rule = _rule(rule, _TREE_RULES)
+    _needs_q(rule, "draft_probs", draft_probs)
+    par = np.asarray(parents)
+    if par.ndim == 2:  # B trees of n nodes each
+        if num_nodes is not None:
+            raise ValueError("num_nodes: only with packed (1-D) parents; [B, n] parents are B trees of n nodes")
+        B, n = par.shape
+        nn = np.full(B, n, np.int32)
+    elif par.ndim == 1:
+        nn = _counts("num_nodes", [par.shape[0]] if num_nodes is None else num_nodes, par.shape[0], 1)
+    else:
+        raise ValueError(f"parents: expected 1-D [N] (packed) or 2-D [B, n], got {par.ndim}-D")
+    lead = par.shape
+    par = _ints("parents", par.reshape(-1), par.size, np.int32, -1, 2**31 - 1)
+    tok = _token_ids("tokens", tokens, lead)
+    tshape = _shape("target_probs", target_probs)
+    if len(tshape) != len(lead) + 1 or tshape[:-1] != lead or tshape[-1] < 1:
+        raise ValueError(f"target_probs: expected shape {lead + ('V',)} with V >= 1, got {tshape}")
+    V = tshape[-1]
+    _check_rows("draft_probs", draft_probs, lead + (V,))
+    s, r, t = _streams(len(nn), seeds, request_ids, steps)
+    return TreeResult(*_core.verify_tree(rule._spec(), _backend(backend), nn, par, V, tok, draft_probs, target_probs,
+                                         s, r, t, bool(check_normalisation), float(normalisation_tolerance)))
 
 
 # ---- sampling and row transforms ------------------------------------------------------------------
