@@ -7,14 +7,16 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "numpy_out.hpp"
 #include "specdec/acceptance/lenient.hpp"
 #include "specdec/conformance/kit.hpp"
 #include "specdec/conformance/stop_run.hpp"
@@ -28,10 +30,9 @@ namespace {
 // A numpy copy of a vector, with the given shape.
 template <class T>
 nb::ndarray<nb::numpy, T> copy(const std::vector<T>& v, std::initializer_list<std::size_t> shape) {
-  T* data = new T[v.size()];
-  if (!v.empty()) std::memcpy(data, v.data(), v.size() * sizeof(T));
-  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.begin(), owner);
+  std::unique_ptr<T[]> data(new T[v.size()]);
+  std::copy(v.begin(), v.end(), data.get());
+  return specdec_python::to_numpy(std::move(data), shape);
 }
 
 // The kit's batch for the Python callable, as a dict of numpy arrays (packed layout, float32 rows).

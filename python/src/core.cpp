@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "numpy_out.hpp"
 #include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/lenient.hpp"
@@ -34,6 +35,7 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+using specdec_python::to_numpy;
 
 namespace {
 
@@ -86,14 +88,6 @@ std::span<const T> view(const array& a, const char* name) {
   if (a.dtype() != nb::dtype<T>())
     refuse(name, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(nb::dtype<T>()));
   return {static_cast<const T*>(a.data()), a.size()};
-}
-
-// A new NumPy array that owns `data`.
-template <class T>
-nb::ndarray<nb::numpy, T> to_numpy(std::unique_ptr<T[]> data, std::initializer_list<std::size_t> shape) {
-  T* raw = data.release();
-  nb::capsule owner(raw, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(raw, shape.size(), shape.begin(), owner);
 }
 
 // Status enums as a new uint8 NumPy array.
@@ -452,6 +446,7 @@ nb::tuple row_transform(const std::string& backend, const array& logits, std::si
 #if SPECDEC_PY_CONFORMANCE
 void bind_conformance(nb::module_& m);  // conformance.cpp
 #endif
+void bind_theory(nb::module_& m);  // theory.cpp
 
 NB_MODULE(_core, m) {
   m.doc() = "specdec's C++ kernels (use the `specdec` package, not this module)";
@@ -460,6 +455,7 @@ NB_MODULE(_core, m) {
   m.attr("__version__") = std::to_string(SPECDEC_VERSION_MAJOR) + "." + std::to_string(SPECDEC_VERSION_MINOR) + "." +
                           std::to_string(SPECDEC_VERSION_PATCH);
   m.attr("HAS_SIMD") = static_cast<bool>(SPECDEC_ENABLE_SIMD);
+  bind_theory(m);
 #if SPECDEC_PY_CONFORMANCE
   bind_conformance(m);
   m.attr("HAS_CONFORMANCE") = true;

@@ -10,6 +10,10 @@
 //   verify_tree KIND A B C D V DOUBLE                 (KIND as verify, and 6..8: recursive rejection,
 //                                                     k-seq, target-only)
 //   sample_logits V DOUBLE POSITION PURPOSE
+//   theory K V                                        (closed forms over n parameter sets: reals
+//                                                     alpha, c, eta_tp, eta_fp, tau, u; ints gamma, r,
+//                                                     small_gamma; rows alphas [n][K], p, q [n][V];
+//                                                     one output file per function, as named below)
 // Inputs: num_drafts | num_nodes and parents, tokens, q (may be empty), p | logits, temperature,
 // top_k, top_p, min_p; always seeds (u64), ids (u32), steps (u32). Outputs: out_tokens (i32),
 // out_accepted (i32), out_status (u8), and out_path (i32) for trees.
@@ -151,6 +155,48 @@ void sample_logits_case(const std::string& dir, std::size_t V, std::uint32_t pos
   save(dir, "out_status", status);
 }
 
+// Each closed form of the "theory" case on the n parameter sets (the names are specdec.theory's).
+void theory_case(const std::string& dir, std::size_t K, std::size_t V) {
+  namespace th = specdec::theory;
+  const auto alpha = load<double>(dir, "alpha"), c = load<double>(dir, "c"), eta_tp = load<double>(dir, "eta_tp"),
+             eta_fp = load<double>(dir, "eta_fp"), tau = load<double>(dir, "tau"), u = load<double>(dir, "u"),
+             alphas = load<double>(dir, "alphas"), p = load<double>(dir, "p"), q = load<double>(dir, "q");
+  const auto gamma = load<std::int32_t>(dir, "gamma"), r = load<std::int32_t>(dir, "r"),
+             small_gamma = load<std::int32_t>(dir, "small_gamma");
+  const std::size_t n = alpha.size();
+  const auto row = [](const std::vector<double>& v, std::size_t i, std::size_t len) {
+    return std::span<const double>(v).subspan(i * len, len);
+  };
+  const auto each = [&](const std::string& name, auto f) {
+    std::vector<decltype(f(std::size_t{0}))> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(f(i));
+    save(dir, name, out);
+  };
+  each("sd.expected_tokens", [&](std::size_t i) { return th::sd::expected_tokens(alpha[i], gamma[i]); });
+  each("sd.expected_tokens_rows", [&](std::size_t i) { return th::sd::expected_tokens(row(alphas, i, K)); });
+  each("sd.tokens_variance", [&](std::size_t i) { return th::sd::tokens_variance(alpha[i], gamma[i]); });
+  each("sd.speedup", [&](std::size_t i) { return th::sd::speedup(alpha[i], gamma[i], c[i]); });
+  each("sd.optimal_gamma", [&](std::size_t i) { return th::sd::optimal_gamma(alpha[i], c[i], 64); });
+  each("sd.acceptance_rate", [&](std::size_t i) { return th::sd::acceptance_rate(row(p, i, V), row(q, i, V)); });
+  each("sprinter.expected_tokens", [&](std::size_t i) { return th::sprinter::expected_tokens(eta_tp[i], eta_fp[i], r[i]); });
+  each("sprinter.tokens_variance", [&](std::size_t i) { return th::sprinter::tokens_variance(eta_tp[i], eta_fp[i], r[i]); });
+  each("sprinter.prob_tokens", [&](std::size_t i) { return th::sprinter::prob_tokens(gamma[i], eta_tp[i], eta_fp[i], r[i]); });
+  each("sv.expected_accepted", [&](std::size_t i) { return th::sv::expected_accepted(row(alphas, i, K), static_cast<int>(K)); });
+  each("sv.variance_accepted", [&](std::size_t i) { return th::sv::variance_accepted(row(alphas, i, K), static_cast<int>(K)); });
+  each("mtad.lemma_a1_bound", [&](std::size_t i) { return th::mtad::lemma_a1_bound(tau[i], 1.0 + c[i]); });
+  each("mtad.theorem_3_6_bound", [&](std::size_t i) { return th::mtad::theorem_3_6_bound(tau[i], u[i]); });
+  each("tree.complete_tree_expected_accepted",
+       [&](std::size_t i) { return th::tree::complete_tree_expected_accepted(alpha[i], 1 + r[i] % 4, gamma[i]); });
+  each("tree.mss_acceptance", [&](std::size_t i) {
+    return th::tree::mss_acceptance(row(p, i, V), row(q, i, V), static_cast<std::size_t>(1 + r[i] % 4));
+  });
+  each("tree.kseq_acceptance", [&](std::size_t i) {
+    return th::tree::kseq_acceptance(row(p, i, V), row(q, i, V), static_cast<std::size_t>(1 + r[i] % 4));
+  });
+  each("block.block_expected_accepted",
+       [&](std::size_t i) { return th::block::block_expected_accepted(row(p, i, V), row(q, i, V), small_gamma[i]); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,6 +224,10 @@ int main(int argc, char** argv) {
           verify_tree_typed<double>(dir, kind, a, b, c, d, V);
         else
           verify_tree_typed<float>(dir, kind, a, b, c, d, V);
+      } else if (what == "theory") {
+        std::size_t K = 0, V = 0;
+        meta >> K >> V;
+        theory_case(dir, K, V);
       } else if (what == "sample_logits") {
         std::size_t V = 0;
         int dbl = 0, purpose = 0;

@@ -1,57 +1,19 @@
-"""The Python package against the C++ API itself: tests/python/cpp_reference.cpp, compiled here
-against the repository's headers, runs specdec::verify and specdec::sample_logits on exec::seq; the
-Python calls (seq and simd; chains and trees) must return the same tokens, counts and flags bit for bit, bad inputs
-included. Skipped (with the reason) where no C++20 compiler is found."""
-
-import os
-import pathlib
-import shutil
-import subprocess
+"""The Python package against the C++ API itself: tests/python/cpp_reference.cpp, compiled (conftest's
+`reference` fixture) against the repository's headers, runs specdec::verify, specdec::verify_tree
+and specdec::sample_logits on exec::seq; the Python calls (seq and simd) must return the same
+tokens, paths, counts and flags bit for bit, bad inputs included. Skipped (with the reason) where no
+C++20 compiler is found."""
 
 import numpy as np
 import pytest
 
 import specdec
-from conftest import random_rows, sample_from
+from conftest import random_rows, read, run_reference, sample_from
 
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 KINDS = {specdec.Strict: 0, specdec.Lenient: 1, specdec.Greedy: 2, specdec.SampleAndMatch: 3, specdec.Block: 4,
          specdec.Typical: 5, specdec.RecursiveRejection: 6, specdec.KSeq: 7, specdec.TargetOnly: 8}
 RULES = [specdec.Strict(), specdec.Lenient(0.4), specdec.Lenient(3.0), specdec.Greedy(), specdec.SampleAndMatch(),
          specdec.Block(), specdec.Typical(), specdec.Typical(0.2, 0.5, 1e-5, "typical_sample")]
-
-
-@pytest.fixture(scope="session")
-def reference(tmp_path_factory):
-    cxx = shutil.which(os.environ.get("CXX", "c++"))
-    if cxx is None:
-        pytest.skip("no C++ compiler (set CXX) to build tests/python/cpp_reference.cpp")
-    exe = tmp_path_factory.mktemp("cpp") / "cpp_reference"
-    cmd = [cxx, "-std=c++20", "-O1", f"-I{ROOT / 'include'}", str(HERE / "cpp_reference.cpp"), "-o", str(exe)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.fail(f"compiling the C++ reference failed:\n{' '.join(cmd)}\n{done.stderr[-4000:]}")
-    return exe
-
-
-def write(d, meta, **arrays):
-    d.mkdir()
-    (d / "meta.txt").write_text(meta + "\n")
-    for name, a in arrays.items():
-        np.ascontiguousarray(a).tofile(d / f"{name}.bin")
-
-
-def run_reference(reference, cases):
-    """Writes each case (a directory, its meta line, its input arrays) and runs the C++ reference on all."""
-    for d, meta, arrays in cases:
-        write(d, meta, **arrays)
-    done = subprocess.run([str(reference)] + [str(d) for d, _, _ in cases], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-
-
-def read(d, name, dtype):
-    return np.fromfile(d / f"{name}.bin", dtype=dtype)
 
 
 def rule_meta(rule):
