@@ -279,6 +279,9 @@ def _streams(n, seeds, request_ids, steps):
             _ints("steps", steps, n, np.uint32, 0, 2**32 - 1))
 
 
+_NO_WARP = (1.0, 0, 1.0, 0.0)  # temperature, top_k, top_p, min_p that leave a row as it is
+
+
 def _warp(prefix, n, temperature, top_k, top_p, min_p):
     return (_floats(prefix + "temperature", temperature, n),
             _ints(prefix + "top_k", top_k, n, np.int32, 0, 2**31 - 1),
@@ -380,9 +383,10 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
 
 
 def _out(out, c):
-    """The caller's output arrays (tokens [B, W], num_accepted [B], status [B]) or None."""
+    """The caller's output arrays (tokens [B, W], num_accepted [B], status [B]) for the extension
+    (an empty OutArrays when None: it allocates new ones)."""
     if out is None:
-        return None
+        return _core.OutArrays()
     if len(out) != 3:
         raise ValueError("out: expected (tokens, num_accepted, status)")
     W = c.max_drafts + 1
@@ -425,10 +429,9 @@ def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids,
     _needs_q(rule, "draft_probs", draft_probs)
     c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
-    dest = _out(out, c)
     ret = _core.verify(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab, c.draft_tokens,
                        draft_probs, target_probs, s, r, t, bool(check_normalisation), float(normalisation_tolerance),
-                       _core.OutArrays() if dest is None else dest)
+                       _out(out, c))
     return _result(ret, out)
 
 
@@ -455,19 +458,15 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
     _check_rows("q_at_drafts", q_at_drafts, c.draft_tokens.shape)
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
     tw = _warp("", c.batch, temperature, top_k, top_p, min_p)
-    draft_given = [x is not None for x in (draft_temperature, draft_top_k, draft_top_p, draft_min_p)]
-    if any(draft_given):
+    draft_warp = (draft_temperature, draft_top_k, draft_top_p, draft_min_p)
+    dw = (None,) * 4
+    if any(x is not None for x in draft_warp):
         if draft_logits is None:
             raise ValueError("draft_temperature, draft_top_k, draft_top_p, draft_min_p: only with draft_logits")
-        dw = _warp("draft_", c.batch, 1.0 if draft_temperature is None else draft_temperature,
-                   0 if draft_top_k is None else draft_top_k, 1.0 if draft_top_p is None else draft_top_p,
-                   0.0 if draft_min_p is None else draft_min_p)
-    else:
-        dw = (None, None, None, None)
-    dest = _out(out, c)
+        dw = _warp("draft_", c.batch, *(d if x is None else x for x, d in zip(draft_warp, _NO_WARP)))
     ret = _core.verify_from_logits(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab,
                                    c.draft_tokens, rows, draft_probs is not None, q_at_drafts, target_logits, s, r, t,
-                                   *tw, *dw, _core.OutArrays() if dest is None else dest)
+                                   *tw, *dw, _out(out, c))
     return _result(ret, out)
 
 
@@ -513,17 +512,27 @@ def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, requ
 # ---- sampling and row transforms ------------------------------------------------------------------
 
 
-def _rows2d(name, x):
+def _rows(name, x, ndims=(2,)):
+    """The shape of a row array of `ndims` dimensions (rows [R, V], or also [V]) with V >= 1."""
     shape = _shape(name, x)
-    if len(shape) != 2 or shape[1] < 1:
-        raise ValueError(f"{name}: expected shape (R, V) with V >= 1, got {shape}")
+    if len(shape) not in ndims or shape[-1] < 1:
+        want = " or ".join(("(V,)", "(R, V)")[d - 1] for d in ndims)
+        raise ValueError(f"{name}: expected shape {want} with V >= 1, got {shape}")
     return shape
+
+
+def _below(name, x, bound, shown):
+    """An integer in [0, bound)."""
+    v = int(x)
+    if not 0 <= v < bound:
+        raise ValueError(f"{name}: must lie in [0, {shown}), got {x!r}")
+    return v
 
 
 def sample(probs, *, seeds, request_ids, steps, position=0, purpose=Purpose.TARGET_SAMPLE, backend=None):
     """One token per row of ``probs`` [R, V] (weights, need not sum to 1), row r drawing the uniform
     of its own stream (seeds[r], request_ids[r], steps[r], position, purpose). Returns a ``SampleResult``."""
-    R, V = _rows2d("probs", probs)
+    R, V = _rows("probs", probs)
     s, r, t = _streams(R, seeds, request_ids, steps)
     return SampleResult(*_core.sample(_backend(backend), probs, V, s, r, t, _position(position), _purpose(purpose)))
 
@@ -532,7 +541,7 @@ def sample_logits(logits, *, seeds, request_ids, steps, temperature=1.0, top_k=0
                   purpose=Purpose.TARGET_SAMPLE, backend=None):
     """One token per row of warp(softmax(logits / T)) with each row's temperature / top_k / top_p /
     min_p (scalars or one per row) and its own stream, as ``sample``. Returns a ``SampleResult``."""
-    R, V = _rows2d("logits", logits)
+    R, V = _rows("logits", logits)
     s, r, t = _streams(R, seeds, request_ids, steps)
     w = _warp("", R, temperature, top_k, top_p, min_p)
     return SampleResult(*_core.sample_logits(_backend(backend), logits, V, s, r, t, _position(position),
@@ -540,48 +549,36 @@ def sample_logits(logits, *, seeds, request_ids, steps, temperature=1.0, top_k=0
 
 
 def _position(position):
-    p = int(position)
-    if not 0 <= p < 2**32:
-        raise ValueError(f"position: must lie in [0, 2**32), got {position!r}")
-    return p
+    return _below("position", position, 2**32, "2**32")
 
 
 def _purpose(purpose):
-    p = int(purpose)
-    if not 0 <= p < 256:
-        raise ValueError(f"purpose: must lie in [0, 256), got {purpose!r}")
-    return p
+    return _below("purpose", purpose, 256, "256")
 
 
-def _row_input(name, x):
-    shape = _shape(name, x)
-    if len(shape) not in (1, 2) or shape[-1] < 1:
-        raise ValueError(f"{name}: expected shape (V,) or (R, V) with V >= 1, got {shape}")
-    return shape
+def _row_transform(kernel, logits, backend, return_status, params):
+    """Runs a row kernel (softmax, warp_logits) on [R, V] or [V] logits; `params(R)` gives its
+    per-row parameter arrays. The result has the input's shape."""
+    shape = _rows("logits", logits, (1, 2))
+    probs, status = kernel(_backend(backend), logits, shape[-1], *params(shape[0] if len(shape) == 2 else 1))
+    probs = probs.reshape(shape)
+    return (probs, status) if return_status else probs
 
 
 def softmax(logits, temperature=None, *, backend=None, return_status=False):
     """softmax(logits / T) per row of ``logits`` [R, V] or [V] (T: None for 1, a scalar or one per
     row). The result has the input's shape and dtype; with ``return_status`` also a uint8 array of
     ``RowStatus`` per row (a NaN or all -inf row is flagged, not raised)."""
-    shape = _row_input("logits", logits)
-    R = shape[0] if len(shape) == 2 else 1
-    temps = np.empty(0) if temperature is None else _floats("temperature", temperature, R)
-    probs, status = _core.softmax(_backend(backend), logits, shape[-1], temps)
-    probs = probs.reshape(shape)
-    return (probs, status) if return_status else probs
+    return _row_transform(_core.softmax, logits, backend, return_status,
+                          lambda R: (np.empty(0) if temperature is None else _floats("temperature", temperature, R),))
 
 
 def warp_logits(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, backend=None, return_status=False):
     """warp(softmax(logits / T)) per row: temperature, then top-k, top-p and min-p, one
     renormalisation (C++ ``specdec::warp_logits``); parameters are scalars or one per row. Shape,
     dtype and ``return_status`` as ``softmax``."""
-    shape = _row_input("logits", logits)
-    R = shape[0] if len(shape) == 2 else 1
-    w = _warp("", R, temperature, top_k, top_p, min_p)
-    probs, status = _core.warp_logits(_backend(backend), logits, shape[-1], *w)
-    probs = probs.reshape(shape)
-    return (probs, status) if return_status else probs
+    return _row_transform(_core.warp_logits, logits, backend, return_status,
+                          lambda R: _warp("", R, temperature, top_k, top_p, min_p))
 
 
 # ---- the random streams ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// specdec._core.theory: the closed forms of include/specdec/theory/ mapped over arrays of parameters.
+// specdec._core.theory_*: the closed forms of include/specdec/theory/ mapped over arrays of parameters.
 //
 // Each function takes one array per parameter, already broadcast to a common count n by the Python
 // layer (specdec/theory/): a real or an integer parameter is a 1-D array of n entries, a row
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "numpy_out.hpp"
@@ -49,10 +50,10 @@ struct param<std::size_t> : param<std::int32_t> {
   }
 };
 
-// Binds `name` as f mapped over arrays: out[i] = f(args[i]...), a new NumPy array of n results.
+// Binds theory_<name> as f mapped over arrays: out[i] = f(args[i]...), a new NumPy array of n results.
 template <class R, class... A>
 void def_map(nb::module_& m, const char* name, R (*f)(A...)) {
-  m.def(name, [f](const typename param<A>::array&... args) {
+  m.def((std::string("theory_") + name).c_str(), [f](const typename param<A>::array&... args) {
     const std::size_t counts[] = {param<A>::count(args)...};
     const std::size_t n = counts[0];
     for (const std::size_t c : counts)
@@ -68,8 +69,8 @@ void def_map(nb::module_& m, const char* name, R (*f)(A...)) {
 
 }  // namespace
 
-void bind_theory(nb::module_& core) {
-  nb::module_ m = core.def_submodule("theory", "specdec's closed forms over arrays (use specdec.theory)");
+// The functions are top-level (theory_*), not a submodule: stubgen writes one _core.pyi.
+void bind_theory(nb::module_& m) {
   // sd: Leviathan et al. and its generalisations
   def_map(
       m, "sd_prob_tokens", +[](int k, double alpha, int gamma) { return th::sd::prob_tokens(k, alpha, gamma); });
@@ -176,7 +177,7 @@ void bind_theory(nb::module_& core) {
       m, "tree_kseq_acceptance", +[](row p, row q, std::size_t k) { return th::tree::kseq_acceptance(p, q, k); });
   // E[A] of one tree (given by its parents) for each row of node acceptances alphas [n, nodes]
   m.def(
-      "tree_expected_accepted",
+      "theory_tree_expected_accepted",
       [](const param<std::int32_t>::array& parents, const param<row>::array& alphas) {
         const auto n = static_cast<std::int32_t>(parents.shape(0));
         const auto layout = specdec::tree_layout::from_parents(std::span<const std::int32_t>(&n, 1),

@@ -160,3 +160,16 @@ def test_the_gil_is_released_during_a_kernel():
     longest = max(longest, time.perf_counter() - last)
     t.join()
     assert longest < alone / 2, f"paused {longest * 1e3:.0f} ms during a {alone * 1e3:.0f} ms call"
+
+
+def test_the_package_ships_its_type_information():
+    import pathlib
+
+    here = pathlib.Path(specdec.__file__).parent
+    assert (here / "py.typed").is_file()
+    stub = here / "_core.pyi"
+    if not stub.is_file():
+        pytest.skip("built with SPECDEC_PYTHON_STUBS=OFF: no _core.pyi")
+    text = stub.read_text()
+    for name in ("def verify(", "def verify_tree(", "def theory_sd_expected_tokens(", "class Error(ValueError)"):
+        assert name in text, name

@@ -7,7 +7,6 @@ import numpy as np
 from .. import _core
 from .._core import Error
 
-_C = _core.theory
 _INT32 = np.iinfo(np.int32)
 
 
@@ -28,7 +27,7 @@ def _integers(where, name, a):
 
 
 def vmap(function, where, **params):
-    """Calls ``_core.theory.<function>`` on the broadcast parameters. Each keyword is a parameter:
+    """Calls ``_core.theory_<function>`` on the broadcast parameters. Each keyword is a parameter:
     ``("f", x)`` a real, ``("i", x)`` an integer, ``("r", x)`` a row (entries on the last axis).
     Returns an array of the broadcast shape, or a Python scalar when it is ()."""
     arrays, lead = [], []
@@ -56,7 +55,7 @@ def vmap(function, where, **params):
             dtype = np.int32 if kind == "i" else np.float64
             flat.append(np.ascontiguousarray(np.broadcast_to(a, shape), dtype).reshape(-1))
     try:
-        out = getattr(_C, function)(*flat)
+        out = getattr(_core, "theory_" + function)(*flat)
     except Error as e:
         raise Error(f"{where}: {e}") from None
     out = out.reshape(shape)

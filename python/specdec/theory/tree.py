@@ -22,7 +22,7 @@ def expected_accepted(parents, alphas):
                          f"got shape {a.shape}")
     flat = np.ascontiguousarray(a, np.float64).reshape(-1, par.shape[0])
     try:
-        out = _core.theory.tree_expected_accepted(np.ascontiguousarray(par, np.int32), flat)
+        out = _core.theory_tree_expected_accepted(np.ascontiguousarray(par, np.int32), flat)
     except Error as e:
         raise Error(f"tree.expected_accepted: {e}") from None
     out = out.reshape(a.shape[:-1])
