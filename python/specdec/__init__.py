@@ -234,6 +234,8 @@ def _backend(backend):
 
 def _shape(name, x):
     """The shape of a row array, which is passed on as it is (never converted)."""
+    if type(x) is np.ndarray:  # the fast path: numpy's shape is a tuple of ints
+        return x.shape
     shape = getattr(x, "shape", None)
     if shape is None or not (hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__")):
         raise TypeError(f"{name}: must be an array (numpy.ndarray or another DLPack / buffer-protocol array) "
@@ -241,12 +243,35 @@ def _shape(name, x):
     return tuple(int(s) for s in shape)
 
 
+_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int32, np.uint32, np.uint64)}
+_SMALL = 256  # below this many entries, Python's min/max and np.array beat numpy's reductions and np.full
+
+
+def _in_range(a, lo, hi):
+    """Whether every entry of the integer array `a` lies in [lo, hi]."""
+    if a.size == 0:
+        return True
+    if a.size <= _SMALL:
+        v = a.ravel().tolist()
+        return lo <= min(v) and max(v) <= hi
+    return lo <= a.min() and a.max() <= hi
+
+
 def _ints(name, x, n, dtype, lo, hi, broadcast=True):
     """A small per-request integer array of length n (a scalar is repeated when `broadcast`), as `dtype`."""
-    if type(x) is np.ndarray and x.dtype == dtype and x.shape == (n,) and x.flags.c_contiguous:
-        info = np.iinfo(dtype)
-        if lo <= info.min and info.max <= hi:  # the dtype itself bounds the values: nothing to check
-            return x
+    if type(x) is np.ndarray:  # fast paths first: a decode loop calls this several times per step
+        if x.dtype == dtype and x.shape == (n,) and x.flags.c_contiguous:
+            tmin, tmax = _RANGE[x.dtype]
+            if (lo <= tmin and tmax <= hi) or _in_range(x, lo, hi):  # nothing to copy
+                return x
+    elif type(x) is int and (broadcast or n == 1):
+        if not lo <= x <= hi:
+            raise ValueError(f"{name}: values must lie in [{lo}, {hi}]")
+        return np.array([x] * n, dtype) if n <= _SMALL else np.full(n, x, dtype)
+    elif type(x) in (list, tuple) and len(x) == n <= _SMALL and all(type(v) is int for v in x):
+        if n and not (lo <= min(x) and max(x) <= hi):
+            raise ValueError(f"{name}: values must lie in [{lo}, {hi}]")
+        return np.array(x, dtype)
     a = np.asarray(x)
     if a.size == 0 and a.dtype.kind == "f":  # [] is float64 to numpy
         a = a.astype(dtype)
@@ -256,13 +281,17 @@ def _ints(name, x, n, dtype, lo, hi, broadcast=True):
         a = np.full(n, a, dtype=a.dtype)
     if a.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},), got {a.shape}")
-    if n and (a.min() < lo or a.max() > hi):
+    if not _in_range(a, lo, hi):
         raise ValueError(f"{name}: values must lie in [{lo}, {hi}]")
     return np.ascontiguousarray(a, dtype=dtype)
 
 
 def _floats(name, x, n):
     """A small per-request float parameter of length n (a scalar is repeated), as float64."""
+    if type(x) in (float, int):
+        return np.array([x] * n, np.float64) if n <= _SMALL else np.full(n, x, np.float64)
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (n,) and x.flags.c_contiguous:
+        return x
     a = np.asarray(x)
     if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
         raise TypeError(f"{name}: must be real numbers, got dtype {a.dtype}")
@@ -311,11 +340,13 @@ def _token_ids(name, x, shape=None):
     if type(x) is np.ndarray and x.dtype == np.int32 and x.flags.c_contiguous and (shape is None or x.shape == shape):
         return x
     t = np.asarray(x)
+    if t.size == 0 and t.dtype.kind == "f":  # [] is float64 to numpy
+        t = t.astype(np.int32)
     if t.dtype == np.bool_ or t.dtype.kind not in "iu":
         raise TypeError(f"{name}: must be integers, got dtype {t.dtype}")
     if shape is not None and t.shape != shape:
         raise ValueError(f"{name}: expected shape {shape}, got {t.shape}")
-    if t.dtype != np.int32 and t.size and (t.min() < -(2**31) or t.max() > 2**31 - 1):
+    if t.dtype != np.int32 and not _in_range(t, -(2**31), 2**31 - 1):
         raise ValueError(f"{name}: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
     return np.ascontiguousarray(t, dtype=np.int32)
 
@@ -383,10 +414,10 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
 
 
 def _out(out, c):
-    """The caller's output arrays (tokens [B, W], num_accepted [B], status [B]) for the extension
-    (an empty OutArrays when None: it allocates new ones)."""
+    """The caller's output arrays (tokens [B, W], num_accepted [B], status [B]) for the extension, or
+    None (it allocates new ones)."""
     if out is None:
-        return _core.OutArrays()
+        return None
     if len(out) != 3:
         raise ValueError("out: expected (tokens, num_accepted, status)")
     W = c.max_drafts + 1

@@ -226,10 +226,12 @@ struct out_arrays {
 };
 
 // Runs `call(outputs)` with the GIL released. Returns the outputs as new NumPy arrays, or None
-// when they were written into the caller's arrays.
+// when they were written into the caller's arrays (`dest`, null or empty: none given).
 template <class Call>
-nb::object run_chain(const specdec::ragged_layout& layout, out_arrays& o, Call&& call) {
+nb::object run_chain(const specdec::ragged_layout& layout, out_arrays* dest, Call&& call) {
   const std::size_t B = layout.batch_size(), W = layout.max_drafts() + 1;
+  out_arrays none;
+  out_arrays& o = dest ? *dest : none;
   const bool given = o.tokens.has_value();
   if (given != o.num_accepted.has_value() || given != o.status.has_value())
     throw nb::value_error("out: give tokens, num_accepted and status together");
@@ -262,7 +264,7 @@ verify_result verify(const rule_spec& rule, const std::string& backend, bool pac
                      std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
                      const std::optional<array>& draft_probs, const array& target_probs, const array& seeds,
                      const array& request_ids, const array& steps, bool check_normalisation, double normalisation_tolerance,
-                     out_arrays dest) {
+                     out_arrays* dest) {
   chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
   const bool dbl = is_double(target_probs, "target_probs");
   if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
@@ -289,7 +291,7 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
                                  const array& request_ids, const array& steps, const array& temperature, const array& top_k,
                                  const array& top_p, const array& min_p, const std::optional<array>& draft_temperature,
                                  const std::optional<array>& draft_top_k, const std::optional<array>& draft_top_p,
-                                 const std::optional<array>& draft_min_p, out_arrays dest) {
+                                 const std::optional<array>& draft_min_p, out_arrays* dest) {
   chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
   const bool dbl = is_double(target_logits, "target_logits");
   const char* draft_name = draft_rows_are_probs ? "draft_probs" : "draft_logits";
@@ -478,11 +480,11 @@ NB_MODULE(_core, m) {
 
   m.def("verify", &verify, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a, "draft_tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
-        "normalisation_tolerance"_a, "out"_a);
+        "normalisation_tolerance"_a, "out"_a.none());
   m.def("verify_from_logits", &verify_from_logits, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a,
         "draft_tokens"_a, "draft_rows"_a.none(), "draft_rows_are_probs"_a, "q_at_drafts"_a.none(), "target_logits"_a, "seeds"_a,
         "request_ids"_a, "steps"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a, "draft_temperature"_a.none(),
-        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a);
+        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a.none());
   m.def("verify_tree", &verify_tree, "rule"_a, "backend"_a, "num_nodes"_a, "parents"_a, "vocab"_a, "tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
         "normalisation_tolerance"_a);
