@@ -5,7 +5,7 @@
 
 Times, per call (time.perf_counter_ns around each call, the median of --calls calls taken in
 --rounds interleaved rounds so that a change in the machine's load hits every case alike):
-  - C++ specdec::verify (bench/python_overhead.cpp, compiled here with $CXX or c++; skipped without one),
+  - C++ specdec::verify (bench/python/verify_call.cpp, compiled here with $CXX or c++; skipped without one),
   - the extension alone, specdec._core.verify (nanobind's dispatch, its array checks, the kernel, the
     output arrays), with new outputs and with the caller's (out=),
   - specdec.verify with typed arrays (int32 tokens, uint64 seeds, uint32 ids and steps), with out=,
@@ -36,14 +36,14 @@ def build_cpp():
     cxx = shutil.which(os.environ.get("CXX", "c++"))
     if cxx is None:
         return None, "no C++ compiler (set CXX)"
-    exe = pathlib.Path(tempfile.mkdtemp()) / "python_overhead_cpp"
-    cmd = [cxx, "-std=c++20", "-O3", "-march=native", f"-I{ROOT / 'include'}", str(ROOT / "bench/python_overhead.cpp"),
+    exe = pathlib.Path(tempfile.mkdtemp()) / "verify_call"
+    cmd = [cxx, "-std=c++20", "-O3", "-march=native", f"-I{ROOT / 'include'}", str(ROOT / "bench/python/verify_call.cpp"),
            "-o", str(exe)]
     if specdec.HAS_SIMD:
         cmd.insert(1, "-DSPECDEC_ENABLE_SIMD=1")
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        return None, "compiling bench/python_overhead.cpp failed:\n" + done.stderr[-2000:]
+        return None, "compiling bench/python/verify_call.cpp failed:\n" + done.stderr[-2000:]
     return exe, None
 
 

@@ -1,10 +1,11 @@
 // The C++ side of bench/python_overhead.py: times specdec::verify (strict rule, padded float32
 // batch, one stream per request) on the shapes the script gives, with the same per-call clock
-// (steady_clock around each call, the median of `calls`). Built by the script itself:
+// (steady_clock around each call, the median of `calls`). Built by the script itself (in a
+// subfolder because bench/CMakeLists.txt builds every bench/*.cpp as a Google Benchmark program):
 //
-//   c++ -std=c++20 -O3 -march=native -DSPECDEC_ENABLE_SIMD=1 -Iinclude bench/python_overhead.cpp
+//   c++ -std=c++20 -O3 -march=native -DSPECDEC_ENABLE_SIMD=1 -Iinclude bench/python/verify_call.cpp
 //
-//   python_overhead_cpp BACKEND B N V CALLS    prints the median nanoseconds per call
+//   verify_call BACKEND B N V CALLS    prints the median nanoseconds per call
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
