@@ -243,7 +243,9 @@ def _shape(name, x):
     return tuple(int(s) for s in shape)
 
 
-_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int32, np.uint32, np.uint64)}
+# dtype objects, not numpy's scalar types: an ndarray's dtype compares with them about twice as fast
+_I32, _U32, _U64, _U8 = np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(np.uint8)
+_RANGE = {t: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (_I32, _U32, _U64)}
 _SMALL = 256  # below this many entries, Python's min/max and np.array beat numpy's reductions and np.full
 
 
@@ -303,9 +305,9 @@ def _floats(name, x, n):
 
 
 def _streams(n, seeds, request_ids, steps):
-    return (_ints("seeds", seeds, n, np.uint64, 0, 2**64 - 1),
-            _ints("request_ids", request_ids, n, np.uint32, 0, 2**32 - 1, broadcast=False),
-            _ints("steps", steps, n, np.uint32, 0, 2**32 - 1))
+    return (_ints("seeds", seeds, n, _U64, 0, 2**64 - 1),
+            _ints("request_ids", request_ids, n, _U32, 0, 2**32 - 1, broadcast=False),
+            _ints("steps", steps, n, _U32, 0, 2**32 - 1))
 
 
 _NO_WARP = (1.0, 0, 1.0, 0.0)  # temperature, top_k, top_p, min_p that leave a row as it is
@@ -313,7 +315,7 @@ _NO_WARP = (1.0, 0, 1.0, 0.0)  # temperature, top_k, top_p, min_p that leave a r
 
 def _warp(prefix, n, temperature, top_k, top_p, min_p):
     return (_floats(prefix + "temperature", temperature, n),
-            _ints(prefix + "top_k", top_k, n, np.int32, 0, 2**31 - 1),
+            _ints(prefix + "top_k", top_k, n, _I32, 0, 2**31 - 1),
             _floats(prefix + "top_p", top_p, n),
             _floats(prefix + "min_p", min_p, n))
 
@@ -337,18 +339,18 @@ class _Chain(NamedTuple):
 def _token_ids(name, x, shape=None):
     """Token ids as a C-contiguous int32 array (of `shape` when given). Ids outside [0, V) are
     flagged by the kernels, not here; ids that do not fit in int32 are refused."""
-    if type(x) is np.ndarray and x.dtype == np.int32 and x.flags.c_contiguous and (shape is None or x.shape == shape):
+    if type(x) is np.ndarray and x.dtype == _I32 and x.flags.c_contiguous and (shape is None or x.shape == shape):
         return x
     t = np.asarray(x)
     if t.size == 0 and t.dtype.kind == "f":  # [] is float64 to numpy
-        t = t.astype(np.int32)
+        t = t.astype(_I32)
     if t.dtype == np.bool_ or t.dtype.kind not in "iu":
         raise TypeError(f"{name}: must be integers, got dtype {t.dtype}")
     if shape is not None and t.shape != shape:
         raise ValueError(f"{name}: expected shape {shape}, got {t.shape}")
-    if t.dtype != np.int32 and not _in_range(t, -(2**31), 2**31 - 1):
+    if t.dtype != _I32 and not _in_range(t, -(2**31), 2**31 - 1):
         raise ValueError(f"{name}: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
-    return np.ascontiguousarray(t, dtype=np.int32)
+    return np.ascontiguousarray(t, dtype=_I32)
 
 
 def _counts(name, x, total, lo):
@@ -356,7 +358,7 @@ def _counts(name, x, total, lo):
     a = np.asarray(x)
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array, got shape {a.shape}")
-    c = _ints(name, a, a.shape[0], np.int32, lo, total)
+    c = _ints(name, a, a.shape[0], _I32, lo, total)
     if int(c.sum()) != total:
         raise ValueError(f"{name}: must sum to {total} (the packed length), sums to {int(c.sum())}")
     return c
@@ -387,7 +389,7 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
             raise ValueError(f"{target_name}: expected shape ({B}, {n + 1}, V) for draft_tokens of shape {t.shape}, got {tshape}")
         if cu_num_drafts is not None:
             raise ValueError("cu_num_drafts: only for the packed layout (1-D draft_tokens)")
-        nd = _ints("num_drafts", n if num_drafts is None else num_drafts, B, np.int32, 0, n)
+        nd = _ints("num_drafts", n if num_drafts is None else num_drafts, B, _I32, 0, n)
         packed, max_drafts = False, n
     elif t.ndim == 1:  # packed
         N = t.shape[0]
@@ -422,7 +424,7 @@ def _out(out, c):
         raise ValueError("out: expected (tokens, num_accepted, status)")
     W = c.max_drafts + 1
     for name, a, shape, dtype in zip(("tokens", "num_accepted", "status"), out, ((c.batch, W), (c.batch,), (c.batch,)),
-                                     (np.int32, np.int32, np.uint8)):
+                                     (_I32, _I32, _U8)):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"out.{name}: must be a numpy array")
         if a.dtype != dtype:
@@ -522,13 +524,13 @@ def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, requ
         if num_nodes is not None:
             raise ValueError("num_nodes: only with packed (1-D) parents; [B, n] parents are B trees of n nodes")
         B, n = par.shape
-        nn = np.full(B, n, np.int32)
+        nn = np.full(B, n, _I32)
     elif par.ndim == 1:
         nn = _counts("num_nodes", [par.shape[0]] if num_nodes is None else num_nodes, par.shape[0], 1)
     else:
         raise ValueError(f"parents: expected 1-D [N] (packed) or 2-D [B, n], got {par.ndim}-D")
     lead = par.shape
-    par = _ints("parents", par.reshape(-1), par.size, np.int32, -1, 2**31 - 1)
+    par = _ints("parents", par.reshape(-1), par.size, _I32, -1, 2**31 - 1)
     tok = _token_ids("tokens", tokens, lead)
     tshape = _shape("target_probs", target_probs)
     if len(tshape) != len(lead) + 1 or tshape[:-1] != lead or tshape[-1] < 1:
