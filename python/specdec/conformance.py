@@ -1,5 +1,5 @@
-"""The conformance kit from Python: checks any chain verifier, written with specdec or not, against the
-law it claims (docs/conformance.md says what each check proves). The kit (C++,
+"""The conformance kit from Python: checks any chain or tree verifier, written with specdec or not,
+against the law it claims (docs/conformance.md says what each check proves). The kit (C++,
 include/specdec/conformance/kit.hpp) calls the verifier directly with numpy arrays; no files.
 
     def my_verifier(inputs):            # inputs: ChainInputs (packed layout, float32 rows)
@@ -8,6 +8,8 @@ include/specdec/conformance/kit.hpp) calls the verifier directly with numpy arra
 
     report = specdec.conformance.check_chain_verifier(my_verifier, "lossless")
     assert report.passed, report.text
+
+``check_tree_verifier`` does the same for tree verifiers (``TreeInputs``: trees given by parents).
 
 Built when Boost.Math was found at build time (``specdec.conformance.AVAILABLE``).
 """
@@ -41,6 +43,25 @@ class ChainInputs(NamedTuple):
     steps: np.ndarray  # uint64 [B]
 
 
+class TreeInputs(NamedTuple):
+    """One batch of trees: request b's num_nodes[b] nodes start at offsets[b] (packed), node 0 the root
+    (parent -1, token -1), every other parent an earlier node (local ids). Node n's draft row is the
+    distribution its children were drawn from (as ``sampling`` says: "independent" or
+    "without_replacement"), its target row the target's after the path to n."""
+
+    vocab_size: int
+    sampling: str
+    num_nodes: np.ndarray  # int32 [B]
+    offsets: np.ndarray  # int64 [B + 1]
+    parents: np.ndarray  # int32 [N]
+    tokens: np.ndarray  # int32 [N]
+    draft_rows: np.ndarray  # float32 [N, V]
+    target_rows: np.ndarray  # float32 [N, V]
+    seeds: np.ndarray  # uint64 [B]
+    request_ids: np.ndarray  # uint64 [B]
+    steps: np.ndarray  # uint64 [B]
+
+
 class Report(NamedTuple):
     """The kit's verdict: ``passed``, the text report and the JSON report (docs/conformance.md)."""
 
@@ -54,26 +75,39 @@ class Report(NamedTuple):
         return {c["name"]: bool(c["passed"]) for c in _json.loads(self.json)["checks"]}
 
 
+def _streams(inputs):
+    """specdec's streams hold request ids and steps as uint32: the kit's are taken modulo 2**32."""
+    return dict(seeds=inputs.seeds, request_ids=inputs.request_ids.astype(np.uint32),
+                steps=inputs.steps.astype(np.uint32))
+
+
 def specdec_verifier(rule, backend=None):
-    """A verifier calling ``specdec.verify`` with `rule` (the kit's positive control). Request ids
-    and steps are taken modulo 2**32, as specdec's streams hold them."""
+    """A chain verifier calling ``specdec.verify`` with `rule` (the kit's positive control)."""
 
     def verify(inputs: ChainInputs):
         return specdec.verify(rule, inputs.draft_tokens, inputs.draft_rows if rule.reads_q else None, inputs.target_rows,
-                              num_drafts=inputs.num_drafts, seeds=inputs.seeds,
-                              request_ids=inputs.request_ids.astype(np.uint32),
-                              steps=inputs.steps.astype(np.uint32), backend=backend)
+                              num_drafts=inputs.num_drafts, backend=backend, **_streams(inputs))
+
+    return verify
+
+
+def specdec_tree_verifier(rule, backend=None):
+    """A tree verifier calling ``specdec.verify_tree`` with `rule`."""
+
+    def verify(inputs: TreeInputs):
+        return specdec.verify_tree(rule, inputs.parents, inputs.tokens, inputs.draft_rows if rule.reads_q else None,
+                                   inputs.target_rows, num_nodes=inputs.num_nodes, backend=backend, **_streams(inputs))
 
     return verify
 
 
 def _normalise(result, B):
     """(tokens int32 [B, W] padded with -1, reported bool [B]) from what a verifier returned."""
-    if isinstance(result, specdec.VerifyResult):
+    if isinstance(result, (specdec.VerifyResult, specdec.TreeResult)):
         tokens, reported = result.tokens, ~specdec.is_valid(result.status)
     else:
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise TypeError(f"must return (tokens, reported) or a specdec.VerifyResult, got {type(result).__name__}")
+            raise TypeError(f"must return (tokens, reported) or a specdec result, got {type(result).__name__}")
         tokens, reported = result
     if not isinstance(tokens, np.ndarray):  # a list of token lists
         if len(tokens) != B:
@@ -99,12 +133,35 @@ def check_chain_verifier(verifier, guarantee="lossless", *, name="python verifie
     prefix ("exact_law", "determinism", "batch_invariance", "independence", "bad_input",
     "impossible_tokens"). A ValueError from the verifier counts as reporting every request of that
     call, as the kit counts a C++ exception; any other exception, or a result of the wrong type or
-    shape, stops the run at once and is raised.
-    Returns a ``Report``."""
+    shape, stops the run at once and is raised. Returns a ``Report``."""
+    return _run(False, ChainInputs, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests,
+                batch_size, independence_pairs, impossible_token_trials, "independent", only)
+
+
+def check_tree_verifier(verifier, guarantee="lossless", *, sampling="independent", name="python tree verifier",
+                        seeded=True, reads_draft_probs=True, alpha=1e-6, seed=20261125, law_requests=100_000,
+                        batch_size=2000, only=()):
+    """Runs the kit's tree checks on `verifier` (a callable taking a ``TreeInputs`` and returning
+    (tokens, reported) or a ``specdec.TreeResult``): exact laws on trees of several shapes, determinism
+    and batch invariance, the tree bad-input catalogue. `guarantee`: "lossless" or "greedy";
+    `sampling`: how the kit draws each node's children, "independent" (i.i.d. from q: SpecInfer's
+    multi-step sampling, K-SEQ) or "without_replacement" (recursive rejection). Errors as
+    ``check_chain_verifier``. Returns a ``Report``."""
+    if sampling not in ("independent", "without_replacement"):
+        raise ValueError(f"sampling: 'independent' or 'without_replacement', got {sampling!r}")
+    if isinstance(guarantee, specdec.Lenient):
+        raise ValueError("guarantee: trees are checked against 'lossless' or 'greedy'")
+    return _run(True, TreeInputs, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests,
+                batch_size, 0, 0, sampling, only)
+
+
+def _run(tree, inputs_type, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests, batch_size,
+         independence_pairs, impossible_token_trials, sampling, only):
     if not AVAILABLE:
         raise RuntimeError("specdec.conformance was not built (Boost.Math was not found when specdec was built)")
     if not callable(verifier):
-        raise TypeError(f"verifier: must be callable (ChainInputs -> (tokens, reported)), got {type(verifier).__name__}")
+        raise TypeError(f"verifier: must be callable ({inputs_type.__name__} -> (tokens, reported)), "
+                        f"got {type(verifier).__name__}")
     if isinstance(guarantee, specdec.Lenient):
         claim, lenience = "lenient", float(guarantee.lenience)
     elif guarantee in ("lossless", "greedy"):
@@ -114,8 +171,8 @@ def check_chain_verifier(verifier, guarantee="lossless", *, name="python verifie
     failure = []
 
     def call(batch):
-        inputs = ChainInputs(**batch)
-        B = len(inputs.num_drafts)
+        inputs = inputs_type(**batch)
+        B = len(inputs.seeds)
         try:
             result = verifier(inputs)
         except ValueError:  # the verifier refused the batch: every request of the call is reported
@@ -129,9 +186,9 @@ def check_chain_verifier(verifier, guarantee="lossless", *, name="python verifie
             failure.append(type(e)(f"verifier: {e}"))
             return None
 
-    ret = _core.check_chain_verifier(name, call, claim, lenience, float(alpha), int(seed), int(law_requests),
-                                     int(batch_size), int(independence_pairs), int(impossible_token_trials),
-                                     bool(seeded), bool(reads_draft_probs), list(only))
+    ret = _core.check_verifier(tree, name, call, claim, lenience, float(alpha), int(seed), int(law_requests),
+                               int(batch_size), int(independence_pairs), int(impossible_token_trials), bool(seeded),
+                               bool(reads_draft_probs), sampling == "without_replacement", list(only))
     if failure:
         raise failure[0]
     passed, text, js = ret

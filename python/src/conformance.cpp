@@ -1,4 +1,4 @@
-// specdec._core.check_chain_verifier: the conformance kit (include/specdec/conformance/kit.hpp) on a
+// specdec._core.check_verifier: the conformance kit (include/specdec/conformance/kit.hpp) on a
 // Python verifier, called directly with numpy arrays (no files). Built when Boost.Math is found
 // (specdec::conformance links specdec::stats). The GIL stays held: the kit calls Python for every batch.
 #include <nanobind/nanobind.h>
@@ -35,7 +35,14 @@ nb::ndarray<nb::numpy, T> copy(const std::vector<T>& v, std::initializer_list<st
   return specdec_python::to_numpy(std::move(data), shape);
 }
 
-// The kit's batch for the Python callable, as a dict of numpy arrays (packed layout, float32 rows).
+// The requests' identities, as numpy arrays in `d`.
+void add_identities(nb::dict& d, const sc::request_identities& in, std::size_t B) {
+  d["seeds"] = copy(in.seeds, {B});
+  d["request_ids"] = copy(in.request_ids, {B});
+  d["steps"] = copy(in.steps, {B});
+}
+
+// The kit's chain batch for the Python callable, as a dict of numpy arrays (packed layout, float32 rows).
 nb::dict to_python(const sc::chain_inputs& in) {
   const std::size_t B = in.batch_size(), N = in.draft_tokens.size(), V = in.vocab_size;
   nb::dict d;
@@ -45,9 +52,23 @@ nb::dict to_python(const sc::chain_inputs& in) {
   d["draft_tokens"] = copy(in.draft_tokens, {N});
   d["draft_rows"] = copy(in.draft_rows, {N, V});
   d["target_rows"] = copy(in.target_rows, {N + B, V});
-  d["seeds"] = copy(in.seeds, {B});
-  d["request_ids"] = copy(in.request_ids, {B});
-  d["steps"] = copy(in.steps, {B});
+  add_identities(d, in, B);
+  return d;
+}
+
+// The kit's tree batch (parents, local ids, packed request after request; float32 rows per node).
+nb::dict to_python(const sc::tree_inputs& in) {
+  const std::size_t B = in.batch_size(), N = in.parents.size(), V = in.vocab_size;
+  nb::dict d;
+  d["vocab_size"] = V;
+  d["sampling"] = in.sampling == sc::sibling_sampling::independent ? "independent" : "without_replacement";
+  d["num_nodes"] = copy(in.num_nodes, {B});
+  d["offsets"] = copy(in.offsets, {in.offsets.size()});
+  d["parents"] = copy(in.parents, {N});
+  d["tokens"] = copy(in.tokens, {N});
+  d["draft_rows"] = copy(in.draft_rows, {N, V});
+  d["target_rows"] = copy(in.target_rows, {N, V});
+  add_identities(d, in, B);
   return d;
 }
 
@@ -67,37 +88,41 @@ std::vector<sc::verdict> from_python(const nb::object& result, std::size_t B) {
   return out;
 }
 
-// Runs the kit; returns (passed, text report, JSON report), or None when the callable stopped the
-// run (it returned None: the Python side holds the exception to raise).
-nb::object check_chain_verifier(const std::string& name, nb::callable verifier, const std::string& claim,
-                                std::optional<double> lenience, double alpha, std::uint64_t seed, std::size_t law_requests,
-                                std::size_t batch_size, std::size_t independence_pairs, std::uint64_t impossible_token_trials,
-                                bool seeded, bool reads_draft_probs, const std::vector<std::string>& only) {
+// Runs the kit on a chain (tree = false) or tree verifier; returns (passed, text report, JSON
+// report), or None when the callable stopped the run (it returned None: the Python side holds the
+// exception to raise).
+nb::object check_verifier(bool tree, const std::string& name, nb::callable verifier, const std::string& claim,
+                          std::optional<double> lenience, double alpha, std::uint64_t seed, std::size_t law_requests,
+                          std::size_t batch_size, std::size_t independence_pairs, std::uint64_t impossible_token_trials,
+                          bool seeded, bool reads_draft_probs, bool without_replacement, const std::vector<std::string>& only) {
   sc::guarantee g;
   if (claim == "lossless")
     g = sc::guarantee::lossless();
   else if (claim == "greedy")
     g = sc::guarantee::greedy();
-  else if (claim == "lenient" && lenience)
+  else if (claim == "lenient" && lenience && !tree)
     g = sc::guarantee::of_rule(specdec::lenient_rule{*lenience}, "lenient l = " + std::to_string(*lenience));
   else
-    throw nb::value_error("guarantee: 'lossless', 'greedy' or Lenient(l)");
-  const sc::kit_options o{.alpha = alpha,
-                          .seed = seed,
-                          .law_requests = law_requests,
-                          .batch_size = batch_size,
-                          .independence_pairs = independence_pairs,
-                          .impossible_token_trials = impossible_token_trials,
-                          .seeded = seeded,
-                          .reads_draft_probs = reads_draft_probs,
-                          .only = only};
-  const sc::chain_verifier call = [&verifier](const sc::chain_inputs& in) {
+    throw nb::value_error(tree ? "guarantee: 'lossless' or 'greedy'" : "guarantee: 'lossless', 'greedy' or Lenient(l)");
+  const sc::kit_options o{
+      .alpha = alpha,
+      .seed = seed,
+      .law_requests = law_requests,
+      .batch_size = batch_size,
+      .independence_pairs = independence_pairs,
+      .impossible_token_trials = impossible_token_trials,
+      .seeded = seeded,
+      .reads_draft_probs = reads_draft_probs,
+      .tree_sampling = without_replacement ? sc::sibling_sampling::without_replacement : sc::sibling_sampling::independent,
+      .only = only};
+  const auto call = [&verifier](const auto& in) {
     const nb::object result = verifier(to_python(in));
     if (result.is_none()) throw sc::stop_run{"the Python verifier raised"};
     return from_python(result, in.batch_size());
   };
   try {
-    const sc::report r = sc::check_chain_verifier(name, call, g, o);
+    const sc::report r = tree ? sc::check_tree_verifier(name, sc::tree_verifier(call), g, o)
+                              : sc::check_chain_verifier(name, sc::chain_verifier(call), g, o);
     return nb::make_tuple(r.passed(), sc::to_text(r), sc::to_json(r));
   } catch (const sc::stop_run&) {
     return nb::none();
@@ -107,7 +132,7 @@ nb::object check_chain_verifier(const std::string& name, nb::callable verifier, 
 }  // namespace
 
 void bind_conformance(nb::module_& m) {
-  m.def("check_chain_verifier", &check_chain_verifier, "name"_a, "verifier"_a, "claim"_a, "lenience"_a.none(), "alpha"_a,
-        "seed"_a, "law_requests"_a, "batch_size"_a, "independence_pairs"_a, "impossible_token_trials"_a, "seeded"_a,
-        "reads_draft_probs"_a, "only"_a);
+  m.def("check_verifier", &check_verifier, "tree"_a, "name"_a, "verifier"_a, "claim"_a, "lenience"_a.none(), "alpha"_a, "seed"_a,
+        "law_requests"_a, "batch_size"_a, "independence_pairs"_a, "impossible_token_trials"_a, "seeded"_a, "reads_draft_probs"_a,
+        "without_replacement"_a, "only"_a);
 }

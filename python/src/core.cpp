@@ -496,6 +496,10 @@ NB_MODULE(_core, m) {
   m.def("warp_logits", &row_transform<true>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none(),
         "top_p"_a.none(), "min_p"_a.none());
   m.def(
+      "_data_address", [](const array& a) { return reinterpret_cast<std::uintptr_t>(a.data()); }, "a"_a,
+      "The address the kernels read an array at, as this module's array arguments import it (the tests check that it "
+      "is the array's own memory: nothing is copied).");
+  m.def(
       "uniform",
       [](std::uint64_t seed, std::uint32_t request, std::uint32_t step, std::uint32_t position, std::uint8_t purpose,
          std::uint32_t index) {

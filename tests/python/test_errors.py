@@ -52,6 +52,18 @@ def test_lists_are_refused():
         specdec.softmax([0.0, 1.0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_kernels_read_an_input_at_its_own_address(dtype):
+    # _core._data_address imports an array as every row argument of the extension does and returns the
+    # address the kernels would read: the array's own memory, for owned arrays, C-contiguous views at an
+    # offset, read-only arrays and borrowed buffers alike.
+    big = np.arange(4 * 5 * 8, dtype=dtype).reshape(4, 5, 8)
+    ro = big.copy()
+    ro.setflags(write=False)
+    for a in (big, big[1:3], big[2, 1:], ro, np.frombuffer(big.tobytes(), dtype=dtype)):
+        assert specdec._core._data_address(a) == a.__array_interface__["data"][0]
+
+
 def test_inputs_are_read_in_place_not_copied():
     # Read-only and non-owning views are accepted as they are (a copy would not need them to be).
     ro = P.copy()
