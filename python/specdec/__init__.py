@@ -511,7 +511,7 @@ def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, requ
     that read q, a draft row (the distribution its children were drawn from).
 
     Packed: parents [N], tokens [N], target_probs [N, V], draft_probs [N, V], ``num_nodes`` [B]
-    summing to N (default: one tree of N nodes). Same-size trees: parents [B, n], tokens [B, n],
+    summing to N (default: one tree of N nodes, none when N = 0). Same-size trees: parents [B, n], tokens [B, n],
     rows [B, n, V]. Rules: Strict() (SpecInfer's multi-step sampling), RecursiveRejection(),
     KSeq(), TargetOnly(), Greedy(), SampleAndMatch(), Typical(...); draft_probs may be None for
     the rules that never read q (TargetOnly, Greedy, SampleAndMatch, Typical). Streams as
@@ -526,7 +526,8 @@ def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, requ
         B, n = par.shape
         nn = np.full(B, n, _I32)
     elif par.ndim == 1:
-        nn = _counts("num_nodes", [par.shape[0]] if num_nodes is None else num_nodes, par.shape[0], 1)
+        N = par.shape[0]
+        nn = _counts("num_nodes", ([N] if N else []) if num_nodes is None else num_nodes, N, 1)  # [] parents: no tree
     else:
         raise ValueError(f"parents: expected 1-D [N] (packed) or 2-D [B, n], got {par.ndim}-D")
     lead = par.shape

@@ -34,6 +34,12 @@ def test_a_rejected_root_emits_one_token_and_pads_the_path(backend):
     assert r.num_accepted[0] == 0
 
 
+def test_an_empty_batch_of_trees(backend):
+    r = specdec.verify_tree(specdec.Strict(), [], [], np.zeros((0, 5)), np.zeros((0, 5)), seeds=0, request_ids=[],
+                            steps=0, backend=backend)
+    assert r.tokens.shape == (0, 1) and r.path.shape == (0, 1) and r.num_accepted.shape == (0,)
+
+
 @pytest.mark.parametrize("rule", [specdec.Strict(), specdec.Greedy(), specdec.SampleAndMatch(), specdec.Typical()],
                          ids=repr)
 def test_a_chain_as_a_one_branch_tree_gives_the_chain_tokens(rule, backend):
