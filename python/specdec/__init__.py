@@ -422,18 +422,25 @@ def _out(out, c):
         return None
     if len(out) != 3:
         raise ValueError("out: expected (tokens, num_accepted, status)")
-    W = c.max_drafts + 1
-    for name, a, shape, dtype in zip(("tokens", "num_accepted", "status"), out, ((c.batch, W), (c.batch,), (c.batch,)),
-                                     (_I32, _I32, _U8)):
+    t, n, s = out
+    B = c.batch
+    if (type(t) is np.ndarray and type(n) is np.ndarray and type(s) is np.ndarray  # the fast path: all good
+            and t.dtype == _I32 and n.dtype == _I32 and s.dtype == _U8
+            and t.shape == (B, c.max_drafts + 1) and n.shape == (B,) and s.shape == (B,)
+            and t.flags.c_contiguous and n.flags.c_contiguous and s.flags.c_contiguous
+            and t.flags.writeable and n.flags.writeable and s.flags.writeable):
+        return _core.OutArrays(t, n, s)
+    for name, a, shape, dtype in zip(("tokens", "num_accepted", "status"), out,
+                                     ((B, c.max_drafts + 1), (B,), (B,)), (_I32, _I32, _U8)):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"out.{name}: must be a numpy array")
         if a.dtype != dtype:
-            raise TypeError(f"out.{name}: dtype must be {np.dtype(dtype).name}, got {a.dtype}")
+            raise TypeError(f"out.{name}: dtype must be {dtype.name}, got {a.dtype}")
         if not a.flags.c_contiguous or not a.flags.writeable:
             raise TypeError(f"out.{name}: must be C-contiguous and writable")
         if a.shape != shape:
             raise ValueError(f"out.{name}: expected shape {shape}, got {a.shape}")
-    return _core.OutArrays(*out)
+    return _core.OutArrays(*out)  # ndarray subclasses that pass every check
 
 
 def _result(ret, out):
