@@ -11,7 +11,7 @@ include/specdec/conformance/kit.hpp) calls the verifier directly with numpy arra
 
 ``check_tree_verifier`` does the same for tree verifiers (``TreeInputs``: trees given by parents).
 
-Built when Boost.Math was found at build time (``specdec.conformance.AVAILABLE``).
+Built when Boost.Math was found at build time and SPECDEC_PYTHON_CONFORMANCE is on (``AVAILABLE``).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def check_tree_verifier(verifier, guarantee="lossless", *, sampling="independent
 def _run(tree, inputs_type, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests, batch_size,
          independence_pairs, impossible_token_trials, sampling, only):
     if not AVAILABLE:
-        raise RuntimeError("specdec.conformance was not built (Boost.Math was not found when specdec was built)")
+        raise RuntimeError("specdec.conformance was not built (Boost.Math was not found, or SPECDEC_PYTHON_CONFORMANCE=OFF)")
     if not callable(verifier):
         raise TypeError(f"verifier: must be callable ({inputs_type.__name__} -> (tokens, reported)), "
                         f"got {type(verifier).__name__}")
