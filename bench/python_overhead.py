@@ -37,8 +37,8 @@ def build_cpp():
     if cxx is None:
         return None, "no C++ compiler (set CXX)"
     exe = pathlib.Path(tempfile.mkdtemp()) / "verify_call"
-    cmd = [cxx, "-std=c++20", "-O3", "-march=native", f"-I{ROOT / 'include'}", str(ROOT / "bench/python/verify_call.cpp"),
-           "-o", str(exe)]
+    cmd = [cxx, "-std=c++20", "-O3", "-march=native", f"-I{ROOT / 'include'}",
+           str(ROOT / "bench/python/verify_call.cpp"), "-o", str(exe)]
     if specdec.HAS_SIMD:
         cmd.insert(1, "-DSPECDEC_ENABLE_SIMD=1")
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -77,8 +77,8 @@ def cases(B, n, V):
                                                                      **call),
     }
     if B:  # [] cannot say [B, n] = [0, 1]
-        fns["specdec.verify, lists and scalars"] = lambda: specdec.verify(rule, lists["tokens"], x["q"], x["p"], seeds=1,
-                                                                          request_ids=lists["ids"], steps=0)
+        fns["specdec.verify, lists and scalars"] = lambda: specdec.verify(
+            rule, lists["tokens"], x["q"], x["p"], seeds=1, request_ids=lists["ids"], steps=0)
     return fns
 
 
@@ -125,7 +125,8 @@ def main():
     rows = median_us(fns, a.large_calls, min(a.rounds, a.large_calls))
     if exe is not None:
         rows = {"C++ specdec::verify": cpp_median_ns(exe, B, n, V, a.large_calls) / 1000, **rows}
-    print(f"\nlarge batch, B = {B}, n = {n}, V = {V} (uniform rows: every draft accepted)\n{'call':42s} {'us/call':>9s}")
+    print(f"\nlarge batch, B = {B}, n = {n}, V = {V} (uniform rows: every draft accepted)")
+    print(f"{'call':42s} {'us/call':>9s}")
     for name, us in rows.items():
         print(f"{name:42s} {us:9.2f}")
 

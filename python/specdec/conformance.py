@@ -85,8 +85,9 @@ def specdec_verifier(rule, backend=None):
     """A chain verifier calling ``specdec.verify`` with `rule` (the kit's positive control)."""
 
     def verify(inputs: ChainInputs):
-        return specdec.verify(rule, inputs.draft_tokens, inputs.draft_rows if rule.reads_q else None, inputs.target_rows,
-                              num_drafts=inputs.num_drafts, backend=backend, **_streams(inputs))
+        q = inputs.draft_rows if rule.reads_q else None
+        return specdec.verify(rule, inputs.draft_tokens, q, inputs.target_rows, num_drafts=inputs.num_drafts,
+                              backend=backend, **_streams(inputs))
 
     return verify
 
@@ -158,7 +159,8 @@ def check_tree_verifier(verifier, guarantee="lossless", *, sampling="independent
 def _run(tree, inputs_type, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests, batch_size,
          independence_pairs, impossible_token_trials, sampling, only):
     if not AVAILABLE:
-        raise RuntimeError("specdec.conformance was not built (Boost.Math was not found, or SPECDEC_PYTHON_CONFORMANCE=OFF)")
+        raise RuntimeError("specdec.conformance was not built (Boost.Math was not found, "
+                           "or SPECDEC_PYTHON_CONFORMANCE=OFF)")
     if not callable(verifier):
         raise TypeError(f"verifier: must be callable ({inputs_type.__name__} -> (tokens, reported)), "
                         f"got {type(verifier).__name__}")

@@ -8,7 +8,8 @@ import specdec
 from specdec import conformance
 
 pytestmark = pytest.mark.skipif(not conformance.AVAILABLE,
-                                reason="specdec.conformance was not built (Boost.Math not found, or SPECDEC_PYTHON_CONFORMANCE=OFF)")
+                                reason="specdec.conformance was not built (Boost.Math not found, "
+                                       "or SPECDEC_PYTHON_CONFORMANCE=OFF)")
 
 # small runs: a few thousand requests per law configuration, a short impossible-token check
 SMALL = dict(law_requests=4000, batch_size=1000, independence_pairs=2000, impossible_token_trials=2**16, alpha=1e-4)

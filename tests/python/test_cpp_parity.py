@@ -110,7 +110,8 @@ def tree_case(rng, dtype, B=16, V=11):
     [0, V), q(x) = 0, and a duplicated sibling."""
     num_nodes = rng.integers(1, 10, B).astype(np.int32)
     num_nodes[:6] = np.maximum(num_nodes[:6], 3)
-    parents = np.concatenate([[-1] + [int(rng.integers(0, i)) for i in range(1, n)] for n in num_nodes]).astype(np.int32)
+    parents = np.concatenate([[-1] + [int(rng.integers(0, i)) for i in range(1, n)] for n in num_nodes])
+    parents = parents.astype(np.int32)
     N = int(num_nodes.sum())
     q = random_rows(rng, (N, V), dtype, zeros=0.3)
     p = random_rows(rng, (N, V), dtype, zeros=0.3)

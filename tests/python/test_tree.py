@@ -133,7 +133,8 @@ def first_token_statistic(rule, siblings, seed, B=20000):
 
 @pytest.mark.parametrize("rule, siblings", [
     (specdec.Strict(), iid), (specdec.KSeq(), iid), (specdec.RecursiveRejection(), without_replacement),
-    (specdec.TargetOnly(), top_k_of_q), (specdec.SampleAndMatch(), top_k_of_q)], ids=lambda x: getattr(x, "__name__", repr(x)))
+    (specdec.TargetOnly(), top_k_of_q), (specdec.SampleAndMatch(), top_k_of_q)],
+    ids=lambda x: getattr(x, "__name__", repr(x)))
 def test_lossless_tree_rules_emit_the_target_law(rule, siblings):
     stat, dof = first_token_statistic(rule, siblings, seed=31)
     assert stat < chi2_critical(dof), (stat, dof)

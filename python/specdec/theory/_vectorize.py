@@ -50,7 +50,8 @@ def vmap(function, where, **params):
     flat = []
     for _, kind, a in arrays:
         if kind == "r":
-            flat.append(np.ascontiguousarray(np.broadcast_to(a, shape + a.shape[-1:]), np.float64).reshape(-1, a.shape[-1]))
+            rows = np.broadcast_to(a, shape + a.shape[-1:])
+            flat.append(np.ascontiguousarray(rows, np.float64).reshape(-1, a.shape[-1]))
         else:
             dtype = np.int32 if kind == "i" else np.float64
             flat.append(np.ascontiguousarray(np.broadcast_to(a, shape), dtype).reshape(-1))
