@@ -22,8 +22,9 @@ from ._core import Error  # specdec::error (shape or parameter misuse); a subcla
 __all__ = [
     "Error", "Status", "RowStatus", "Purpose", "is_valid",
     "Strict", "Lenient", "Greedy", "SampleAndMatch", "Block", "Typical",
-    "VerifyResult", "SampleResult",
-    "verify", "verify_from_logits", "sample", "sample_logits", "softmax", "warp_logits",
+    "RecursiveRejection", "KSeq", "TargetOnly",
+    "VerifyResult", "TreeResult", "SampleResult",
+    "verify", "verify_from_logits", "verify_tree", "sample", "sample_logits", "softmax", "warp_logits",
     "uniform", "philox4x32_10",
     "BACKENDS", "DEFAULT_BACKEND", "HAS_SIMD",
 ]
@@ -79,70 +80,69 @@ class Purpose(enum.IntEnum):
 # ---- rules ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Strict:
-    """Standard speculative sampling: accept x iff u q(x) < p(x); lossless."""
+class _Rule:
+    """A rule: ``_kind`` names it to the extension (the C++ side's rule_spec), ``reads_q`` says whether
+    it reads the draft's rows."""
 
+    _kind = -1
     reads_q = True
 
     def _spec(self):
-        return _core.RuleSpec(0)
+        return _core.RuleSpec(self._kind)
 
 
 @dataclass(frozen=True)
-class Lenient:
+class Strict(_Rule):
+    """Standard speculative sampling: accept x iff u q(x) < p(x); lossless."""
+
+    _kind, reads_q = 0, True
+
+
+@dataclass(frozen=True)
+class Lenient(_Rule):
     """Accept x iff u l q(x) < p(x); exactly p for l >= 1, a closed-form mixture for l < 1."""
 
     lenience: float
-    reads_q = True
+    _kind, reads_q = 1, True
 
     def __post_init__(self):
         if not (isinstance(self.lenience, (int, float)) and math.isfinite(self.lenience) and self.lenience > 0):
             raise ValueError(f"Lenient: lenience must be finite and > 0, got {self.lenience!r}")
 
     def _spec(self):
-        return _core.RuleSpec(1, float(self.lenience))
+        return _core.RuleSpec(self._kind, float(self.lenience))
 
 
 @dataclass(frozen=True)
-class Greedy:
+class Greedy(_Rule):
     """Accept x iff x == argmax p (lowest id on ties); emits argmax p on rejection."""
 
-    reads_q = False
-
-    def _spec(self):
-        return _core.RuleSpec(2)
+    _kind, reads_q = 2, False
 
 
 @dataclass(frozen=True)
-class SampleAndMatch:
+class SampleAndMatch(_Rule):
     """Accept x iff x == y, y ~ p sampled by the target; lossless, needs no q."""
 
-    reads_q = False
-
-    def _spec(self):
-        return _core.RuleSpec(3)
+    _kind, reads_q = 3, False
 
 
 @dataclass(frozen=True)
-class Block:
+class Block(_Rule):
     """Block verification (Sun et al., ICLR 2025); lossless."""
 
-    reads_q = True
-
-    def _spec(self):
-        return _core.RuleSpec(4)
+    _kind, reads_q = 4, True
 
 
 @dataclass(frozen=True)
-class Typical:
+class Typical(_Rule):
     """Typical acceptance (Medusa): accept x iff p(x) > min(epsilon, delta exp(-H(p))); lossy."""
 
     epsilon: float = 0.09
     delta: float = 0.3
     log_offset: float = 0.0
     correction: str = "argmax"  # or "typical_sample"
-    reads_q = False
+    _kind, reads_q = 5, False
 
     def __post_init__(self):
         for name in ("epsilon", "delta", "log_offset"):
@@ -153,11 +153,34 @@ class Typical:
             raise ValueError(f"Typical: correction must be 'argmax' or 'typical_sample', got {self.correction!r}")
 
     def _spec(self):
-        return _core.RuleSpec(5, float(self.epsilon), float(self.delta), float(self.log_offset),
+        return _core.RuleSpec(self._kind, float(self.epsilon), float(self.delta), float(self.log_offset),
                               0 if self.correction == "argmax" else 1)
 
 
-_RULES = (Strict, Lenient, Greedy, SampleAndMatch, Block, Typical)
+@dataclass(frozen=True)
+class RecursiveRejection(_Rule):
+    """Trees only: recursive rejection sampling, siblings drawn from q without replacement (Jeon et
+    al.); lossless."""
+
+    _kind, reads_q = 6, True
+
+
+@dataclass(frozen=True)
+class KSeq(_Rule):
+    """Trees only: SpecTr's K-SEQ selection among i.i.d. siblings (Sun et al.); lossless."""
+
+    _kind, reads_q = 7, True
+
+
+@dataclass(frozen=True)
+class TargetOnly(_Rule):
+    """Trees only: siblings chosen without the coins (EAGLE, SGLang), tried with q := 1; lossless."""
+
+    _kind, reads_q = 8, False
+
+
+_CHAIN_RULES = (Strict, Lenient, Greedy, SampleAndMatch, Block, Typical)
+_TREE_RULES = (Strict, Greedy, SampleAndMatch, Typical, RecursiveRejection, KSeq, TargetOnly)
 
 
 # ---- results --------------------------------------------------------------------------------------
@@ -168,6 +191,21 @@ class VerifyResult(NamedTuple):
     num_accepted: int32 [B]; status: uint8 [B] of ``Status`` flags."""
 
     tokens: np.ndarray
+    num_accepted: np.ndarray
+    status: np.ndarray
+
+    def emitted(self, b: int) -> list[int]:
+        """Request b's emitted tokens, without the -1 padding."""
+        return [int(t) for t in self.tokens[b] if t != -1]
+
+
+class TreeResult(NamedTuple):
+    """tokens: int32 [B, D + 1], the accepted path's tokens then one correction or bonus token, then
+    -1 (D the deepest node of the batch); path: int32 [B, D + 1], the accepted node ids, root (0)
+    first, then -1; num_accepted: int32 [B]; status: uint8 [B] of ``Status`` flags."""
+
+    tokens: np.ndarray
+    path: np.ndarray
     num_accepted: np.ndarray
     status: np.ndarray
 
@@ -196,6 +234,8 @@ def _backend(backend):
 
 def _shape(name, x):
     """The shape of a row array, which is passed on as it is (never converted)."""
+    if type(x) is np.ndarray:  # the fast path: numpy's shape is a tuple of ints
+        return x.shape
     shape = getattr(x, "shape", None)
     if shape is None or not (hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__")):
         raise TypeError(f"{name}: must be an array (numpy.ndarray or another DLPack / buffer-protocol array) "
@@ -203,12 +243,37 @@ def _shape(name, x):
     return tuple(int(s) for s in shape)
 
 
+# dtype objects, not numpy's scalar types: an ndarray's dtype compares with them about twice as fast
+_I32, _U32, _U64, _U8 = np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(np.uint8)
+_RANGE = {t: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (_I32, _U32, _U64)}
+_SMALL = 256  # below this many entries, Python's min/max and np.array beat numpy's reductions and np.full
+
+
+def _in_range(a, lo, hi):
+    """Whether every entry of the integer array `a` lies in [lo, hi]."""
+    if a.size == 0:
+        return True
+    if a.size <= _SMALL:
+        v = a.ravel().tolist()
+        return lo <= min(v) and max(v) <= hi
+    return lo <= a.min() and a.max() <= hi
+
+
 def _ints(name, x, n, dtype, lo, hi, broadcast=True):
     """A small per-request integer array of length n (a scalar is repeated when `broadcast`), as `dtype`."""
-    if type(x) is np.ndarray and x.dtype == dtype and x.shape == (n,) and x.flags.c_contiguous:
-        info = np.iinfo(dtype)
-        if lo <= info.min and info.max <= hi:  # the dtype itself bounds the values: nothing to check
-            return x
+    if type(x) is np.ndarray:  # fast paths first: a decode loop calls this several times per step
+        if x.dtype == dtype and x.shape == (n,) and x.flags.c_contiguous:
+            tmin, tmax = _RANGE[x.dtype]
+            if (lo <= tmin and tmax <= hi) or _in_range(x, lo, hi):  # nothing to copy
+                return x
+    elif type(x) is int and (broadcast or n == 1):
+        if not lo <= x <= hi:
+            raise ValueError(f"{name}: values must lie in [{lo}, {hi}]")
+        return np.array([x] * n, dtype) if n <= _SMALL else np.full(n, x, dtype)
+    elif type(x) in (list, tuple) and len(x) == n <= _SMALL and all(type(v) is int for v in x):
+        if n and not (lo <= min(x) and max(x) <= hi):
+            raise ValueError(f"{name}: values must lie in [{lo}, {hi}]")
+        return np.array(x, dtype)
     a = np.asarray(x)
     if a.size == 0 and a.dtype.kind == "f":  # [] is float64 to numpy
         a = a.astype(dtype)
@@ -218,13 +283,17 @@ def _ints(name, x, n, dtype, lo, hi, broadcast=True):
         a = np.full(n, a, dtype=a.dtype)
     if a.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},), got {a.shape}")
-    if n and (a.min() < lo or a.max() > hi):
+    if not _in_range(a, lo, hi):
         raise ValueError(f"{name}: values must lie in [{lo}, {hi}]")
     return np.ascontiguousarray(a, dtype=dtype)
 
 
 def _floats(name, x, n):
     """A small per-request float parameter of length n (a scalar is repeated), as float64."""
+    if type(x) in (float, int):
+        return np.array([x] * n, np.float64) if n <= _SMALL else np.full(n, x, np.float64)
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (n,) and x.flags.c_contiguous:
+        return x
     a = np.asarray(x)
     if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
         raise TypeError(f"{name}: must be real numbers, got dtype {a.dtype}")
@@ -236,22 +305,25 @@ def _floats(name, x, n):
 
 
 def _streams(n, seeds, request_ids, steps):
-    return (_ints("seeds", seeds, n, np.uint64, 0, 2**64 - 1),
-            _ints("request_ids", request_ids, n, np.uint32, 0, 2**32 - 1, broadcast=False),
-            _ints("steps", steps, n, np.uint32, 0, 2**32 - 1))
+    return (_ints("seeds", seeds, n, _U64, 0, 2**64 - 1),
+            _ints("request_ids", request_ids, n, _U32, 0, 2**32 - 1, broadcast=False),
+            _ints("steps", steps, n, _U32, 0, 2**32 - 1))
+
+
+_NO_WARP = (1.0, 0, 1.0, 0.0)  # temperature, top_k, top_p, min_p that leave a row as it is
 
 
 def _warp(prefix, n, temperature, top_k, top_p, min_p):
     return (_floats(prefix + "temperature", temperature, n),
-            _ints(prefix + "top_k", top_k, n, np.int32, 0, 2**31 - 1),
+            _ints(prefix + "top_k", top_k, n, _I32, 0, 2**31 - 1),
             _floats(prefix + "top_p", top_p, n),
             _floats(prefix + "min_p", min_p, n))
 
 
-def _rule(rule):
-    if not isinstance(rule, _RULES):
-        raise TypeError(f"rule: must be one of Strict(), Lenient(l), Greedy(), SampleAndMatch(), Block(), "
-                        f"Typical(...), got {type(rule).__name__}")
+def _rule(rule, rules=_CHAIN_RULES):
+    if not isinstance(rule, rules):
+        names = ", ".join(f"{r.__name__}()" for r in rules)
+        raise TypeError(f"rule: must be one of {names}, got {type(rule).__name__}")
     return rule
 
 
@@ -264,15 +336,50 @@ class _Chain(NamedTuple):
     batch: int
 
 
+def _token_ids(name, x, shape=None):
+    """Token ids as a C-contiguous int32 array (of `shape` when given). Ids outside [0, V) are
+    flagged by the kernels, not here; ids that do not fit in int32 are refused."""
+    if type(x) is np.ndarray and x.dtype == _I32 and x.flags.c_contiguous and (shape is None or x.shape == shape):
+        return x
+    t = np.asarray(x)
+    if t.size == 0 and t.dtype.kind == "f":  # [] is float64 to numpy
+        t = t.astype(_I32)
+    if t.dtype == np.bool_ or t.dtype.kind not in "iu":
+        raise TypeError(f"{name}: must be integers, got dtype {t.dtype}")
+    if shape is not None and t.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {t.shape}")
+    if t.dtype != _I32 and not _in_range(t, -(2**31), 2**31 - 1):
+        raise ValueError(f"{name}: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
+    return np.ascontiguousarray(t, dtype=_I32)
+
+
+def _counts(name, x, total, lo):
+    """Per-request counts (a 1-D array of B entries >= lo) that must sum to `total`, as int32."""
+    a = np.asarray(x)
+    if a.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got shape {a.shape}")
+    c = _ints(name, a, a.shape[0], _I32, lo, total)
+    if int(c.sum()) != total:
+        raise ValueError(f"{name}: must sum to {total} (the packed length), sums to {int(c.sum())}")
+    return c
+
+
+def _check_rows(name, rows, shape):
+    """A row array (or None) must have `shape`."""
+    if rows is not None and _shape(name, rows) != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {_shape(name, rows)}")
+
+
+def _needs_q(rule, name, rows, alternatives=""):
+    if rows is None and rule.reads_q:
+        raise ValueError(f"{name}: {type(rule).__name__}() reads the draft's rows q; pass {alternatives or 'them'}")
+
+
 def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_rows):
     """Checks a chain batch's shapes. Padded: draft_tokens [B, n], draft rows [B, n, V], target rows
     [B, n + 1, V]. Packed: draft_tokens [N], num_drafts [B] summing to N, draft rows [N, V], target
     rows [N + B, V]. `draft_rows` is a list of (name, array or None) with draft_tokens' leading shape."""
-    t = np.asarray(draft_tokens)
-    if t.dtype == np.bool_ or t.dtype.kind not in "iu":
-        raise TypeError(f"draft_tokens: must be integers, got dtype {t.dtype}")
-    if t.dtype != np.int32 and t.size and (t.min() < -(2**31) or t.max() > 2**31 - 1):
-        raise ValueError("draft_tokens: ids must fit in int32 (ids outside [0, V) that do fit are flagged BAD_DRAFT_TOKEN)")
+    t = _token_ids("draft_tokens", draft_tokens)
     tshape = _shape(target_name, target)
     if num_drafts is not None and cu_num_drafts is not None:
         raise ValueError("num_drafts and cu_num_drafts: give at most one")
@@ -282,9 +389,8 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
             raise ValueError(f"{target_name}: expected shape ({B}, {n + 1}, V) for draft_tokens of shape {t.shape}, got {tshape}")
         if cu_num_drafts is not None:
             raise ValueError("cu_num_drafts: only for the packed layout (1-D draft_tokens)")
-        nd = _ints("num_drafts", n if num_drafts is None else num_drafts, B, np.int32, 0, n)
+        nd = _ints("num_drafts", n if num_drafts is None else num_drafts, B, _I32, 0, n)
         packed, max_drafts = False, n
-        lead = (B, n)
     elif t.ndim == 1:  # packed
         N = t.shape[0]
         if cu_num_drafts is not None:
@@ -294,46 +400,47 @@ def _chain(draft_tokens, target_name, target, num_drafts, cu_num_drafts, draft_r
             num_drafts = np.diff(np.concatenate([[0], cu.astype(np.int64)]))
         if num_drafts is None:
             raise ValueError("num_drafts: required with packed (1-D) draft_tokens (or give cu_num_drafts)")
-        nd_raw = np.asarray(num_drafts)
-        if nd_raw.ndim != 1:
-            raise ValueError(f"num_drafts: expected a 1-D array, got shape {nd_raw.shape}")
-        B = nd_raw.shape[0]
-        nd = _ints("num_drafts", nd_raw, B, np.int32, 0, N)
-        if int(nd.sum()) != N:
-            raise ValueError(f"num_drafts: must sum to len(draft_tokens) = {N}, sums to {int(nd.sum())}")
+        nd = _counts("num_drafts", num_drafts, N, 0)
+        B = nd.shape[0]
         if len(tshape) != 2 or tshape[0] != N + B:
             raise ValueError(f"{target_name}: expected shape ({N + B}, V) (one row per draft plus one per request), got {tshape}")
         packed, max_drafts = True, int(nd.max()) if B else 0
-        lead = (N,)
     else:
         raise ValueError(f"draft_tokens: expected 2-D [B, n] (padded) or 1-D [N] (packed), got {t.ndim}-D")
     V = tshape[-1]
     if V < 1:
         raise ValueError(f"{target_name}: the vocabulary (last) dimension must be >= 1")
     for name, rows in draft_rows:
-        if rows is not None and _shape(name, rows) != lead + (V,):
-            raise ValueError(f"{name}: expected shape {lead + (V,)}, got {_shape(name, rows)}")
-    return _Chain(packed, nd, max_drafts, V, np.ascontiguousarray(t, dtype=np.int32), B)
+        _check_rows(name, rows, t.shape + (V,))
+    return _Chain(packed, nd, max_drafts, V, t, B)
 
 
 def _out(out, c):
-    """The caller's output arrays (tokens [B, W], num_accepted [B], status [B]) or None."""
+    """The caller's output arrays (tokens [B, W], num_accepted [B], status [B]) for the extension, or
+    None (it allocates new ones)."""
     if out is None:
         return None
     if len(out) != 3:
         raise ValueError("out: expected (tokens, num_accepted, status)")
-    W = c.max_drafts + 1
-    for name, a, shape, dtype in zip(("tokens", "num_accepted", "status"), out, ((c.batch, W), (c.batch,), (c.batch,)),
-                                     (np.int32, np.int32, np.uint8)):
+    t, n, s = out
+    B = c.batch
+    if (type(t) is np.ndarray and type(n) is np.ndarray and type(s) is np.ndarray  # the fast path: all good
+            and t.dtype == _I32 and n.dtype == _I32 and s.dtype == _U8
+            and t.shape == (B, c.max_drafts + 1) and n.shape == (B,) and s.shape == (B,)
+            and t.flags.c_contiguous and n.flags.c_contiguous and s.flags.c_contiguous
+            and t.flags.writeable and n.flags.writeable and s.flags.writeable):
+        return _core.OutArrays(t, n, s)
+    for name, a, shape, dtype in zip(("tokens", "num_accepted", "status"), out,
+                                     ((B, c.max_drafts + 1), (B,), (B,)), (_I32, _I32, _U8)):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"out.{name}: must be a numpy array")
         if a.dtype != dtype:
-            raise TypeError(f"out.{name}: dtype must be {np.dtype(dtype).name}, got {a.dtype}")
+            raise TypeError(f"out.{name}: dtype must be {dtype.name}, got {a.dtype}")
         if not a.flags.c_contiguous or not a.flags.writeable:
             raise TypeError(f"out.{name}: must be C-contiguous and writable")
         if a.shape != shape:
             raise ValueError(f"out.{name}: expected shape {shape}, got {a.shape}")
-    return _core.OutArrays(*out)
+    return _core.OutArrays(*out)  # ndarray subclasses that pass every check
 
 
 def _result(ret, out):
@@ -359,14 +466,12 @@ def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids,
     written into those arrays, which are returned.
     """
     rule = _rule(rule)
-    if draft_probs is None and rule.reads_q:
-        raise ValueError(f"draft_probs: {type(rule).__name__}() reads the draft's rows q; pass them")
+    _needs_q(rule, "draft_probs", draft_probs)
     c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
-    dest = _out(out, c)
     ret = _core.verify(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab, c.draft_tokens,
                        draft_probs, target_probs, s, r, t, bool(check_normalisation), float(normalisation_tolerance),
-                       _core.OutArrays() if dest is None else dest)
+                       _out(out, c))
     return _result(ret, out)
 
 
@@ -388,45 +493,87 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
         raise ValueError("draft_logits and draft_probs: give at most one")
     rows = draft_probs if draft_probs is not None else draft_logits
     rows_name = "draft_probs" if draft_probs is not None else "draft_logits"
-    if rows is None and rule.reads_q:
-        raise ValueError(f"draft_logits: {type(rule).__name__}() reads the draft's rows q; pass draft_logits or draft_probs")
+    _needs_q(rule, "draft_logits", rows, "draft_logits or draft_probs")
     c = _chain(draft_tokens, "target_logits", target_logits, num_drafts, cu_num_drafts, [(rows_name, rows)])
-    if q_at_drafts is not None:
-        lead = np.asarray(draft_tokens).shape
-        if _shape("q_at_drafts", q_at_drafts) != lead:
-            raise ValueError(f"q_at_drafts: expected draft_tokens' shape {lead}, got {_shape('q_at_drafts', q_at_drafts)}")
+    _check_rows("q_at_drafts", q_at_drafts, c.draft_tokens.shape)
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
     tw = _warp("", c.batch, temperature, top_k, top_p, min_p)
-    draft_given = [x is not None for x in (draft_temperature, draft_top_k, draft_top_p, draft_min_p)]
-    if any(draft_given):
+    draft_warp = (draft_temperature, draft_top_k, draft_top_p, draft_min_p)
+    dw = (None,) * 4
+    if any(x is not None for x in draft_warp):
         if draft_logits is None:
             raise ValueError("draft_temperature, draft_top_k, draft_top_p, draft_min_p: only with draft_logits")
-        dw = _warp("draft_", c.batch, 1.0 if draft_temperature is None else draft_temperature,
-                   0 if draft_top_k is None else draft_top_k, 1.0 if draft_top_p is None else draft_top_p,
-                   0.0 if draft_min_p is None else draft_min_p)
-    else:
-        dw = (None, None, None, None)
-    dest = _out(out, c)
+        dw = _warp("draft_", c.batch, *(d if x is None else x for x, d in zip(draft_warp, _NO_WARP)))
     ret = _core.verify_from_logits(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab,
                                    c.draft_tokens, rows, draft_probs is not None, q_at_drafts, target_logits, s, r, t,
-                                   *tw, *dw, _core.OutArrays() if dest is None else dest)
+                                   *tw, *dw, _out(out, c))
     return _result(ret, out)
+
+
+def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, request_ids, steps, num_nodes=None,
+                backend=None, check_normalisation=False, normalisation_tolerance=1e-3):
+    """Verifies drafted token trees (C++ ``specdec::verify_tree``). Node 0 of each tree is the root
+    (the verified context: parent -1, its token ignored); every other node's parent is an earlier
+    node (local ids). Every node has a target row p(. | context, path to the node) and, for rules
+    that read q, a draft row (the distribution its children were drawn from).
+
+    Packed: parents [N], tokens [N], target_probs [N, V], draft_probs [N, V], ``num_nodes`` [B]
+    summing to N (default: one tree of N nodes, none when N = 0). Same-size trees: parents [B, n], tokens [B, n],
+    rows [B, n, V]. Rules: Strict() (SpecInfer's multi-step sampling), RecursiveRejection(),
+    KSeq(), TargetOnly(), Greedy(), SampleAndMatch(), Typical(...); draft_probs may be None for
+    the rules that never read q (TargetOnly, Greedy, SampleAndMatch, Typical). Streams as
+    ``verify``. Returns a ``TreeResult``.
+    """
+    rule = _rule(rule, _TREE_RULES)
+    _needs_q(rule, "draft_probs", draft_probs)
+    par = np.asarray(parents)
+    if par.ndim == 2:  # B trees of n nodes each
+        if num_nodes is not None:
+            raise ValueError("num_nodes: only with packed (1-D) parents; [B, n] parents are B trees of n nodes")
+        B, n = par.shape
+        nn = np.full(B, n, _I32)
+    elif par.ndim == 1:
+        N = par.shape[0]
+        nn = _counts("num_nodes", ([N] if N else []) if num_nodes is None else num_nodes, N, 1)  # [] parents: no tree
+    else:
+        raise ValueError(f"parents: expected 1-D [N] (packed) or 2-D [B, n], got {par.ndim}-D")
+    lead = par.shape
+    par = _ints("parents", par.reshape(-1), par.size, _I32, -1, 2**31 - 1)
+    tok = _token_ids("tokens", tokens, lead)
+    tshape = _shape("target_probs", target_probs)
+    if len(tshape) != len(lead) + 1 or tshape[:-1] != lead or tshape[-1] < 1:
+        raise ValueError(f"target_probs: expected shape {lead + ('V',)} with V >= 1, got {tshape}")
+    V = tshape[-1]
+    _check_rows("draft_probs", draft_probs, lead + (V,))
+    s, r, t = _streams(len(nn), seeds, request_ids, steps)
+    return TreeResult(*_core.verify_tree(rule._spec(), _backend(backend), nn, par, V, tok, draft_probs, target_probs,
+                                         s, r, t, bool(check_normalisation), float(normalisation_tolerance)))
 
 
 # ---- sampling and row transforms ------------------------------------------------------------------
 
 
-def _rows2d(name, x):
+def _rows(name, x, ndims=(2,)):
+    """The shape of a row array of `ndims` dimensions (rows [R, V], or also [V]) with V >= 1."""
     shape = _shape(name, x)
-    if len(shape) != 2 or shape[1] < 1:
-        raise ValueError(f"{name}: expected shape (R, V) with V >= 1, got {shape}")
+    if len(shape) not in ndims or shape[-1] < 1:
+        want = " or ".join(("(V,)", "(R, V)")[d - 1] for d in ndims)
+        raise ValueError(f"{name}: expected shape {want} with V >= 1, got {shape}")
     return shape
+
+
+def _below(name, x, bound, shown):
+    """An integer in [0, bound)."""
+    v = int(x)
+    if not 0 <= v < bound:
+        raise ValueError(f"{name}: must lie in [0, {shown}), got {x!r}")
+    return v
 
 
 def sample(probs, *, seeds, request_ids, steps, position=0, purpose=Purpose.TARGET_SAMPLE, backend=None):
     """One token per row of ``probs`` [R, V] (weights, need not sum to 1), row r drawing the uniform
     of its own stream (seeds[r], request_ids[r], steps[r], position, purpose). Returns a ``SampleResult``."""
-    R, V = _rows2d("probs", probs)
+    R, V = _rows("probs", probs)
     s, r, t = _streams(R, seeds, request_ids, steps)
     return SampleResult(*_core.sample(_backend(backend), probs, V, s, r, t, _position(position), _purpose(purpose)))
 
@@ -435,7 +582,7 @@ def sample_logits(logits, *, seeds, request_ids, steps, temperature=1.0, top_k=0
                   purpose=Purpose.TARGET_SAMPLE, backend=None):
     """One token per row of warp(softmax(logits / T)) with each row's temperature / top_k / top_p /
     min_p (scalars or one per row) and its own stream, as ``sample``. Returns a ``SampleResult``."""
-    R, V = _rows2d("logits", logits)
+    R, V = _rows("logits", logits)
     s, r, t = _streams(R, seeds, request_ids, steps)
     w = _warp("", R, temperature, top_k, top_p, min_p)
     return SampleResult(*_core.sample_logits(_backend(backend), logits, V, s, r, t, _position(position),
@@ -443,48 +590,36 @@ def sample_logits(logits, *, seeds, request_ids, steps, temperature=1.0, top_k=0
 
 
 def _position(position):
-    p = int(position)
-    if not 0 <= p < 2**32:
-        raise ValueError(f"position: must lie in [0, 2**32), got {position!r}")
-    return p
+    return _below("position", position, 2**32, "2**32")
 
 
 def _purpose(purpose):
-    p = int(purpose)
-    if not 0 <= p < 256:
-        raise ValueError(f"purpose: must lie in [0, 256), got {purpose!r}")
-    return p
+    return _below("purpose", purpose, 256, "256")
 
 
-def _row_input(name, x):
-    shape = _shape(name, x)
-    if len(shape) not in (1, 2) or shape[-1] < 1:
-        raise ValueError(f"{name}: expected shape (V,) or (R, V) with V >= 1, got {shape}")
-    return shape
+def _row_transform(kernel, logits, backend, return_status, params):
+    """Runs a row kernel (softmax, warp_logits) on [R, V] or [V] logits; `params(R)` gives its
+    per-row parameter arrays. The result has the input's shape."""
+    shape = _rows("logits", logits, (1, 2))
+    probs, status = kernel(_backend(backend), logits, shape[-1], *params(shape[0] if len(shape) == 2 else 1))
+    probs = probs.reshape(shape)
+    return (probs, status) if return_status else probs
 
 
 def softmax(logits, temperature=None, *, backend=None, return_status=False):
     """softmax(logits / T) per row of ``logits`` [R, V] or [V] (T: None for 1, a scalar or one per
     row). The result has the input's shape and dtype; with ``return_status`` also a uint8 array of
     ``RowStatus`` per row (a NaN or all -inf row is flagged, not raised)."""
-    shape = _row_input("logits", logits)
-    R = shape[0] if len(shape) == 2 else 1
-    temps = np.empty(0) if temperature is None else _floats("temperature", temperature, R)
-    probs, status = _core.softmax(_backend(backend), logits, shape[-1], temps)
-    probs = probs.reshape(shape)
-    return (probs, status) if return_status else probs
+    return _row_transform(_core.softmax, logits, backend, return_status,
+                          lambda R: (np.empty(0) if temperature is None else _floats("temperature", temperature, R),))
 
 
 def warp_logits(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, backend=None, return_status=False):
     """warp(softmax(logits / T)) per row: temperature, then top-k, top-p and min-p, one
     renormalisation (C++ ``specdec::warp_logits``); parameters are scalars or one per row. Shape,
     dtype and ``return_status`` as ``softmax``."""
-    shape = _row_input("logits", logits)
-    R = shape[0] if len(shape) == 2 else 1
-    w = _warp("", R, temperature, top_k, top_p, min_p)
-    probs, status = _core.warp_logits(_backend(backend), logits, shape[-1], *w)
-    probs = probs.reshape(shape)
-    return (probs, status) if return_status else probs
+    return _row_transform(_core.warp_logits, logits, backend, return_status,
+                          lambda R: _warp("", R, temperature, top_k, top_p, min_p))
 
 
 # ---- the random streams ---------------------------------------------------------------------------

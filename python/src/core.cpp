@@ -18,11 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "numpy_out.hpp"
 #include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/lenient.hpp"
 #include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/strict.hpp"
+#include "specdec/acceptance/tree.hpp"
 #include "specdec/acceptance/typical.hpp"
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/distributions/with_policy.hpp"
@@ -33,6 +35,7 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+using specdec_python::to_numpy;
 
 namespace {
 
@@ -87,12 +90,12 @@ std::span<const T> view(const array& a, const char* name) {
   return {static_cast<const T*>(a.data()), a.size()};
 }
 
-// A new NumPy array that owns `data`.
-template <class T>
-nb::ndarray<nb::numpy, T> to_numpy(std::unique_ptr<T[]> data, std::initializer_list<std::size_t> shape) {
-  T* raw = data.release();
-  nb::capsule owner(raw, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(raw, shape.size(), shape.begin(), owner);
+// Status enums as a new uint8 NumPy array.
+template <class Status>
+nb::ndarray<nb::numpy, std::uint8_t> flags_of(const std::vector<Status>& status) {
+  std::unique_ptr<std::uint8_t[]> flags(new std::uint8_t[status.size()]);
+  for (std::size_t i = 0; i < status.size(); ++i) flags[i] = static_cast<std::uint8_t>(status[i]);
+  return to_numpy(std::move(flags), {status.size()});
 }
 
 // One request_stream per row from the seeds, ids and steps arrays.
@@ -127,11 +130,23 @@ std::vector<specdec::warp_params> make_warp(const array& temperature, const arra
 
 // The rule a Python rule object names: kind and up to three numbers and one small integer.
 struct rule_spec {
-  int kind;  // 0 strict, 1 lenient, 2 greedy, 3 sample-and-match, 4 block, 5 typical
+  int kind;  // 0 strict, 1 lenient, 2 greedy, 3 sample-and-match, 4 block, 5 typical,
+             // 6 recursive rejection, 7 k-seq, 8 target-only (6-8: trees only)
   double a, b, c;
   int d;
 };
 
+specdec::typical_rule typical_of(const rule_spec& r) {
+  specdec::typical_rule t;
+  t.epsilon = r.a;
+  t.delta = r.b;
+  t.log_offset = r.c;
+  t.correction = r.d == 0 ? specdec::typical_correction::argmax : specdec::typical_correction::typical_sample;
+  t.validate();
+  return t;
+}
+
+// Calls f with the chain rule r names.
 template <class F>
 void with_rule(const rule_spec& r, F&& f) {
   switch (r.kind) {
@@ -140,17 +155,23 @@ void with_rule(const rule_spec& r, F&& f) {
     case 2: f(specdec::greedy); return;
     case 3: f(specdec::sample_and_match); return;
     case 4: f(specdec::block); return;
-    case 5: {
-      specdec::typical_rule t;
-      t.epsilon = r.a;
-      t.delta = r.b;
-      t.log_offset = r.c;
-      t.correction = r.d == 0 ? specdec::typical_correction::argmax : specdec::typical_correction::typical_sample;
-      t.validate();
-      f(t);
-      return;
-    }
-    default: throw nb::value_error("rule: unknown rule kind");
+    case 5: f(typical_of(r)); return;
+    default: throw nb::type_error("rule: not a chain rule (RecursiveRejection, KSeq and TargetOnly verify trees only)");
+  }
+}
+
+// Calls f with the tree rule r names.
+template <class F>
+void with_tree_rule(const rule_spec& r, F&& f) {
+  switch (r.kind) {
+    case 0: f(specdec::strict); return;
+    case 2: f(specdec::greedy); return;
+    case 3: f(specdec::sample_and_match); return;
+    case 5: f(typical_of(r)); return;
+    case 6: f(specdec::recursive_rejection); return;
+    case 7: f(specdec::k_seq); return;
+    case 8: f(specdec::target_only); return;
+    default: throw nb::type_error("rule: Lenient and Block verify chains only");
   }
 }
 
@@ -205,10 +226,12 @@ struct out_arrays {
 };
 
 // Runs `call(outputs)` with the GIL released. Returns the outputs as new NumPy arrays, or None
-// when they were written into the caller's arrays.
+// when they were written into the caller's arrays (`dest`, null or empty: none given).
 template <class Call>
-nb::object run_chain(const specdec::ragged_layout& layout, out_arrays& o, Call&& call) {
+nb::object run_chain(const specdec::ragged_layout& layout, out_arrays* dest, Call&& call) {
   const std::size_t B = layout.batch_size(), W = layout.max_drafts() + 1;
+  out_arrays none;
+  out_arrays& o = dest ? *dest : none;
   const bool given = o.tokens.has_value();
   if (given != o.num_accepted.has_value() || given != o.status.has_value())
     throw nb::value_error("out: give tokens, num_accepted and status together");
@@ -234,17 +257,14 @@ nb::object run_chain(const specdec::ragged_layout& layout, out_arrays& o, Call&&
     for (std::size_t b = 0; b < B; ++b) flags[b] = static_cast<std::uint8_t>(status[b]);
     return nb::none();
   }
-  std::unique_ptr<std::uint8_t[]> own_flags(new std::uint8_t[B]);
-  for (std::size_t b = 0; b < B; ++b) own_flags[b] = static_cast<std::uint8_t>(status[b]);
-  return nb::make_tuple(to_numpy(std::move(own_tokens), {B, W}), to_numpy(std::move(own_accepted), {B}),
-                        to_numpy(std::move(own_flags), {B}));
+  return nb::make_tuple(to_numpy(std::move(own_tokens), {B, W}), to_numpy(std::move(own_accepted), {B}), flags_of(status));
 }
 
 verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
                      std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
                      const std::optional<array>& draft_probs, const array& target_probs, const array& seeds,
                      const array& request_ids, const array& steps, bool check_normalisation, double normalisation_tolerance,
-                     out_arrays dest) {
+                     out_arrays* dest) {
   chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
   const bool dbl = is_double(target_probs, "target_probs");
   if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
@@ -271,7 +291,7 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
                                  const array& request_ids, const array& steps, const array& temperature, const array& top_k,
                                  const array& top_p, const array& min_p, const std::optional<array>& draft_temperature,
                                  const std::optional<array>& draft_top_k, const std::optional<array>& draft_top_p,
-                                 const std::optional<array>& draft_min_p, out_arrays dest) {
+                                 const std::optional<array>& draft_min_p, out_arrays* dest) {
   chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
   const bool dbl = is_double(target_logits, "target_logits");
   const char* draft_name = draft_rows_are_probs ? "draft_probs" : "draft_logits";
@@ -302,13 +322,46 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
   return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
 }
 
+// (tokens int32 [B, D + 1], path int32 [B, D + 1], num_accepted int32 [B], status uint8 [B]),
+// D the deepest node of the batch.
+nb::tuple verify_tree(const rule_spec& rule, const std::string& backend, const array& num_nodes, const array& parents,
+                      std::size_t vocab, const array& tokens, const std::optional<array>& draft_probs, const array& target_probs,
+                      const array& seeds, const array& request_ids, const array& steps, bool check_normalisation,
+                      double normalisation_tolerance) {
+  const auto layout =
+      specdec::tree_layout::from_parents(view<std::int32_t>(num_nodes, "num_nodes"), view<std::int32_t>(parents, "parents"));
+  const auto streams = make_streams(seeds, request_ids, steps);
+  const std::size_t B = layout.batch_size(), W = layout.max_depth() + 1;
+  if (streams.size() != B) throw nb::value_error("seeds, request_ids and steps must have one entry per request");
+  const bool dbl = is_double(target_probs, "target_probs");
+  if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
+    refuse("draft_probs", "must have target_probs' dtype (" + dtype_name(target_probs.dtype()) + ")");
+  const specdec::verify_options options{.check_normalisation = check_normalisation,
+                                        .normalisation_tolerance = normalisation_tolerance};
+  std::unique_ptr<std::int32_t[]> out_tokens(new std::int32_t[B * W]), out_path(new std::int32_t[B * W]),
+      accepted(new std::int32_t[B]);
+  std::vector<specdec::verify_status> status(B);
+  const specdec::tree_outputs out{std::span<specdec::token_id>(out_tokens.get(), B * W),
+                                  std::span<std::int32_t>(out_path.get(), B * W), std::span<std::int32_t>(accepted.get(), B),
+                                  std::span<specdec::verify_status>(status)};
+  auto typed = [&]<class T>(T*) {
+    const specdec::tree_batch<T> batch{layout, vocab, view<specdec::token_id>(tokens, "tokens"),
+                                       draft_probs ? view<T>(*draft_probs, "draft_probs") : std::span<const T>{},
+                                       view<T>(target_probs, "target_probs")};
+    nb::gil_scoped_release release;
+    with_policy(backend, [&](const auto& policy) {
+      with_tree_rule(rule, [&](const auto& r) { specdec::verify_tree(policy, r, batch, streams, out, options); });
+    });
+  };
+  dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+  return nb::make_tuple(to_numpy(std::move(out_tokens), {B, W}), to_numpy(std::move(out_path), {B, W}),
+                        to_numpy(std::move(accepted), {B}), flags_of(status));
+}
+
 using sample_output = nb::tuple;  // (tokens int32 [R], row status uint8 [R])
 
 sample_output pack_samples(std::unique_ptr<std::int32_t[]> tokens, const std::vector<specdec::row_status>& status) {
-  const std::size_t R = status.size();
-  std::unique_ptr<std::uint8_t[]> flags(new std::uint8_t[R]);
-  for (std::size_t r = 0; r < R; ++r) flags[r] = static_cast<std::uint8_t>(status[r]);
-  return nb::make_tuple(to_numpy(std::move(tokens), {R}), to_numpy(std::move(flags), {R}));
+  return nb::make_tuple(to_numpy(std::move(tokens), {status.size()}), flags_of(status));
 }
 
 // Row r: a categorical sample of probs[r] with streams[r].open(position, purpose).uniform().
@@ -385,14 +438,17 @@ nb::tuple row_transform(const std::string& backend, const array& logits, std::si
           specdec::softmax(policy, in, out, std::span<specdec::row_status>(status), temps);
       });
     }
-    std::unique_ptr<std::uint8_t[]> flags(new std::uint8_t[R]);
-    for (std::size_t r = 0; r < R; ++r) flags[r] = static_cast<std::uint8_t>(status[r]);
-    return nb::make_tuple(to_numpy(std::move(probs), {R, vocab}), to_numpy(std::move(flags), {R}));
+    return nb::make_tuple(to_numpy(std::move(probs), {R, vocab}), flags_of(status));
   };
   return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
 }
 
 }  // namespace
+
+#if SPECDEC_PY_CONFORMANCE
+void bind_conformance(nb::module_& m);  // conformance.cpp
+#endif
+void bind_theory(nb::module_& m);  // theory.cpp
 
 NB_MODULE(_core, m) {
   m.doc() = "specdec's C++ kernels (use the `specdec` package, not this module)";
@@ -401,6 +457,13 @@ NB_MODULE(_core, m) {
   m.attr("__version__") = std::to_string(SPECDEC_VERSION_MAJOR) + "." + std::to_string(SPECDEC_VERSION_MINOR) + "." +
                           std::to_string(SPECDEC_VERSION_PATCH);
   m.attr("HAS_SIMD") = static_cast<bool>(SPECDEC_ENABLE_SIMD);
+  bind_theory(m);
+#if SPECDEC_PY_CONFORMANCE
+  bind_conformance(m);
+  m.attr("HAS_CONFORMANCE") = true;
+#else
+  m.attr("HAS_CONFORMANCE") = false;
+#endif
 
   nb::class_<out_arrays>(m, "OutArrays")
       .def(nb::init<>())
@@ -417,11 +480,14 @@ NB_MODULE(_core, m) {
 
   m.def("verify", &verify, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a, "draft_tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
-        "normalisation_tolerance"_a, "out"_a);
+        "normalisation_tolerance"_a, "out"_a.none());
   m.def("verify_from_logits", &verify_from_logits, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a,
         "draft_tokens"_a, "draft_rows"_a.none(), "draft_rows_are_probs"_a, "q_at_drafts"_a.none(), "target_logits"_a, "seeds"_a,
         "request_ids"_a, "steps"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a, "draft_temperature"_a.none(),
-        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a);
+        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a.none());
+  m.def("verify_tree", &verify_tree, "rule"_a, "backend"_a, "num_nodes"_a, "parents"_a, "vocab"_a, "tokens"_a,
+        "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
+        "normalisation_tolerance"_a);
   m.def("sample", &sample, "backend"_a, "probs"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a, "purpose"_a);
   m.def("sample_logits", &sample_logits, "backend"_a, "logits"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a,
         "purpose"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a);
@@ -429,6 +495,10 @@ NB_MODULE(_core, m) {
         "top_p"_a.none() = nb::none(), "min_p"_a.none() = nb::none());
   m.def("warp_logits", &row_transform<true>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none(),
         "top_p"_a.none(), "min_p"_a.none());
+  m.def(
+      "_data_address", [](const array& a) { return reinterpret_cast<std::uintptr_t>(a.data()); }, "a"_a,
+      "The address the kernels read an array at, as this module's array arguments import it (the tests check that it "
+      "is the array's own memory: nothing is copied).");
   m.def(
       "uniform",
       [](std::uint64_t seed, std::uint32_t request, std::uint32_t step, std::uint32_t position, std::uint8_t purpose,

@@ -1,5 +1,10 @@
 """Shared helpers of the specdec Python tests."""
 
+import os
+import pathlib
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -10,6 +15,43 @@ import specdec
 def backend(request):
     """Each backend this build has (seq always, simd when xsimd was found)."""
     return request.param
+
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """tests/python/cpp_reference.cpp compiled against include/ (the C++ side of the parity tests)."""
+    cxx = shutil.which(os.environ.get("CXX", "c++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler (set CXX) to build tests/python/cpp_reference.cpp")
+    exe = tmp_path_factory.mktemp("cpp") / "cpp_reference"
+    cmd = [cxx, "-std=c++20", "-O1", f"-I{ROOT / 'include'}", str(HERE / "cpp_reference.cpp"), "-o", str(exe)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"compiling the C++ reference failed:\n{' '.join(cmd)}\n{done.stderr[-4000:]}")
+    return exe
+
+
+def write(d, meta, **arrays):
+    d.mkdir()
+    (d / "meta.txt").write_text(meta + "\n")
+    for name, a in arrays.items():
+        np.ascontiguousarray(a).tofile(d / f"{name}.bin")
+
+
+def run_reference(reference, cases):
+    """Writes each case (a directory, its meta line, its input arrays) and runs the C++ reference on all."""
+    for d, meta, arrays in cases:
+        write(d, meta, **arrays)
+    done = subprocess.run([str(reference)] + [str(d) for d, _, _ in cases], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def read(d, name, dtype):
+    return np.fromfile(d / f"{name}.bin", dtype=dtype)
 
 
 def random_rows(rng, shape, dtype=np.float32, zeros=0.0):

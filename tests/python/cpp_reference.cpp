@@ -7,10 +7,16 @@
 // meta.txt is one line:
 //   verify KIND A B C D PACKED V DOUBLE MAX_DRAFTS   (KIND 0..5: strict, lenient, greedy,
 //                                                     sample-and-match, block, typical)
+//   verify_tree KIND A B C D V DOUBLE                 (KIND as verify, and 6..8: recursive rejection,
+//                                                     k-seq, target-only)
 //   sample_logits V DOUBLE POSITION PURPOSE
-// Inputs: num_drafts, tokens, q (may be empty), p | logits, temperature, top_k, top_p, min_p;
-// always seeds (u64), ids (u32), steps (u32). Outputs: out_tokens (i32), out_accepted (i32),
-// out_status (u8).
+//   theory K V                                        (closed forms over n parameter sets: reals
+//                                                     alpha, c, eta_tp, eta_fp, tau, u; ints gamma, r,
+//                                                     small_gamma; rows alphas [n][K], p, q [n][V];
+//                                                     one output file per function, as named below)
+// Inputs: num_drafts | num_nodes and parents, tokens, q (may be empty), p | logits, temperature,
+// top_k, top_p, min_p; always seeds (u64), ids (u32), steps (u32). Outputs: out_tokens (i32),
+// out_accepted (i32), out_status (u8), and out_path (i32) for trees.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -72,6 +78,34 @@ void verify_case(const std::string& dir, const Rule& rule, bool packed, std::siz
   save(dir, "out_status", flags);
 }
 
+template <class T, class Rule>
+void verify_tree_case(const std::string& dir, const Rule& rule, std::size_t V) {
+  const auto num_nodes = load<std::int32_t>(dir, "num_nodes");
+  const auto parents = load<std::int32_t>(dir, "parents");
+  const auto tokens = load<specdec::token_id>(dir, "tokens");
+  const auto q = load<T>(dir, "q");
+  const auto p = load<T>(dir, "p");
+  const auto streams = streams_of(dir);
+  const specdec::tree_batch<T> batch{specdec::tree_layout::from_parents(num_nodes, parents), V, tokens, q, p};
+  const std::size_t B = num_nodes.size(), W = batch.layout.max_depth() + 1;
+  std::vector<specdec::token_id> out(B * W);
+  std::vector<std::int32_t> path(B * W), accepted(B);
+  std::vector<specdec::verify_status> status(B);
+  specdec::verify_tree(specdec::exec::seq, rule, batch, streams, specdec::tree_outputs{out, path, accepted, status});
+  std::vector<std::uint8_t> flags;
+  for (const auto s : status) flags.push_back(static_cast<std::uint8_t>(s));
+  save(dir, "out_tokens", out);
+  save(dir, "out_path", path);
+  save(dir, "out_accepted", accepted);
+  save(dir, "out_status", flags);
+}
+
+specdec::typical_rule typical(double a, double b, double c, int d) {
+  specdec::typical_rule t{.epsilon = a, .delta = b, .log_offset = c};
+  if (d == 1) t.correction = specdec::typical_correction::typical_sample;
+  return t;
+}
+
 template <class T>
 void verify_typed(const std::string& dir, int kind, double a, double b, double c, int d, bool packed, std::size_t V,
                   std::size_t max_drafts) {
@@ -81,12 +115,22 @@ void verify_typed(const std::string& dir, int kind, double a, double b, double c
     case 2: return verify_case<T>(dir, specdec::greedy, packed, V, max_drafts);
     case 3: return verify_case<T>(dir, specdec::sample_and_match, packed, V, max_drafts);
     case 4: return verify_case<T>(dir, specdec::block, packed, V, max_drafts);
-    case 5: {
-      specdec::typical_rule t{.epsilon = a, .delta = b, .log_offset = c};
-      if (d == 1) t.correction = specdec::typical_correction::typical_sample;
-      return verify_case<T>(dir, t, packed, V, max_drafts);
-    }
+    case 5: return verify_case<T>(dir, typical(a, b, c, d), packed, V, max_drafts);
     default: throw std::runtime_error("unknown rule kind");
+  }
+}
+
+template <class T>
+void verify_tree_typed(const std::string& dir, int kind, double a, double b, double c, int d, std::size_t V) {
+  switch (kind) {
+    case 0: return verify_tree_case<T>(dir, specdec::strict, V);
+    case 2: return verify_tree_case<T>(dir, specdec::greedy, V);
+    case 3: return verify_tree_case<T>(dir, specdec::sample_and_match, V);
+    case 5: return verify_tree_case<T>(dir, typical(a, b, c, d), V);
+    case 6: return verify_tree_case<T>(dir, specdec::recursive_rejection, V);
+    case 7: return verify_tree_case<T>(dir, specdec::k_seq, V);
+    case 8: return verify_tree_case<T>(dir, specdec::target_only, V);
+    default: throw std::runtime_error("unknown tree rule kind");
   }
 }
 
@@ -111,6 +155,48 @@ void sample_logits_case(const std::string& dir, std::size_t V, std::uint32_t pos
   save(dir, "out_status", status);
 }
 
+// Each closed form of the "theory" case on the n parameter sets (the names are specdec.theory's).
+void theory_case(const std::string& dir, std::size_t K, std::size_t V) {
+  namespace th = specdec::theory;
+  const auto alpha = load<double>(dir, "alpha"), c = load<double>(dir, "c"), eta_tp = load<double>(dir, "eta_tp"),
+             eta_fp = load<double>(dir, "eta_fp"), tau = load<double>(dir, "tau"), u = load<double>(dir, "u"),
+             alphas = load<double>(dir, "alphas"), p = load<double>(dir, "p"), q = load<double>(dir, "q");
+  const auto gamma = load<std::int32_t>(dir, "gamma"), r = load<std::int32_t>(dir, "r"),
+             small_gamma = load<std::int32_t>(dir, "small_gamma");
+  const std::size_t n = alpha.size();
+  const auto row = [](const std::vector<double>& v, std::size_t i, std::size_t len) {
+    return std::span<const double>(v).subspan(i * len, len);
+  };
+  const auto each = [&](const std::string& name, auto f) {
+    std::vector<decltype(f(std::size_t{0}))> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(f(i));
+    save(dir, name, out);
+  };
+  each("sd.expected_tokens", [&](std::size_t i) { return th::sd::expected_tokens(alpha[i], gamma[i]); });
+  each("sd.expected_tokens_rows", [&](std::size_t i) { return th::sd::expected_tokens(row(alphas, i, K)); });
+  each("sd.tokens_variance", [&](std::size_t i) { return th::sd::tokens_variance(alpha[i], gamma[i]); });
+  each("sd.speedup", [&](std::size_t i) { return th::sd::speedup(alpha[i], gamma[i], c[i]); });
+  each("sd.optimal_gamma", [&](std::size_t i) { return th::sd::optimal_gamma(alpha[i], c[i], 64); });
+  each("sd.acceptance_rate", [&](std::size_t i) { return th::sd::acceptance_rate(row(p, i, V), row(q, i, V)); });
+  each("sprinter.expected_tokens", [&](std::size_t i) { return th::sprinter::expected_tokens(eta_tp[i], eta_fp[i], r[i]); });
+  each("sprinter.tokens_variance", [&](std::size_t i) { return th::sprinter::tokens_variance(eta_tp[i], eta_fp[i], r[i]); });
+  each("sprinter.prob_tokens", [&](std::size_t i) { return th::sprinter::prob_tokens(gamma[i], eta_tp[i], eta_fp[i], r[i]); });
+  each("sv.expected_accepted", [&](std::size_t i) { return th::sv::expected_accepted(row(alphas, i, K), static_cast<int>(K)); });
+  each("sv.variance_accepted", [&](std::size_t i) { return th::sv::variance_accepted(row(alphas, i, K), static_cast<int>(K)); });
+  each("mtad.lemma_a1_bound", [&](std::size_t i) { return th::mtad::lemma_a1_bound(tau[i], 1.0 + c[i]); });
+  each("mtad.theorem_3_6_bound", [&](std::size_t i) { return th::mtad::theorem_3_6_bound(tau[i], u[i]); });
+  each("tree.complete_tree_expected_accepted",
+       [&](std::size_t i) { return th::tree::complete_tree_expected_accepted(alpha[i], 1 + r[i] % 4, gamma[i]); });
+  each("tree.mss_acceptance", [&](std::size_t i) {
+    return th::tree::mss_acceptance(row(p, i, V), row(q, i, V), static_cast<std::size_t>(1 + r[i] % 4));
+  });
+  each("tree.kseq_acceptance", [&](std::size_t i) {
+    return th::tree::kseq_acceptance(row(p, i, V), row(q, i, V), static_cast<std::size_t>(1 + r[i] % 4));
+  });
+  each("block.block_expected_accepted",
+       [&](std::size_t i) { return th::block::block_expected_accepted(row(p, i, V), row(q, i, V), small_gamma[i]); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,6 +215,19 @@ int main(int argc, char** argv) {
           verify_typed<double>(dir, kind, a, b, c, d, packed != 0, V, max_drafts);
         else
           verify_typed<float>(dir, kind, a, b, c, d, packed != 0, V, max_drafts);
+      } else if (what == "verify_tree") {
+        int kind = 0, d = 0, dbl = 0;
+        double a = 0, b = 0, c = 0;
+        std::size_t V = 0;
+        meta >> kind >> a >> b >> c >> d >> V >> dbl;
+        if (dbl)
+          verify_tree_typed<double>(dir, kind, a, b, c, d, V);
+        else
+          verify_tree_typed<float>(dir, kind, a, b, c, d, V);
+      } else if (what == "theory") {
+        std::size_t K = 0, V = 0;
+        meta >> K >> V;
+        theory_case(dir, K, V);
       } else if (what == "sample_logits") {
         std::size_t V = 0;
         int dbl = 0, purpose = 0;

@@ -1,49 +1,19 @@
-"""The Python package against the C++ API itself: tests/python/cpp_reference.cpp, compiled here
-against the repository's headers, runs specdec::verify and specdec::sample_logits on exec::seq; the
-Python calls (seq and simd) must return the same tokens, counts and flags bit for bit, bad inputs
-included. Skipped (with the reason) where no C++20 compiler is found."""
-
-import os
-import pathlib
-import shutil
-import subprocess
+"""The Python package against the C++ API itself: tests/python/cpp_reference.cpp, compiled (conftest's
+`reference` fixture) against the repository's headers, runs specdec::verify, specdec::verify_tree
+and specdec::sample_logits on exec::seq; the Python calls (seq and simd) must return the same
+tokens, paths, counts and flags bit for bit, bad inputs included. Skipped (with the reason) where no
+C++20 compiler is found."""
 
 import numpy as np
 import pytest
 
 import specdec
-from conftest import random_rows, sample_from
+from conftest import random_rows, read, run_reference, sample_from
 
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 KINDS = {specdec.Strict: 0, specdec.Lenient: 1, specdec.Greedy: 2, specdec.SampleAndMatch: 3, specdec.Block: 4,
-         specdec.Typical: 5}
+         specdec.Typical: 5, specdec.RecursiveRejection: 6, specdec.KSeq: 7, specdec.TargetOnly: 8}
 RULES = [specdec.Strict(), specdec.Lenient(0.4), specdec.Lenient(3.0), specdec.Greedy(), specdec.SampleAndMatch(),
          specdec.Block(), specdec.Typical(), specdec.Typical(0.2, 0.5, 1e-5, "typical_sample")]
-
-
-@pytest.fixture(scope="session")
-def reference(tmp_path_factory):
-    cxx = shutil.which(os.environ.get("CXX", "c++"))
-    if cxx is None:
-        pytest.skip("no C++ compiler (set CXX) to build tests/python/cpp_reference.cpp")
-    exe = tmp_path_factory.mktemp("cpp") / "cpp_reference"
-    cmd = [cxx, "-std=c++20", "-O1", f"-I{ROOT / 'include'}", str(HERE / "cpp_reference.cpp"), "-o", str(exe)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.fail(f"compiling the C++ reference failed:\n{' '.join(cmd)}\n{done.stderr[-4000:]}")
-    return exe
-
-
-def write(d, meta, **arrays):
-    d.mkdir()
-    (d / "meta.txt").write_text(meta + "\n")
-    for name, a in arrays.items():
-        np.ascontiguousarray(a).tofile(d / f"{name}.bin")
-
-
-def read(d, name, dtype):
-    return np.fromfile(d / f"{name}.bin", dtype=dtype)
 
 
 def rule_meta(rule):
@@ -82,17 +52,12 @@ def chain_case(rng, dtype, packed, B=20, n=4, V=23):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_verify_equals_the_cpp_api(reference, tmp_path, packed, dtype):
     rng = np.random.default_rng(2024 + packed)
-    cases = []
-    for i, rule in enumerate(RULES):
-        for j in range(3):
-            c = chain_case(rng, dtype, packed)
-            d = tmp_path / f"case{i}_{j}"
-            write(d, f"verify {rule_meta(rule)} {int(packed)} {c['V']} {int(dtype == np.float64)} {c['n']}",
-                  num_drafts=c["nd"], tokens=c["drafts"], q=c["q"] if rule.reads_q else np.zeros(0, dtype), p=c["p"],
-                  seeds=c["seeds"], ids=c["ids"], steps=c["steps"])
-            cases.append((rule, c, d))
-    done = subprocess.run([str(reference)] + [str(d) for _, _, d in cases], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    cases = [(rule, chain_case(rng, dtype, packed), tmp_path / f"case{i}_{j}") for i, rule in enumerate(RULES)
+             for j in range(3)]
+    run_reference(reference, [
+        (d, f"verify {rule_meta(rule)} {int(packed)} {c['V']} {int(dtype == np.float64)} {c['n']}",
+         dict(num_drafts=c["nd"], tokens=c["drafts"], q=c["q"] if rule.reads_q else np.zeros(0, dtype), p=c["p"],
+              seeds=c["seeds"], ids=c["ids"], steps=c["steps"])) for rule, c, d in cases])
     flags_seen = 0
     for rule, c, d in cases:
         want_tokens = read(d, "out_tokens", np.int32)
@@ -125,13 +90,74 @@ def test_sample_logits_equals_the_cpp_api(reference, tmp_path, dtype):
     ids = np.arange(R, dtype=np.uint32) * 7
     steps = np.full(R, 3, np.uint32)
     d = tmp_path / "sample"
-    write(d, f"sample_logits {V} {int(dtype == np.float64)} 2 {int(specdec.Purpose.RESAMPLE)}", logits=logits,
-          seeds=seeds, ids=ids, steps=steps, **warp)
-    done = subprocess.run([str(reference), str(d)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_reference(reference, [(d, f"sample_logits {V} {int(dtype == np.float64)} 2 {int(specdec.Purpose.RESAMPLE)}",
+                               dict(logits=logits, seeds=seeds, ids=ids, steps=steps, **warp))])
     for backend in specdec.BACKENDS:
         s = specdec.sample_logits(logits, seeds=seeds, request_ids=ids, steps=steps, position=2,
                                   purpose=specdec.Purpose.RESAMPLE, backend=backend, **warp)
         np.testing.assert_array_equal(s.tokens, read(d, "out_tokens", np.int32), err_msg=backend)
         np.testing.assert_array_equal(s.status, read(d, "out_status", np.uint8), err_msg=backend)
     assert s.status[0] == specdec.RowStatus.NOT_FINITE and s.status[1] == specdec.RowStatus.NO_MASS
+
+
+TREE_RULES = [specdec.Strict(), specdec.RecursiveRejection(), specdec.KSeq(), specdec.TargetOnly(), specdec.Greedy(),
+              specdec.SampleAndMatch(), specdec.Typical(), specdec.Typical(0.2, 0.5, 1e-5, "typical_sample")]
+
+
+def tree_case(rng, dtype, B=16, V=11):
+    """A batch of random trees (up to 9 nodes; each node's parent an earlier node, children drawn
+    from the parent's q row) with bad data in some requests: a NaN row, a negative entry, ids outside
+    [0, V), q(x) = 0, and a duplicated sibling."""
+    num_nodes = rng.integers(1, 10, B).astype(np.int32)
+    num_nodes[:6] = np.maximum(num_nodes[:6], 3)
+    parents = np.concatenate([[-1] + [int(rng.integers(0, i)) for i in range(1, n)] for n in num_nodes])
+    parents = parents.astype(np.int32)
+    N = int(num_nodes.sum())
+    q = random_rows(rng, (N, V), dtype, zeros=0.3)
+    p = random_rows(rng, (N, V), dtype, zeros=0.3)
+    off = np.concatenate([[0], np.cumsum(num_nodes)])
+    tokens = np.full(N, -1, np.int32)
+    for b in range(B):
+        for i in range(1, num_nodes[b]):
+            tokens[off[b] + i] = sample_from(rng, q[off[b] + parents[off[b] + i]])
+    p[off[0]] = np.nan  # request 0: the root's target row
+    p[off[1], 2] = -0.5  # request 1
+    tokens[off[2] + 1] = V  # request 2
+    tokens[off[3] + 2] = -3  # request 3
+    q[off[4] + parents[off[4] + 1], tokens[off[4] + 1]] = 0.0  # request 4: q(x) = 0
+    parents[off[5] + 2] = parents[off[5] + 1]  # request 5: node 2 a sibling of node 1 ...
+    tokens[off[5] + 2] = tokens[off[5] + 1]  # ... with the same token
+    seeds = rng.integers(0, 2**63, B, dtype=np.uint64)
+    ids = rng.permutation(2**20)[:B].astype(np.uint32)
+    steps = rng.integers(0, 50, B).astype(np.uint32)
+    return dict(num_nodes=num_nodes, parents=parents, tokens=tokens, q=q, p=p, seeds=seeds, ids=ids, steps=steps, V=V)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_verify_tree_equals_the_cpp_api(reference, tmp_path, dtype):
+    rng = np.random.default_rng(77)
+    cases = [(rule, tree_case(rng, dtype), tmp_path / f"tree{i}_{j}") for i, rule in enumerate(TREE_RULES)
+             for j in range(3)]
+    run_reference(reference, [
+        (d, f"verify_tree {rule_meta(rule)} {c['V']} {int(dtype == np.float64)}",
+         dict(num_nodes=c["num_nodes"], parents=c["parents"], tokens=c["tokens"],
+              q=c["q"] if rule.reads_q else np.zeros(0, dtype), p=c["p"], seeds=c["seeds"], ids=c["ids"],
+              steps=c["steps"])) for rule, c, d in cases])
+    flags_seen = 0
+    accepted_seen = 0
+    for rule, c, d in cases:
+        want = {name: read(d, f"out_{name}", dt) for name, dt in
+                (("tokens", np.int32), ("path", np.int32), ("accepted", np.int32), ("status", np.uint8))}
+        flags_seen |= int(np.bitwise_or.reduce(want["status"]))
+        accepted_seen += int(want["accepted"].sum())
+        for backend in specdec.BACKENDS:
+            r = specdec.verify_tree(rule, c["parents"], c["tokens"], c["q"] if rule.reads_q else None, c["p"],
+                                    num_nodes=c["num_nodes"], seeds=c["seeds"], request_ids=c["ids"], steps=c["steps"],
+                                    backend=backend)
+            np.testing.assert_array_equal(r.tokens.ravel(), want["tokens"], err_msg=f"{rule!r} {backend}")
+            np.testing.assert_array_equal(r.path.ravel(), want["path"], err_msg=f"{rule!r} {backend}")
+            np.testing.assert_array_equal(r.num_accepted, want["accepted"], err_msg=f"{rule!r} {backend}")
+            np.testing.assert_array_equal(r.status, want["status"], err_msg=f"{rule!r} {backend}")
+    assert accepted_seen > 0  # some drafts were accepted
+    for flag in (specdec.Status.INVALID_ROW, specdec.Status.BAD_DRAFT_TOKEN, specdec.Status.DRAFT_PROB_ZERO):
+        assert flags_seen & flag, flag

@@ -52,6 +52,18 @@ def test_lists_are_refused():
         specdec.softmax([0.0, 1.0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_kernels_read_an_input_at_its_own_address(dtype):
+    # _core._data_address imports an array as every row argument of the extension does and returns the
+    # address the kernels would read: the array's own memory, for owned arrays, C-contiguous views at an
+    # offset, read-only arrays and borrowed buffers alike.
+    big = np.arange(4 * 5 * 8, dtype=dtype).reshape(4, 5, 8)
+    ro = big.copy()
+    ro.setflags(write=False)
+    for a in (big, big[1:3], big[2, 1:], ro, np.frombuffer(big.tobytes(), dtype=dtype)):
+        assert specdec._core._data_address(a) == a.__array_interface__["data"][0]
+
+
 def test_inputs_are_read_in_place_not_copied():
     # Read-only and non-owning views are accepted as they are (a copy would not need them to be).
     ro = P.copy()
@@ -160,3 +172,16 @@ def test_the_gil_is_released_during_a_kernel():
     longest = max(longest, time.perf_counter() - last)
     t.join()
     assert longest < alone / 2, f"paused {longest * 1e3:.0f} ms during a {alone * 1e3:.0f} ms call"
+
+
+def test_the_package_ships_its_type_information():
+    import pathlib
+
+    here = pathlib.Path(specdec.__file__).parent
+    assert (here / "py.typed").is_file()
+    stub = here / "_core.pyi"
+    if not stub.is_file():
+        pytest.skip("built with SPECDEC_PYTHON_STUBS=OFF: no _core.pyi")
+    text = stub.read_text()
+    for name in ("def verify(", "def verify_tree(", "def theory_sd_expected_tokens(", "class Error(ValueError)"):
+        assert name in text, name

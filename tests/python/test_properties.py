@@ -1,6 +1,7 @@
-"""Property tests (hypothesis) of verify on random shapes, layouts, rules, masks, NaN rows and ids:
-every token is in [0, V) or -1, the emitted prefix is the accepted drafts, errors emit no correction,
-seq equals simd, and a request alone equals the request in its batch."""
+"""Property tests (hypothesis) of verify and verify_tree on random shapes, layouts, trees, rules, masks,
+NaN rows and ids: every token is in [0, V) or -1, the emitted prefix is the accepted drafts (for trees:
+the tokens of a root-to-node path), errors emit no correction, seq equals simd, and a request alone
+equals the request in its batch."""
 
 import numpy as np
 import pytest
@@ -149,3 +150,66 @@ def test_verify_from_logits_invariants(c, rule, temperature, top_k):
         assert ((r.tokens[b] == -1) | ((r.tokens[b] >= 0) & (r.tokens[b] < c["V"]))).all()
         assert (r.tokens[b, k + 1:] == -1).all()
         assert (r.tokens[b, k] >= 0) == bool(specdec.is_valid(r.status[b]))
+
+
+TREE_RULES = [specdec.Strict(), specdec.RecursiveRejection(), specdec.KSeq(), specdec.TargetOnly(), specdec.Greedy(),
+              specdec.SampleAndMatch(), specdec.Typical()]
+
+
+@st.composite
+def tree_batches(draw):
+    B = draw(st.integers(0, 5))
+    V = draw(st.integers(1, 30))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    num_nodes = rng.integers(1, 12, B)
+    parents = np.concatenate([[-1] + [int(rng.integers(0, i)) for i in range(1, n)] for n in num_nodes] or [[]])
+    N = int(num_nodes.sum())
+    zero_rate = draw(st.sampled_from([0.0, 0.5, 0.95]))
+
+    def rows():
+        x = rng.random((N, V))
+        x[rng.random((N, V)) < zero_rate] = 0.0
+        s = x.sum(axis=1, keepdims=True)
+        return np.where(s > 0, x / np.where(s > 0, s, 1), x).astype(dtype)
+
+    q, p = rows(), rows()
+    if N and draw(st.booleans()):
+        p[rng.integers(0, N), rng.integers(0, V)] = np.nan
+    tokens = rng.integers(-1, V + 1, N) if draw(st.booleans()) else rng.integers(0, V, N)
+    return dict(B=B, V=V, num_nodes=num_nodes, parents=parents.astype(np.int64), tokens=tokens, q=q, p=p,
+                seeds=rng.integers(0, 2**63, B), ids=rng.permutation(max(B, 1) * 10)[:B], steps=rng.integers(0, 99, B))
+
+
+@settings(max_examples=150, deadline=None)
+@given(tree_batches(), st.sampled_from(TREE_RULES))
+def test_verify_tree_invariants(c, rule):
+    def run(rows, backend=specdec.DEFAULT_BACKEND):
+        off = np.concatenate([[0], np.cumsum(c["num_nodes"])])
+        pick = lambda a: np.concatenate([a[off[b]:off[b + 1]] for b in rows] or [a[:0]])  # noqa: E731
+        return specdec.verify_tree(rule, pick(c["parents"]), pick(c["tokens"]), pick(c["q"]) if rule.reads_q else None,
+                                   pick(c["p"]), num_nodes=c["num_nodes"][rows], seeds=c["seeds"][rows],
+                                   request_ids=c["ids"][rows], steps=c["steps"][rows], backend=backend)
+
+    everyone = list(range(c["B"]))
+    results = [run(everyone, b) for b in specdec.BACKENDS]
+    for other in results[1:]:
+        for x, y in zip(results[0], other):
+            np.testing.assert_array_equal(x, y)
+    r, V = results[0], c["V"]
+    off = np.concatenate([[0], np.cumsum(c["num_nodes"])])
+    for b in everyone:
+        k = int(r.num_accepted[b])
+        path = r.path[b, :k + 1].tolist()
+        assert (r.path[b, k + 1:] == -1).all() and (r.tokens[b, k + 1:] == -1).all()
+        if k:  # the accepted path walks down from the root, and its tokens are the nodes' tokens
+            assert path[0] == 0
+            assert all(c["parents"][off[b] + child] == parent for parent, child in zip(path, path[1:]))
+            assert r.tokens[b, :k].tolist() == [int(c["tokens"][off[b] + node]) for node in path[1:]]
+        assert ((r.tokens[b] == -1) | ((r.tokens[b] >= 0) & (r.tokens[b] < V))).all()
+        assert (r.tokens[b, k] >= 0) == bool(specdec.is_valid(r.status[b]))  # an error emits no correction
+    if c["B"]:
+        b = c["B"] - 1
+        alone = run([b])
+        assert alone.tokens[0].tolist() == r.tokens[b, :alone.tokens.shape[1]].tolist()
+        assert alone.status[0] == r.status[b]
