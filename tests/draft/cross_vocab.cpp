@@ -123,7 +123,7 @@ TEST_CASE("TLI and SLEM: greedy is greedy target decoding; sample-and-match is t
   const auto target_tok = specdec_test::merge_target();
   const auto draft_tok = specdec_test::other_draft();
   const auto map = specdec::vocab_map::build(draft_tok.tokens(), target_tok.tokens());
-  // The draft: a Markov table close to nothing in particular; the target: a random table.
+  // Random Markov tables over each vocabulary: the draft knows nothing of the target.
   const auto target = specdec_test::table_model(5, 21);
   const auto draft = specdec_test::table_model(6, 22);
   constexpr std::size_t length = 40;

@@ -153,7 +153,8 @@ struct verification_buffers {
   std::span<float> q_rows;               //!< their q rows [slots][V] (empty when no request has any)
   std::span<const float> target_logits;  //!< every request's target rows [rows][V]
 
-  // Scratch.
+  // Scratch, reused step after step (left out of the API reference).
+  //! \cond specdec_scratch
   std::vector<float> p_probs, tree_q;
   std::vector<double> log_q;
   std::vector<std::int32_t> num_drafts, out_accepted, out_path, tree_parents, depth;
@@ -163,6 +164,7 @@ struct verification_buffers {
   std::vector<warp_params> target_params;
   chain_batch<float> chain;
   tree_batch<float> tree;
+  //! \endcond
 
   //! r's target rows.
   std::span<const float> target_rows_of(const stage_request& r) const {
