@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -24,6 +25,8 @@
 #include <specdec/length/heuristic.hpp>
 #include <specdec/integrations/llama_cpp.hpp>
 
+#include "cross_vocab.hpp"
+
 namespace {
 
 namespace lc = specdec::llama_cpp;
@@ -37,6 +40,10 @@ as sequences of one context.
 
   --target FILE          the target model (GGUF)
   --draft FILE           the draft model (GGUF, the target's vocabulary; --method sd only)
+  --cross-vocab M        a draft of another vocabulary (--method sd): tli (its row restricted to
+                         the shared tokens, renormalised; any --rule) or slem (its text re-tokenized,
+                         verified by exact match: --rule greedy or sample-and-match)
+  --vocab-report         print how much the target's and the draft's vocabularies share
   --prompt TEXT          a prompt (repeatable; default "Once upon a time")
   --prompts-file FILE    one prompt per line ("\n" in a line is a line break)
   --sequential           run the requests one after another (one sequence at a time), not as one batch
@@ -75,11 +82,11 @@ struct options {
   std::string target, draft;
   std::vector<std::string> prompts;
   std::size_t repeat = 1, gamma = 4, tokens = 64;
-  std::string rule = "strict", policy = "simd", method = "sd", length = "fixed";
+  std::string rule = "strict", policy = "simd", method = "sd", length = "fixed", cross_vocab;
   std::size_t ngram_min = 1, ngram_max = 3, suffix_depth = 24;
   double suffix_min_prob = 0.1;
   specdec::warp_params warp{};
-  bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false;
+  bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false, vocab_report = false;
   std::uint64_t seed = 20261125;
   std::uint32_t ctx = 2048;
   int threads = 0;
@@ -114,6 +121,10 @@ options parse(int argc, char** argv) {
       o.stop_at_eos = true;
       continue;
     }
+    if (a == "--vocab-report") {
+      o.vocab_report = true;
+      continue;
+    }
     if (a == "--quiet") {
       o.quiet = true;
       continue;
@@ -128,6 +139,8 @@ options parse(int argc, char** argv) {
       o.target = v;
     else if (a == "--draft")
       o.draft = v;
+    else if (a == "--cross-vocab")
+      o.cross_vocab = v;
     else if (a == "--prompt")
       o.prompts.emplace_back(v);
     else if (a == "--prompts-file") {
@@ -187,6 +200,9 @@ options parse(int argc, char** argv) {
   if (o.target.empty()) fail("--target is required (--help lists the options)");
   if (o.method == "sd" && o.draft.empty()) fail("--method sd needs --draft (or choose --method ngram, suffix or none)");
   if (o.method != "sd" && !o.draft.empty()) fail("--draft is used by --method sd only");
+  if (!o.cross_vocab.empty() && o.cross_vocab != "tli" && o.cross_vocab != "slem") fail("--cross-vocab is tli or slem");
+  if ((!o.cross_vocab.empty() || o.vocab_report) && (o.method != "sd" || o.draft.empty()))
+    fail("--cross-vocab and --vocab-report need --draft (--method sd)");
   if (o.method == "none") o.gamma = 0;
   if (o.prompts.empty()) o.prompts.emplace_back("Once upon a time");
   if (o.repeat == 0) fail("--repeat must be at least 1");
@@ -222,7 +238,8 @@ specdec::draft_stage drafter_of(const options& o, std::size_t vocab, const std::
 // tools report them.
 template <class Policy, class Draft>
 int decode_all(Policy policy, const options& o, const lc::model& target_model, lc::sequence_model& target, Draft& draft,
-               const std::vector<std::vector<token_id>>& prompts) {
+               const std::vector<std::vector<token_id>>& prompts,
+               const std::function<specdec::draft_stage(std::size_t)>& cross_vocab = {}) {
   specdec::batch_decoder decoder(policy, target, draft, specdec::strict);
   std::vector<token_id> eog;
   if (o.stop_at_eos)
@@ -243,7 +260,7 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
     r.max_new_tokens = o.tokens;
     r.stop_tokens = eog;
     r.acceptance = acceptance_of(o.rule);
-    r.drafter = drafter_of(o, target_model.vocab_size(), cache);
+    r.drafter = cross_vocab ? cross_vocab(i) : drafter_of(o, target_model.vocab_size(), cache);
     if (o.length == "heuristic" && o.gamma > 0)
       r.length = specdec::length_stage(specdec::heuristic_length(std::min<std::size_t>(4, o.gamma), 1, o.gamma));
     return decoder.add(std::move(r));
@@ -332,7 +349,7 @@ int run(Policy policy, const options& o) {
   std::optional<lc::model> draft_model;
   if (o.method == "sd") {
     draft_model.emplace(o.draft);
-    lc::check_same_vocabulary(target_model, *draft_model);
+    if (o.cross_vocab.empty() && !o.vocab_report) lc::check_same_vocabulary(target_model, *draft_model);
   }
 
   std::vector<std::vector<token_id>> prompts;
@@ -347,6 +364,19 @@ int run(Policy policy, const options& o) {
   const lc::context_options params{.context_per_sequence = o.ctx, .sequences = sequences, .threads = o.threads};
   lc::context target_ctx(target_model, params);
   lc::sequence_model target(target_ctx);
+  if (!o.cross_vocab.empty() || o.vocab_report) {
+    const bool reads_q = o.rule == "strict" || o.rule == "block" || o.rule.starts_with("lenient=");
+    specdec_llama::cross_vocab_drafting cross(o.cross_vocab, target_model, *draft_model, params,
+                                              o.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o.warp, reads_q);
+    if (o.vocab_report) specdec_llama::print_vocab_report(target_model, *draft_model, cross.map());
+    if (o.cross_vocab.empty()) return 0;
+    specdec::no_sequence_model none(target_model.vocab_size());
+    const int status = decode_all(policy, o, target_model, target, none, prompts, [&](std::size_t i) { return cross.stage(i); });
+    std::printf("cross-vocab %s: draft forwards %zu (llama_decode %zu), positions %zu, rolled back %zu\n", o.cross_vocab.c_str(),
+                cross.draft().stats().calls, cross.draft().engine_stats().decode_calls, cross.draft().stats().appended_positions,
+                cross.draft().stats().rolled_back);
+    return status;
+  }
   if (draft_model) {
     lc::context draft_ctx(*draft_model, params);
     lc::sequence_model draft(draft_ctx);

@@ -105,10 +105,20 @@ inline unsigned char byte_level_byte(std::uint32_t cp) {
   return 0;  // unreachable: 68 bytes are not printable
 }
 
-//! Replaces every occurrence of `marker` in `s` by a space.
-inline std::string replace_marker(std::string s, std::string_view marker) {
-  for (std::size_t at = s.find(marker); at != std::string::npos; at = s.find(marker, at + 1)) s.replace(at, marker.size(), " ");
-  return s;
+//! `s` with every occurrence of `marker` replaced by a space (a copy; no in-place replace, which
+//! GCC 12's -Wrestrict misreads at -O3).
+inline std::string replace_marker(std::string_view s, std::string_view marker) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    if (s.substr(i, marker.size()) == marker) {
+      out.push_back(' ');
+      i += marker.size();
+    } else {
+      out.push_back(s[i++]);
+    }
+  }
+  return out;
 }
 }  // namespace detail
 
@@ -127,8 +137,8 @@ inline std::string normalise_token(std::string_view s, token_kind kind, text_con
   static constexpr std::string_view sentencepiece_space = "\xE2\x96\x81", byte_level_space = "\xC4\xA0";
   switch (convention) {
     case text_convention::markers:
-      return detail::replace_marker(detail::replace_marker(std::string(s), sentencepiece_space), byte_level_space);
-    case text_convention::sentencepiece: return detail::replace_marker(std::string(s), sentencepiece_space);
+      return detail::replace_marker(detail::replace_marker(s, sentencepiece_space), byte_level_space);
+    case text_convention::sentencepiece: return detail::replace_marker(s, sentencepiece_space);
     case text_convention::byte_level: {
       std::string out;
       for (std::size_t i = 0; i < s.size();) out.push_back(static_cast<char>(detail::byte_level_byte(detail::read_utf8(s, i))));
