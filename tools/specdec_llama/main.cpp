@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -27,6 +28,8 @@
 #include <specdec/length/heuristic.hpp>
 #include <specdec/integrations/llama_cpp.hpp>
 
+#include "cross_vocab.hpp"
+
 namespace {
 
 namespace lc = specdec::llama_cpp;
@@ -39,7 +42,11 @@ verifies with specdec's rules. Each --prompt (or each line of --prompts-file) is
 as sequences of one context.
 
   --target FILE          the target model (GGUF)
-  --draft FILE           the draft model (GGUF, the target's vocabulary; --method sd, tree, mtad)
+  --draft FILE           the draft model (GGUF; the target's vocabulary for --method sd, tree, mtad)
+  --cross-vocab M        a draft of another vocabulary (--method sd): tli (its row restricted to
+                         the shared tokens, renormalised; any --rule) or slem (its text re-tokenized,
+                         verified by exact match: --rule greedy or sample-and-match)
+  --vocab-report         print how much the target's and the draft's vocabularies share
   --prompt TEXT          a prompt (repeatable; default "Once upon a time")
   --prompts-file FILE    one prompt per line ("\n" in a line is a line break)
   --sequential           run the requests one after another (one sequence at a time), not as one batch
@@ -88,13 +95,13 @@ struct options {
   std::string target, draft;
   std::vector<std::string> prompts;
   std::size_t repeat = 1, gamma = 4, tokens = 64;
-  std::string rule = "strict", policy = "simd", method = "sd", length = "fixed";
+  std::string rule = "strict", policy = "simd", method = "sd", length = "fixed", cross_vocab;
   std::size_t ngram_min = 1, ngram_max = 3, suffix_depth = 24, tree_width = 4, tree_nodes = 16, beams = 4;
   double suffix_min_prob = 0.1, tau = 0.5;
   bool suffix_tree = false, rule_given = false;
   std::string tree = "dynamic";
   specdec::warp_params warp{};
-  bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false;
+  bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false, vocab_report = false;
   std::uint64_t seed = 20261125;
   std::uint32_t ctx = 2048;
   int threads = 0;
@@ -132,6 +139,10 @@ options parse(int argc, char** argv) {
       o.stop_at_eos = true;
       continue;
     }
+    if (a == "--vocab-report") {
+      o.vocab_report = true;
+      continue;
+    }
     if (a == "--quiet") {
       o.quiet = true;
       continue;
@@ -150,6 +161,8 @@ options parse(int argc, char** argv) {
       o.target = v;
     else if (a == "--draft")
       o.draft = v;
+    else if (a == "--cross-vocab")
+      o.cross_vocab = v;
     else if (a == "--prompt")
       o.prompts.emplace_back(v);
     else if (a == "--prompts-file") {
@@ -224,6 +237,9 @@ options parse(int argc, char** argv) {
   if (draft_model && o.draft.empty()) fail("--method " + o.method + " needs --draft (or choose --method ngram, suffix or none)");
   if (!draft_model && !o.draft.empty()) fail("--draft is used by --method sd, tree and mtad only");
   if (o.suffix_tree && o.method != "suffix") fail("--suffix-tree is an option of --method suffix");
+  if (!o.cross_vocab.empty() && o.cross_vocab != "tli" && o.cross_vocab != "slem") fail("--cross-vocab is tli or slem");
+  if ((!o.cross_vocab.empty() || o.vocab_report) && (o.method != "sd" || o.draft.empty()))
+    fail("--cross-vocab and --vocab-report need --draft (--method sd)");
   if (o.method == "none") o.gamma = 0;
   if (trees(o)) {
     if (!o.rule_given) o.rule = "target-only";
@@ -349,7 +365,8 @@ std::size_t tree_leaves(const options& o) {
 // tools report them.
 template <class Policy, class Draft>
 int decode_all(Policy policy, const options& o, const lc::model& target_model, lc::sequence_model& target, Draft& draft,
-               const std::vector<std::vector<token_id>>& prompts, model_stages* stages = nullptr) {
+               const std::vector<std::vector<token_id>>& prompts, model_stages* stages = nullptr,
+               const std::function<specdec::draft_stage(std::size_t)>& cross_vocab = {}) {
   specdec::batch_decoder decoder(policy, target, draft, specdec::strict);
   std::vector<token_id> eog;
   if (o.stop_at_eos)
@@ -370,7 +387,9 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
     r.max_new_tokens = o.tokens;
     r.stop_tokens = eog;
     r.acceptance = acceptance_of(o);
-    r.drafter = stages != nullptr ? stages->stage(i) : drafter_of(o, target_model.vocab_size(), cache);
+    r.drafter = stages != nullptr ? stages->stage(i)
+                : cross_vocab     ? cross_vocab(i)
+                                  : drafter_of(o, target_model.vocab_size(), cache);
     if (o.length == "heuristic" && o.gamma > 0)
       r.length = specdec::length_stage(specdec::heuristic_length(std::min<std::size_t>(4, o.gamma), 1, o.gamma));
     return decoder.add(std::move(r));
@@ -467,7 +486,7 @@ int run(Policy policy, const options& o) {
   std::optional<lc::model> draft_model;
   if (!o.draft.empty()) {
     draft_model.emplace(o.draft);
-    lc::check_same_vocabulary(target_model, *draft_model);
+    if (o.cross_vocab.empty() && !o.vocab_report) lc::check_same_vocabulary(target_model, *draft_model);
   }
 
   std::vector<std::vector<token_id>> prompts;
@@ -491,6 +510,20 @@ int run(Policy policy, const options& o) {
   }
   lc::context target_ctx(target_model, target_params);
   lc::sequence_model target(target_ctx);
+  if (!o.cross_vocab.empty() || o.vocab_report) {
+    const bool reads_q = o.rule == "strict" || o.rule == "block" || o.rule.starts_with("lenient=");
+    specdec_llama::cross_vocab_drafting cross(o.cross_vocab, target_model, *draft_model, params,
+                                              o.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o.warp, reads_q);
+    if (o.vocab_report) specdec_llama::print_vocab_report(target_model, *draft_model, cross.map());
+    if (o.cross_vocab.empty()) return 0;
+    specdec::no_sequence_model none(target_model.vocab_size());
+    const int status =
+        decode_all(policy, o, target_model, target, none, prompts, nullptr, [&](std::size_t i) { return cross.stage(i); });
+    std::printf("cross-vocab %s: draft forwards %zu (llama_decode %zu), positions %zu, rolled back %zu\n", o.cross_vocab.c_str(),
+                cross.draft().stats().calls, cross.draft().engine_stats().decode_calls, cross.draft().stats().appended_positions,
+                cross.draft().stats().rolled_back);
+    return status;
+  }
   if (draft_model && o.method != "sd") {  // stages on the draft model, through prefix_cached_model lanes
     const std::size_t views = o.sequential ? 1 : prompts.size();
     const std::size_t lanes = model_stages::lanes(o) * views;

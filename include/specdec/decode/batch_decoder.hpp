@@ -528,7 +528,7 @@ void batch_decoder<P, T, D, R>::assign_slots() {
   for (request* r : running_) {
     if (!r->staged) continue;
     std::copy(r->block.tokens.begin(), r->block.tokens.end(), drafts_.begin() + static_cast<std::ptrdiff_t>(r->slot));
-    if (r->block.q_rows.size() == r->drafted * vocab_)
+    if (r->drafted > 0 && r->block.q_rows.size() == r->drafted * vocab_)  // none: the slots may be empty (no offset into them)
       std::copy(r->block.q_rows.begin(), r->block.q_rows.end(), q_probs_.begin() + static_cast<std::ptrdiff_t>(r->slot * vocab_));
   }
 }

@@ -101,7 +101,7 @@ struct stage_traits {
 //! What `add()` tells a stage about a request, for it to refuse what it cannot serve.
 struct stage_admission {
   bool drafter_stage = false;  //!< the request drafts through a drafter stage (else chain drafting)
-  bool tree_target = false;    //!< the decoder's target takes tree-shaped appends (`takes_tree_appends`)
+  bool tree_target = false;    //!< the decoder's target takes tree-shaped appends (`TreeSequenceModel`)
   bool length_stage = false;   //!< a length stage chooses the draft length (else `gamma`)
   std::size_t gamma = 0;       //!< `request_options::gamma`
 };
@@ -153,22 +153,18 @@ struct verification_buffers {
   std::span<float> q_rows;               //!< their q rows [slots][V] (empty when no request has any)
   std::span<const float> target_logits;  //!< every request's target rows [rows][V]
 
-  // Scratch, reused by the stages from round to round.
-  std::vector<float> p_probs;                   //!< scratch: warped target rows
-  std::vector<float> tree_q;                    //!< scratch: a tree's q rows, the root's first
-  std::vector<double> log_q;                    //!< scratch: joint log q of draft prefixes
-  std::vector<std::int32_t> num_drafts;         //!< scratch: drafts per request of a chain batch
-  std::vector<std::int32_t> out_accepted;       //!< scratch: accepted counts of a chain batch
-  std::vector<std::int32_t> out_path;           //!< scratch: a tree's accepted path
-  std::vector<std::int32_t> tree_parents;       //!< scratch: a tree's parents (root first)
-  std::vector<std::int32_t> depth;              //!< scratch: a tree's node depths
-  std::vector<token_id> out_tokens;             //!< scratch: emitted tokens of a batch
-  std::vector<token_id> tree_tokens;            //!< scratch: a tree's tokens (root first)
-  std::vector<verify_status> out_status;        //!< scratch: statuses of a batch
-  std::vector<random::request_stream> streams;  //!< scratch: the requests' streams of a batch
-  std::vector<warp_params> target_params;       //!< scratch: the requests' target warps of a batch
-  chain_batch<float> chain;                     //!< scratch: a chain batch's layout and views
-  tree_batch<float> tree;                       //!< scratch: a tree batch's layout and views
+  // Scratch, reused step after step (left out of the API reference).
+  //! \cond specdec_scratch
+  std::vector<float> p_probs, tree_q;
+  std::vector<double> log_q;
+  std::vector<std::int32_t> num_drafts, out_accepted, out_path, tree_parents, depth;
+  std::vector<token_id> out_tokens, tree_tokens;
+  std::vector<verify_status> out_status;
+  std::vector<random::request_stream> streams;
+  std::vector<warp_params> target_params;
+  chain_batch<float> chain;
+  tree_batch<float> tree;
+  //! \endcond
 
   //! r's target rows.
   std::span<const float> target_rows_of(const stage_request& r) const {
