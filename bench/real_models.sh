@@ -4,7 +4,8 @@
 #
 # For each target (Gemma 3 270M Q4_K_M, SmolLM2 135M Instruct Q4_1; scripts/get-models.sh), each
 # thread count and each workload of bench/prompts/ (grounded, code, open: 16 prompts each), it runs
-#   specdec-llama --method none | ngram | suffix   x   --rule greedy (T 0) | sample-and-match (T 0.7)
+#   specdec-llama --method none | ngram | suffix | suffix --suffix-tree (trees verified as trees on
+#   llama.cpp's KV cache)   x   --rule greedy (T 0) | sample-and-match (T 0.7)
 #   llama-lookup (llama.cpp's prompt lookup; greedy, and its sampling at T 0.7, which is sample-and-match)
 # one prompt at a time (specdec-llama --sequential; llama-lookup once per prompt), gamma / n_draft 8,
 # stopping at the end-of-generation token or after $TOKENS tokens. specdec's drafters run with
@@ -69,8 +70,9 @@ model_file() {
 specdec() {
   local rule_args=(--rule greedy --temperature 0)
   [[ "$5" == sample-and-match ]] && rule_args=(--rule sample-and-match --temperature 0.7)
-  local log="$tmp/specdec.log"
-  "$TOOL" --target "$(model_file "$1")" --method "$4" "${rule_args[@]}" --gamma 8 --length heuristic --ngram-min 3 \
+  local log="$tmp/specdec.log" method_args=(--method "$4")
+  [[ "$4" == suffix-tree ]] && method_args=(--method suffix --suffix-tree)
+  "$TOOL" --target "$(model_file "$1")" "${method_args[@]}" "${rule_args[@]}" --gamma 8 --length heuristic --ngram-min 3 \
     --ngram-max 5 --tokens "$TOKENS" --threads "$2" \
     --prompts-file "$ROOT/bench/prompts/$3.txt" --sequential --stop-at-eos --quiet > "$log"
   local gen drafted fwd
@@ -104,7 +106,7 @@ for model in $MODEL_NAMES; do
     for workload in ${WORKLOADS:-grounded code open}; do
       for repeat in $(seq 1 "$REPEATS"); do
         for rule in greedy sample-and-match; do
-          for method in none ngram suffix; do
+          for method in none ngram suffix suffix-tree; do
             specdec "$model" "$threads" "$workload" "$method" "$rule" "$repeat"
           done
           lookup "$model" "$threads" "$workload" "$rule" "$repeat"

@@ -37,6 +37,7 @@ for model in dict.fromkeys(k[0] for k in runs):
                 look = median_rate(runs[look_key]) if look_key in runs else None
                 for engine, method, label in (("specdec", "none", "none (target only)"), ("specdec", "ngram", "specdec n-gram"),
                                               ("specdec", "suffix", "specdec suffix chain"),
+                                              ("specdec", "suffix-tree", "specdec suffix tree"),
                                               ("llama-lookup", "ngram", "llama-lookup")):
                     rows = runs.get((model, threads, workload, engine, method, rule))
                     if not rows:
