@@ -14,13 +14,15 @@
 #          methods that need a draft model: target only, chain SD, EAGLE-2 dynamic trees, static
 #          trees, MTAD's beams. Those models measure overhead and mechanism, not speedups: their
 #          draft costs about what the target costs (docs/llama-cpp.md).
+#   cross  a real target drafted for by a real model of another vocabulary (Gemma 3 270M by SmolLM2
+#          135M, docs/cross-vocabulary.md): target only, TLI and SLEM.
 #
 # Usage: bench/llama_methods.sh   (after a build with the llama.cpp integration and its tests' models)
 # Environment:
 #   BUILD_DIR  the build [build]     TOKENS  tokens per prompt [64]     THREADS  [2]
 #   REPEATS    runs per configuration [3]   PROMPTS  prompts per workload (the first N) [8]
 #   MODELS     real targets ["gemma"]      WORKLOADS  files of bench/prompts/ ["grounded code"]
-#   PARTS      ["real test"]   DRAFT  the test models' draft [draft-layers2]
+#   PARTS      ["real test"; add "cross" for the cross-vocabulary pair]   DRAFT  the test models' draft [draft-layers2]
 #   OUT        results folder [bench/results/llama-methods-<date>]
 # Writes $OUT/runs.csv, $OUT/summary.md (bench/llama_methods_report.py) and $OUT/machine.txt.
 set -euo pipefail
@@ -99,6 +101,19 @@ if [[ " $PARTS " == *" test "* ]]; then
       run test "$DRAFT" "$workload" tree-static "$repeat" "${pair[@]}" --method tree --tree static --tree-width 2 --gamma 3 --rule greedy
       run test "$DRAFT" "$workload" mtad "$repeat" "${pair[@]}" --method mtad --beams 4 --tau 0.5 --gamma 4
       echo "done: test, $DRAFT, $workload, repeat $repeat" >&2
+    done
+  done
+fi
+if [[ " $PARTS " == *" cross "* ]]; then
+  MODEL_DIR="$("$ROOT/scripts/get-models.sh" | tail -1)"
+  gemma="$MODEL_DIR/gemma-3-270m-q4_k_m.gguf"
+  smol="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+  for workload in ${WORKLOADS:-grounded code}; do
+    for repeat in $(seq 1 "$REPEATS"); do
+      run cross gemma+smollm2 "$workload" none "$repeat" --target "$gemma" --method none --rule greedy
+      run cross gemma+smollm2 "$workload" tli "$repeat" --target "$gemma" --draft "$smol" --cross-vocab tli --rule greedy --gamma 4
+      run cross gemma+smollm2 "$workload" slem "$repeat" --target "$gemma" --draft "$smol" --cross-vocab slem --rule greedy --gamma 4
+      echo "done: cross, $workload, repeat $repeat" >&2
     done
   done
 fi
