@@ -79,7 +79,7 @@ TEST_CASE("prefix_cached_model: extending a context by one token appends one tok
   cached.next_logits(context, row);
   CHECK(cached.stats().appended_positions == context.size());
   for (int k = 0; k < 20; ++k) {
-    context.push_back(static_cast<token_id>(k % V));
+    context.push_back(static_cast<token_id>(static_cast<std::size_t>(k) % V));
     cached.next_logits(context, row);
   }
   CHECK(cached.stats().appended_positions == 5 + 20);
