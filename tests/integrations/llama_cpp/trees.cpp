@@ -106,6 +106,26 @@ struct row_checker {
   }
 };
 
+// Runs every request of `decoder` (handles 1, 2, ... in the order of `reference`) to its end, checks
+// each one's tokens against `reference`, and returns their counters merged.
+template <class Decoder>
+specdec::decode_stats run_and_compare(Decoder& decoder, const std::vector<std::vector<token_id>>& reference) {
+  std::vector<std::vector<token_id>> out(reference.size());
+  specdec::decode_stats total;
+  while (decoder.active() > 0)
+    for (const auto& e : decoder.step())
+      if (e.finished != specdec::finish_reason::none) {
+        const auto tokens = decoder.tokens(e.request);
+        out[e.request - 1].assign(tokens.begin(), tokens.end());
+        total.merge(decoder.stats(e.request));
+      }
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    INFO("prompt " << i);
+    CHECK(out[i] == reference[i]);
+  }
+  return total;
+}
+
 }  // namespace
 
 TEST_CASE("llama.cpp tree attention: every node's row is its root-to-node path's as a plain sequence", "[llama_cpp]") {
@@ -393,19 +413,7 @@ TEST_CASE("greedy suffix-tree drafting verified as trees on llama.cpp gives llam
       r.drafter = specdec::suffix_stage({.max_depth = 16, .max_spec = 6, .factor = 3.0, .tree = true});
       decoder.add(std::move(r));
     }
-    std::vector<std::vector<token_id>> out(prompts.size());
-    specdec::decode_stats total;
-    while (decoder.active() > 0)
-      for (const auto& e : decoder.step())
-        if (e.finished != specdec::finish_reason::none) {
-          const auto tokens = decoder.tokens(e.request);
-          out[e.request - 1].assign(tokens.begin(), tokens.end());
-          total.merge(decoder.stats(e.request));
-        }
-    for (std::size_t i = 0; i < prompts.size(); ++i) {
-      INFO("prompt " << i);
-      CHECK(out[i] == reference[i]);
-    }
+    const specdec::decode_stats total = run_and_compare(decoder, reference);
     CHECK(total.drafted > 0);  // trees were drafted and verified
     CHECK(target.free_tree_paths() == 64);
   }
@@ -452,19 +460,7 @@ TEST_CASE("greedy draft-model trees on llama.cpp (dynamic and static, KV-cached 
       }
       decoder.add(std::move(r));
     }
-    std::vector<std::vector<token_id>> out(prompts.size());
-    specdec::decode_stats total;
-    while (decoder.active() > 0)
-      for (const auto& e : decoder.step())
-        if (e.finished != specdec::finish_reason::none) {
-          const auto tokens = decoder.tokens(e.request);
-          out[e.request - 1].assign(tokens.begin(), tokens.end());
-          total.merge(decoder.stats(e.request));
-        }
-    for (std::size_t i = 0; i < prompts.size(); ++i) {
-      INFO("prompt " << i);
-      CHECK(out[i] == reference[i]);
-    }
+    const specdec::decode_stats total = run_and_compare(decoder, reference);
     CHECK(total.accepted > 0);
     std::size_t reused = 0;
     for (const auto& v : views) reused += v->stats().reused_positions;
