@@ -4,10 +4,12 @@
 // law the drafts came from); and output invariance: with the target's samples keyed by output position,
 // decoding with any drafter (random, adversarial, empty, prompt lookup, a cache shared by requests)
 // gives target-only decoding's tokens, alone and in mixed batches, on seq and simd; the round-keyed
-// variant differs (control).
+// variant differs (control); a suffix tree verified with a target sample per path instead of per node
+// (REST's defect) fails the law test (control).
 // SPECDEC_TEST_LABELS: statistical
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -115,6 +117,72 @@ specdec::draft_stage suffix_frequencies_as_q() {
     }
   };
 }
+
+// REST's defect as a verification stage: every root-to-leaf path of the tree draws its own target
+// samples (sample-and-match along the path, coins addressed by path and depth) and the path that
+// matched longest wins. Each path alone is exact; taking the best of several is not (it favours
+// tokens that many paths draft), so this must fail the law test where per-node sampling (the tree
+// walk of acceptance/tree.hpp, one target sample per node) passes.
+class per_path_sampling final : public specdec::verification_stage {
+ public:
+  specdec::stage_traits traits() const override {
+    return {.order = 3, .reads_q_rows = false, .output_keys = false, .verified_length = false};
+  }
+  specdec::target_scoring scoring(const specdec::stage_request& r) const override { return {r.drafted, r.drafted + 1, true}; }
+  bool check_draft(const specdec::stage_request& r, specdec::verification_buffers&) const override {
+    REQUIRE(r.block.parents.size() == r.block.tokens.size());
+    return false;
+  }
+  void verify(const specdec::host_policy&, std::span<specdec::stage_request* const> group,
+              specdec::verification_buffers& b) const override {
+    for (specdec::stage_request* r : group) verify_one(*r, b);
+  }
+
+ private:
+  static void verify_one(specdec::stage_request& r, specdec::verification_buffers& b) {
+    const std::size_t n = r.drafted, V = b.vocab;
+    const auto p = b.warp_target_rows(r, n + 1);  // row u: node u (0 the root, node i + 1 is draft i)
+    const auto parent = [&](std::size_t u) { return static_cast<std::size_t>(r.block.parents[u - 1]); };
+    std::vector<bool> leaf(n + 1, true);
+    for (std::size_t u = 1; u <= n; ++u) leaf[parent(u)] = false;
+    std::vector<std::size_t> best_path;
+    std::vector<token_id> best_tokens;
+    std::uint32_t path_index = 0;
+    for (std::size_t end = 0; end <= n; ++end) {
+      if (!leaf[end]) continue;
+      std::vector<std::size_t> path;  // root first
+      for (std::size_t u = end; u != 0; u = parent(u)) path.push_back(u);
+      path.push_back(0);
+      std::reverse(path.begin(), path.end());
+      std::vector<token_id> tokens;
+      std::size_t kept = 0;
+      for (std::size_t depth = 0;; ++depth) {
+        auto coin = r.stream.open(path_index * 64 + static_cast<std::uint32_t>(depth), specdec::random::purpose::target_sample);
+        const token_id x = inverse_cdf(p.subspan(path[depth] * V, V), coin.uniform());
+        tokens.push_back(x);
+        if (depth + 1 == path.size() || r.block.tokens[path[depth + 1] - 1] != x) break;
+        ++kept;
+      }
+      if (best_tokens.empty() || kept + 1 > best_tokens.size()) {
+        best_tokens = tokens;
+        best_path.assign(path.begin() + 1, path.begin() + 1 + static_cast<std::ptrdiff_t>(kept));
+      }
+      ++path_index;
+    }
+    r.emitted = best_tokens;
+    r.accepted = r.target_kept = best_path.size();
+    r.judged = n;
+    r.round_status = specdec::verify_status::ok;
+    r.tree_kept.clear();
+    for (const std::size_t u : best_path) r.tree_kept.push_back(static_cast<std::int32_t>(u - 1));
+  }
+  static token_id inverse_cdf(std::span<const float> row, double u) {
+    double cumulative = 0;
+    for (std::size_t v = 0; v < row.size(); ++v)
+      if (u < (cumulative += row[v])) return static_cast<token_id>(v);
+    return static_cast<token_id>(row.size() - 1);
+  }
+};
 }  // namespace
 
 TEST_CASE(
@@ -148,6 +216,9 @@ TEST_CASE(
   const maker suffix_chain = [] { return specdec::suffix_stage({.max_depth = 8, .max_spec = 4, .factor = 2.0}); };
   const maker suffix_one_hot = [&] { return specdec::with_one_hot_q(suffix_chain(), vocab); };
   const maker suffix_tree = [] { return specdec::suffix_stage({.max_depth = 8, .max_spec = 6, .factor = 3.0, .tree = true}); };
+  const maker wide_suffix_tree = [] {  // branches in most rounds
+    return specdec::suffix_stage({.max_depth = 3, .max_spec = 8, .factor = 4.0, .min_probability = 0.01, .tree = true});
+  };
   struct law_case {
     const char* name;
     specdec::request_acceptance acceptance;
@@ -161,7 +232,11 @@ TEST_CASE(
       {"suffix chains, sample-and-match", specdec::sample_and_match, suffix_chain, true},
       {"suffix chains, strict with one-hot q", specdec::strict, suffix_one_hot, true},
       {"suffix trees, target-only tree verification", specdec::tree_acceptance{specdec::target_only}, suffix_tree, true},
+      {"wide suffix trees, target-only tree verification", specdec::tree_acceptance{specdec::target_only}, wide_suffix_tree,
+       true},
       {"suffix chains, strict with the frequencies as q (negative control)", specdec::strict, suffix_frequencies_as_q, false},
+      {"suffix trees, a target sample per path, longest match kept (REST's defect; negative control)",
+       std::make_shared<const per_path_sampling>(), wide_suffix_tree, false},
   };
   std::uint64_t seed = 20261129;
   for (const law_case& c : cases) {
