@@ -582,20 +582,20 @@ TEST_CASE("tree drafters: a depth limit cuts the tree; the drafter stage writes 
   specdec::dynamic_tree_drafter dt(m, specdec::dynamic_tree_params{.depth = 4, .top_k = 3, .total_tokens = 30});
   specdec::drafted_tree t, full;
   st.draft(context, stream, full);
-  st.draft(context, stream, t, 2);
+  st.draft(context, 2, stream, t);
   CHECK(t.num_nodes() == 11);  // the default shape's depths 0-2
   CHECK(t.model_calls == 4);   // root, {0}, {1}, {2}
   CHECK(std::equal(t.tokens.begin(), t.tokens.end(), full.tokens.begin()));
   check_tree(m, context, {}, t);
-  st.draft(context, stream, t, 0);
+  st.draft(context, 0, stream, t);
   CHECK(t.num_nodes() == 1);
   // A dynamic tree cut at depth 2 is the tree of depth = 1.
-  dt.draft(context, stream, t, 2);
+  dt.draft(context, 2, stream, t);
   const auto shallow = specdec::draft_dynamic_tree(m, context, {.depth = 1, .top_k = 3, .total_tokens = 30}, stream);
   CHECK(t.tokens == shallow.tokens);
   CHECK(t.parents == shallow.parents);
   CHECK(t.model_calls == 4);
-  dt.draft(context, stream, t, 0);
+  dt.draft(context, 0, stream, t);
   CHECK(t.num_nodes() == 1);
   CHECK(t.model_calls == 0);
 
@@ -604,7 +604,7 @@ TEST_CASE("tree drafters: a depth limit cuts the tree; the drafter stage writes 
   const auto stage = specdec::tree_drafter_stage(dt);
   specdec::stage_draft out;
   stage(context, 3, stream, out);
-  dt.draft(context, stream, t, 3);
+  dt.draft(context, 3, stream, t);
   CHECK(out.tokens == std::vector<token_id>(t.tokens.begin() + 1, t.tokens.end()));
   CHECK(out.parents == std::vector<std::int32_t>(t.parents.begin() + 1, t.parents.end()));
   CHECK(out.q_rows == t.q_rows);

@@ -294,12 +294,17 @@ class static_tree_drafter {
   //! How a node's children are chosen among the candidates of its row.
   tree_sampling sampling() const noexcept { return sampling_; }
 
+  //! Drafts the whole tree after `context` into `out` (`draft(context, no_depth_limit, stream, out)`).
+  std::size_t draft(std::span<const token_id> context, const random::request_stream& stream, drafted_tree& out) {
+    return draft(context, no_depth_limit, stream, out);
+  }
   //! Drafts the tree after `context` into `out` (its buffers are reused), down to depth `max_depth`
-  //! at most (the shape cut there). Returns the number of draft-model evaluations
-  //! (`out.model_calls`): the kept nodes above the cut that the shape gives children.
+  //! at most (the shape cut there); the arguments in a chain `Drafter`'s order. Returns the number of
+  //! draft-model evaluations (`out.model_calls`): the kept nodes above the cut that the shape gives
+  //! children.
   //! \throws specdec::numerical_error when the draft model returns a row without usable mass
-  std::size_t draft(std::span<const token_id> context, const random::request_stream& stream, drafted_tree& out,
-                    std::size_t max_depth = no_depth_limit) {
+  std::size_t draft(std::span<const token_id> context, std::size_t max_depth, const random::request_stream& stream,
+                    drafted_tree& out) {
     const std::size_t V = vocab_size();
     detail::start_tree(out, shape_.num_nodes(), V);  // drafted ids never exceed shape ids
     drafted_id_.assign(shape_.num_nodes(), no_node);
@@ -421,12 +426,17 @@ class dynamic_tree_drafter {
   //! The drafter's parameters.
   const dynamic_tree_params& params() const noexcept { return params_; }
 
+  //! Drafts the whole tree after `context` into `out` (`draft(context, no_depth_limit, stream, out)`).
+  std::size_t draft(std::span<const token_id> context, const random::request_stream& stream, drafted_tree& out) {
+    return draft(context, no_depth_limit, stream, out);
+  }
   //! Drafts the tree after `context` into `out` (its buffers are reused), down to depth `max_depth`
   //! at most (min(depth, max_depth - 1) frontier expansions after the root's; max_depth = 0 drafts
-  //! nothing). Returns the number of draft-model evaluations (`out.model_calls`).
+  //! nothing); the arguments in a chain `Drafter`'s order. Returns the number of draft-model
+  //! evaluations (`out.model_calls`).
   //! \throws specdec::numerical_error when the draft model returns a row without usable mass
-  std::size_t draft(std::span<const token_id> context, const random::request_stream& stream, drafted_tree& out,
-                    std::size_t max_depth = no_depth_limit) {
+  std::size_t draft(std::span<const token_id> context, std::size_t max_depth, const random::request_stream& stream,
+                    drafted_tree& out) {
     const std::size_t V = vocab_size();
     if (max_depth == 0) {
       detail::start_tree(out, 1, V);
@@ -513,11 +523,12 @@ class dynamic_tree_drafter {
 };
 
 //! A drafter that writes a `drafted_tree` down to a depth limit: `static_tree_drafter`,
-//! `dynamic_tree_drafter`.
+//! `dynamic_tree_drafter`. Its arguments come in a chain `Drafter`'s order (draft/chain.hpp: context,
+//! length, stream, output), the length being the tree's depth limit.
 template <class D>
-concept TreeDrafter = requires(D& d, std::span<const token_id> context, const random::request_stream& stream, drafted_tree& out,
-                               std::size_t max_depth) {
-  { d.draft(context, stream, out, max_depth) } -> std::convertible_to<std::size_t>;
+concept TreeDrafter = requires(D& d, std::span<const token_id> context, std::size_t max_depth,
+                               const random::request_stream& stream, drafted_tree& out) {
+  { d.draft(context, max_depth, stream, out) } -> std::convertible_to<std::size_t>;
 };
 
 //! A tree drafter as a drafter stage of the step decoder (draft/stage.hpp; verified with
@@ -531,7 +542,7 @@ draft_stage tree_drafter_stage(D& drafter) {
   return [d = &drafter, tree = drafted_tree{}](std::span<const token_id> context, std::size_t gamma,
                                                const random::request_stream& stream, stage_draft& out) mutable {
     if (gamma == 0) return;
-    d->draft(context, stream, tree, gamma);
+    d->draft(context, gamma, stream, tree);
     out.tokens.assign(tree.tokens.begin() + 1, tree.tokens.end());
     out.parents.assign(tree.parents.begin() + 1, tree.parents.end());
     out.q_rows.swap(tree.q_rows);  // the drafter refills its buffer: no copy, no allocation once warm
