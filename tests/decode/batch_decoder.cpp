@@ -78,7 +78,7 @@ struct recomputing_rig {
   specdec::recomputing_sequence_model<M> t;
   specdec::recomputing_sequence_model<N> q;
   specdec::batch_decoder<specdec::exec::sequenced_policy, specdec::recomputing_sequence_model<M>,
-                         specdec::recomputing_sequence_model<N>, Rule>
+                         specdec::recomputing_sequence_model<N>>
       decoder;
   recomputing_rig(const M& target, const N& draft, Rule rule) : t(target), q(draft), decoder(specdec::exec::seq, t, q, rule) {}
 };

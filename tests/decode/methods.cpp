@@ -143,7 +143,7 @@ std::vector<token_id> alone(std::uint32_t id, pieces& p) {
       specdec::request_options staged = r;
       staged.drafter = specdec::drafter_stage(p.chain);
       specdec::decode_result out;
-      specdec::detail::run_request(decoder, staged, out);
+      specdec::detail::run_request(decoder, staged, specdec::cost_model{}, out);
       return out.tokens;
     }
     case method::lenient:

@@ -56,7 +56,6 @@
 #include <vector>
 
 #include "specdec/acceptance/concepts.hpp"
-#include "specdec/decode/cost_model.hpp"
 #include "specdec/decode/verification_stage.hpp"
 #include "specdec/core/decode_stats.hpp"
 #include "specdec/distributions/warp.hpp"
@@ -198,12 +197,15 @@ struct step_event {
   std::size_t verified = 0;                      //!< drafts judged: by the target (chain, joint), or the whole run (last_token)
   std::span<const token_id> drafts;              //!< the drafts sent to the target (chain, joint: the verified ones)
   std::span<const float> target_logits;          //!< the target's rows for this request ([rows][V]; empty: no target call)
+  std::size_t draft_steps = 0;       //!< draft steps this round, wasted ones included (the simulated clock's draft charge)
+  std::size_t target_positions = 0;  //!< positions the target scored for it this round (0: no target call)
 };
 
-//! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary. `Rule` is the
-//! chain rule of requests that set no `acceptance` (`no_sequence_model` is the draft model of a decoder
-//! whose requests all draft through stages).
-template <exec::ExecutionPolicy Policy, SequenceModel Target, SequenceModel Draft, AcceptanceRule Rule>
+//! The step decoder over a target and a draft `SequenceModel` sharing one vocabulary
+//! (`no_sequence_model` is the draft model of a decoder whose requests all draft through stages). It
+//! keeps no clock: simulated time is an observer of its step events (decode/cost_model.hpp:
+//! `simulated_clock`).
+template <exec::ExecutionPolicy Policy, SequenceModel Target, SequenceModel Draft>
 class batch_decoder {
   static_assert(exec::backend_of<Policy> != exec::backend::cuda,
                 "specdec::batch_decoder: the rows live in host memory; use exec::seq or exec::simd (a cuda "
@@ -212,17 +214,18 @@ class batch_decoder {
                 "specdec::batch_decoder: verification stages run on exec::seq or exec::simd (host_policy)");
 
  public:
-  //! \throws specdec::error when the models' vocabularies differ or the cost model is invalid.
-  batch_decoder(Policy policy, Target& target, Draft& draft, Rule rule, cost_model cost = {})
+  //! A decoder whose requests that set no `request_options::acceptance` are verified by
+  //! `default_acceptance` (a chain rule, or any other `StageAcceptance`).
+  //! \throws specdec::error when the models' vocabularies differ.
+  template <StageAcceptance A>
+  batch_decoder(Policy policy, Target& target, Draft& draft, A default_acceptance)
       : policy_(policy),
         target_(&target),
         draft_(&draft),
-        default_stage_(make_verification_stage(std::move(rule))),
-        cost_(cost),
+        default_stage_(make_verification_stage(std::move(default_acceptance))),
         vocab_(target.vocab_size()) {
     buffers_.vocab = vocab_;
     SPECDEC_EXPECTS(draft.vocab_size() == vocab_, "specdec::batch_decoder: the target and draft vocabularies differ");
-    validate(cost_);
   }
 
   //! Adds a request; it runs from the next `step()`.
@@ -311,6 +314,7 @@ class batch_decoder {
     std::size_t drafts_in_draft = 0;  // drafts this round appended to the draft model
     std::size_t first_emitted = 0;    // output index of this step's first token
     bool tree_append = false;         // the target scored a tree (target_scoring::tree)
+    std::size_t draft_steps = 0;      // step_event::draft_steps
 
     std::span<const token_id> output() const { return std::span<const token_id>(context).subspan(prompt_size); }
     std::size_t output_size() const noexcept { return context.size() - prompt_size; }
@@ -366,8 +370,7 @@ class batch_decoder {
   Policy policy_;
   Target* target_;
   Draft* draft_;
-  std::shared_ptr<const verification_stage> default_stage_;  // chain_stage<Rule>
-  cost_model cost_;
+  std::shared_ptr<const verification_stage> default_stage_;  // for requests that set no acceptance
   std::size_t vocab_;
   request_handle next_handle_ = 1;
   std::vector<request> requests_;  // running
@@ -392,10 +395,14 @@ class batch_decoder {
   std::vector<step_event> events_;
 };
 
+//! The decoder of a policy, two models and a default acceptance.
+template <class Policy, class Target, class Draft, class A>
+batch_decoder(Policy, Target&, Draft&, A) -> batch_decoder<Policy, Target, Draft>;
+
 // ---- a step ---------------------------------------------------------------------------------------
 
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-std::span<const step_event> batch_decoder<P, T, D, R>::step() {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+std::span<const step_event> batch_decoder<P, T, D>::step() {
   const auto start = clock::now();
   timing_ = {};
   reported_.clear();
@@ -406,7 +413,7 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
     r.first_emitted = r.output_size();
     r.pending_in_draft = r.draft_failed = r.faulted = r.tree_append = false;
     r.drafts_in_draft = r.drafted = r.draft_forwards = r.verified = r.target_rows = r.target_drafts = r.drafts_at = r.judged =
-        r.target_row = 0;
+        r.target_row = r.draft_steps = 0;
     r.round_status = verify_status::ok;
     r.emitted.clear();
     if (r.finished == finish_reason::none && r.options.max_new_tokens == 0) release(r, finish_reason::length);
@@ -448,7 +455,8 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
   // the events' spans stay valid).
   for (auto& r : requests_) {
     events_.push_back({r.handle, r.output().subspan(r.first_emitted), r.finished, r.status, r.drafted, r.judged,
-                       std::span<const token_id>(drafts_).subspan(r.drafts_at, r.target_drafts), target_logits(r)});
+                       std::span<const token_id>(drafts_).subspan(r.drafts_at, r.target_drafts), target_logits(r), r.draft_steps,
+                       r.target_rows > 0 ? r.target_drafts + 1 : 0});
     if (r.finished != finish_reason::none) reported_.push_back(std::move(r));
   }
   std::erase_if(requests_, [](const request& r) { return r.finished != finish_reason::none; });
@@ -459,8 +467,8 @@ std::span<const step_event> batch_decoder<P, T, D, R>::step() {
 //! Each request's draft length: its stage (or gamma), then the batch stage, each bounded by the
 //! verification stage's `draft_length` (the tokens it may still emit, minus one for a chain or joint
 //! rule's correction or bonus).
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::choose_lengths() {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::choose_lengths() {
   for (request* r : running_) {
     const std::size_t remaining = r->options.max_new_tokens - r->output_size();
     r->gamma = r->stage->draft_length(r->options.length ? r->options.length(r->stats) : r->options.gamma, remaining);
@@ -482,8 +490,8 @@ void batch_decoder<P, T, D, R>::choose_lengths() {
 //! The drafter stages, one call per request on its whole context. A stage's `numerical_error` ends its
 //! request (after a round with no drafts); an output its verification stage cannot verify
 //! (`check_draft`) is a bug: it throws.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::draft_with_stages() {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::draft_with_stages() {
   const auto t0 = clock::now();
   for (request* r : running_) {
     if (!r->staged) continue;
@@ -513,8 +521,8 @@ void batch_decoder<P, T, D, R>::draft_with_stages() {
 
 //! Draft slots, grouped as the requests are: chain drafting reserves gamma, a stage what it drafted
 //! (its q rows go to the slots when it wrote one per draft; a tree's, one per node, stay in its block).
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::assign_slots() {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::assign_slots() {
   std::size_t total = 0;
   bool q_rows = false;  // whether any request has q rows (model-free stages write none)
   for (request* r : running_) {
@@ -536,8 +544,8 @@ void batch_decoder<P, T, D, R>::assign_slots() {
 //! Drafted position j of every chain-drafting request with gamma > j: one batched draft forward
 //! (pending tokens, or the previous draft), then each request's row warped into its q slot and sampled
 //! at stream position j.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::draft_round(std::size_t j) {
   appends_.clear();
   for (request* r : running_)
     if (!r->staged && r->gamma > j) {
@@ -577,8 +585,8 @@ void batch_decoder<P, T, D, R>::draft_round(std::size_t j) {
 
 //! The request's draft stop stage after draft j (its drafts and q rows so far: the slot's for chain
 //! drafting, the stage's block otherwise): stop after x_j, or drop it.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::apply_stop(request& r, std::size_t j) {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::apply_stop(request& r, std::size_t j) {
   const std::span<const token_id> drafts = r.staged ? std::span<const token_id>(r.block.tokens).first(j + 1)
                                                     : std::span<const token_id>(drafts_).subspan(r.slot, j + 1);
   const std::span<const float> q = r.staged ? std::span<const float>(r.block.q_rows).first((j + 1) * vocab_)
@@ -593,8 +601,8 @@ void batch_decoder<P, T, D, R>::apply_stop(request& r, std::size_t j) {
 //! How many drafts each request sends to the target: all, or, for requests whose stage allows it,
 //! what the verified-length stage chooses. A stage that throws is called again request by request;
 //! a request it still throws for ends (`stage_error`).
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::choose_verified() {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::choose_verified() {
   buffers_.drafts = std::span<token_id>(drafts_);
   buffers_.q_rows = std::span<float>(q_probs_);
   for (request* r : running_) {
@@ -634,8 +642,8 @@ void batch_decoder<P, T, D, R>::choose_verified() {
 
 //! One batched target forward of what each request's stage asks (`scoring`): its pending tokens and
 //! drafts appended (tree-shaped for a tree), and the last rows.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::score() {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::score() {
   appends_.clear();
   appended_.clear();
   append_parents_.clear();
@@ -682,8 +690,8 @@ void batch_decoder<P, T, D, R>::score() {
 
 //! Verification: one `verify` call per group of requests (same stage order, drafting and class:
 //! contiguous in running_); a faulted request is left out.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::verify() {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::verify() {
   buffers_.target_logits = std::span<const float>(target_logits_);
   auto first = running_.begin();
   while (first != running_.end()) {
@@ -698,9 +706,9 @@ void batch_decoder<P, T, D, R>::verify() {
 
 //! Requests [first, last) of one group, in one call on their stage; when it throws, request by
 //! request, and a request it still throws for ends (`stage_error`).
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::verify_group(typename std::vector<request*>::iterator first,
-                                             typename std::vector<request*>::iterator last) {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::verify_group(typename std::vector<request*>::iterator first,
+                                          typename std::vector<request*>::iterator last) {
   group_.clear();
   for (auto it = first; it != last; ++it)
     if (!(*it)->faulted) group_.push_back(*it);
@@ -722,8 +730,8 @@ void batch_decoder<P, T, D, R>::verify_group(typename std::vector<request*>::ite
 }
 
 //! Request r's outcome: emitted tokens, model rollbacks, counters, finishing.
-template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D, AcceptanceRule R>
-void batch_decoder<P, T, D, R>::commit(request& r) {
+template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
+void batch_decoder<P, T, D>::commit(request& r) {
   const verify_status status = r.round_status | (r.draft_failed ? verify_status::invalid_row : verify_status::ok);
   const std::span<const token_id> emitted(r.emitted);
   r.first_emitted = r.output_size();
@@ -753,12 +761,10 @@ void batch_decoder<P, T, D, R>::commit(request& r) {
 
   // Draft work done, wasted drafts included (a dropped or unusable draft row was computed).
   r.stats.draft_calls += r.staged ? r.block.model_calls : r.draft_forwards;
-  const std::size_t charged = r.staged ? r.block.charged_steps : r.draft_forwards;
-  r.stats.simulated_time += static_cast<double>(charged) * cost_.t_draft;
+  r.draft_steps = r.staged ? r.block.charged_steps : r.draft_forwards;
   if (called) {
     ++r.stats.target_calls;
     r.stats.target_positions += r.target_drafts + 1;
-    r.stats.simulated_time += cost_.target_time(r.target_drafts + 1);
   }
   r.stats.record_round(r.judged, r.accepted);
 

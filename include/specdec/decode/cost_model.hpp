@@ -23,6 +23,26 @@ struct cost_model {
   }
   //! Leviathan's c: cost of a draft call over the cost of a one-position target call.
   constexpr double cost_coefficient() const noexcept { return t_draft / target_time(1); }
+  //! The time of a round with `draft_steps` draft calls and a target call scoring `target_positions`
+  //! positions (none when 0).
+  constexpr double round_time(std::size_t draft_steps, std::size_t target_positions) const noexcept {
+    return static_cast<double>(draft_steps) * t_draft + (target_positions > 0 ? target_time(target_positions) : 0.0);
+  }
+};
+
+//! The simulated clock: an observer of the step decoder's events (decode/batch_decoder.hpp's
+//! `step_event`: `draft_steps`, `target_positions`) that charges each round under a cost model. The
+//! decoder keeps no clock; the research entry points (decode/decode.hpp) run one per request and
+//! report it as `decode_stats::simulated_time`.
+struct simulated_clock {
+  cost_model cost{};  //!< the times charged
+  double time = 0.0;  //!< the time so far
+
+  //! Charges one step event's round.
+  template <class StepEvent>
+  void operator()(const StepEvent& e) noexcept {
+    time += cost.round_time(e.draft_steps, e.target_positions);
+  }
 };
 
 //! \throws specdec::error unless every time is finite and >= 0 and a target call costs > 0.

@@ -41,7 +41,9 @@ struct decode_options {
   std::uint64_t seed = 0;                //!< with `request_id`, names the request's random streams
   std::uint32_t request_id = 0;          //!< with `seed`, names the request's random streams
   std::optional<token_id> stop_token{};  //!< generation ends after emitting it
-  cost_model cost{};                     //!< the simulated times of the draft and target calls (`decode_stats::simulated_time`)
+  //! The times a `simulated_clock` charges the rounds (`decode_stats::simulated_time`); the decoder
+  //! itself keeps no clock.
+  cost_model cost{};
 };
 
 //! The generated tokens (prompt excluded), the counters, and the status of the last verification.
@@ -73,24 +75,29 @@ inline request_options request_of(std::span<const token_id> prompt, const decode
   return o;
 }
 
-//! Runs one request on `decoder` to its end into `r` (tokens, counters, status, wall time), calling
+//! Runs one request on `decoder` to its end into `r` (tokens, counters, status, wall time, and the
+//! simulated time of its rounds under `cost`: a `simulated_clock` observing the step events), calling
 //! `on_step(event)` after every step.
 template <class Decoder, class OnStep>
-void run_request(Decoder& decoder, request_options o, decode_result& r, OnStep&& on_step) {
+void run_request(Decoder& decoder, request_options o, const cost_model& cost, decode_result& r, OnStep&& on_step) {
+  validate(cost);
   const auto start = std::chrono::steady_clock::now();
+  simulated_clock simulated{cost};
   const request_handle h = decoder.add(std::move(o));
   while (decoder.active() > 0)
     for (const step_event& e : decoder.step()) {
+      simulated(e);
       on_step(e);
       r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());
       r.status = e.status;
       if (e.finished != finish_reason::none) r.stats = decoder.stats(h);
     }
+  r.stats.simulated_time = simulated.time;
   r.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 template <class Decoder>
-void run_request(Decoder& decoder, request_options o, decode_result& r) {
-  run_request(decoder, std::move(o), r, [](const step_event&) {});
+void run_request(Decoder& decoder, request_options o, const cost_model& cost, decode_result& r) {
+  run_request(decoder, std::move(o), cost, r, [](const step_event&) {});
 }
 }  // namespace detail
 
@@ -106,12 +113,12 @@ decode_result decode(const Policy& policy, const Target& target, D& drafter, con
   validate(options.target_params);
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(target.vocab_size());
-  batch_decoder decoder(policy, t, none, rule, options.cost);
+  batch_decoder decoder(policy, t, none, rule);
   request_options o = detail::request_of(prompt, options);
   o.drafter = drafter_stage(drafter);
   o.length = length_stage(length);
   decode_result r;
-  detail::run_request(decoder, std::move(o), r);
+  detail::run_request(decoder, std::move(o), options.cost, r);
   return r;
 }
 
@@ -119,34 +126,41 @@ decode_result decode(const Policy& policy, const Target& target, D& drafter, con
 //! one request on the step decoder over recomputing adapters of the two models (the decoder's batched
 //! chain drafting: q is the row each draft was sampled from, verified from logits).
 //! A model's unusable row ends the generation with `invalid_row` in `status`.
-//! \throws specdec::error on bad options or an empty prompt.
+//! \throws specdec::error on bad options (the cost model included) or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, AcceptanceRule Rule>
 decode_result decode(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
                      std::size_t gamma, const Rule& rule, std::span<const token_id> prompt, const decode_options& options) {
   recomputing_sequence_model<Target> t(target);
   recomputing_sequence_model<Draft> q(draft);
-  batch_decoder decoder(policy, t, q, rule, options.cost);
+  batch_decoder decoder(policy, t, q, rule);
   request_options o = detail::request_of(prompt, options);
   o.draft_params = draft_params;
   o.gamma = gamma;
   decode_result r;
-  detail::run_request(decoder, std::move(o), r);
+  detail::run_request(decoder, std::move(o), options.cost, r);
   return r;
 }
 
 //! The baseline: one target call per token, sampled from the warped target row (purpose
-//! target_sample at position 0): the step decoder with no drafts and the sample-and-match rule.
-//! \throws specdec::error on bad options or an empty prompt.
-template <Model Target>
-decode_result decode_target_only(const Target& target, std::span<const token_id> prompt, const decode_options& options) {
+//! target_sample at position 0): the step decoder with no drafts and the sample-and-match rule, on
+//! `policy` (exec::seq or exec::simd: the same tokens).
+//! \throws specdec::error on bad options (the cost model included) or an empty prompt.
+template <exec::ExecutionPolicy Policy, Model Target>
+decode_result decode_target_only(const Policy& policy, const Target& target, std::span<const token_id> prompt,
+                                 const decode_options& options) {
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(target.vocab_size());
-  batch_decoder decoder(exec::seq, t, none, sample_and_match, options.cost);
+  batch_decoder decoder(policy, t, none, sample_and_match);
   request_options o = detail::request_of(prompt, options);
   o.gamma = 0;
   decode_result r;
-  detail::run_request(decoder, std::move(o), r);
+  detail::run_request(decoder, std::move(o), options.cost, r);
   return r;
+}
+//! `decode_target_only` on exec::seq.
+template <Model Target>
+decode_result decode_target_only(const Target& target, std::span<const token_id> prompt, const decode_options& options) {
+  return decode_target_only(exec::seq, target, prompt, options);
 }
 
 //! Simulated speedup of a speculative run over target-only decoding of the same number of tokens

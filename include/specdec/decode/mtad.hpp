@@ -99,14 +99,14 @@ mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter
   SPECDEC_EXPECTS(drafter.vocab_size() == V, "the target and the draft must share the vocabulary");
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(V);
-  batch_decoder decoder(policy, t, none, strict, options.cost);
+  batch_decoder decoder(policy, t, none, strict);
   request_options o = detail::request_of(prompt, options);
   o.drafter = beam_stage(drafter, draft_cost);
   o.length = length_stage(length);
   o.acceptance = rule;
   mtad_result r;
   // Emitted token k of a round was predicted by the round's target row k (unwarped log-softmax).
-  detail::run_request(decoder, std::move(o), r, [&](const step_event& e) {
+  detail::run_request(decoder, std::move(o), options.cost, r, [&](const step_event& e) {
     for (std::size_t k = 0; k < e.tokens.size(); ++k) try {
         r.token_log_probs.push_back(log_softmax_at(e.target_logits.subspan(k * V, V), e.tokens[k]));
       } catch (const numerical_error&) {  // a row with NaN elsewhere: the request ends with invalid_row

@@ -248,10 +248,10 @@ namespace detail {
 //! A single SV generation on a decoder whose request drafts `gamma_max` per round: SV's counters from
 //! the step events, the companion's time added to the simulated clock.
 template <class Decoder>
-sv_result run_sv_request(Decoder& decoder, request_options o, const sv_options& sv) {
+sv_result run_sv_request(Decoder& decoder, request_options o, const cost_model& cost, const sv_options& sv) {
   o.gamma = sv.gamma_max;
   sv_result r;
-  run_request(decoder, std::move(o), r, [&](const step_event& e) {
+  run_request(decoder, std::move(o), cost, r, [&](const step_event& e) {
     if (!e.target_logits.empty()) r.sv.record(e.drafted, e.verified, e.drafted > 0);
   });
   r.stats.simulated_time += static_cast<double>(r.sv.companion_calls) * sv.t_companion;
@@ -283,11 +283,11 @@ sv_result decode_sv(const Policy& policy, const Target& target, D& drafter, cons
   SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(target.vocab_size());
-  batch_decoder decoder(policy, t, none, strict, options.cost);
+  batch_decoder decoder(policy, t, none, strict);
   decoder.set_verify_length_stage(sv_request_lengths(policy, setup, sv));
   request_options o = detail::request_of(prompt, options);
   o.drafter = drafter_stage(drafter);
-  return detail::run_sv_request(decoder, std::move(o), sv);
+  return detail::run_sv_request(decoder, std::move(o), options.cost, sv);
 }
 
 //! Single-request SV with the decoder's chain drafting on `draft` warped with `draft_params`; the
@@ -300,11 +300,11 @@ sv_result decode_sv(const Policy& policy, const Target& target, const Draft& dra
   SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
   recomputing_sequence_model<Target> t(target);
   recomputing_sequence_model<Draft> q(draft);
-  batch_decoder decoder(policy, t, q, strict, options.cost);
+  batch_decoder decoder(policy, t, q, strict);
   decoder.set_verify_length_stage(sv_request_lengths(policy, setup, sv));
   request_options o = detail::request_of(prompt, options);
   o.draft_params = draft_params;
-  return detail::run_sv_request(decoder, std::move(o), sv);
+  return detail::run_sv_request(decoder, std::move(o), options.cost, sv);
 }
 
 // ---- batches -------------------------------------------------------------------------------------
@@ -411,7 +411,7 @@ sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, cons
   const auto start = std::chrono::steady_clock::now();
   recomputing_sequence_model<Target> t(target);
   recomputing_sequence_model<Draft> q(draft);
-  batch_decoder decoder(policy, t, q, strict, options.cost);
+  batch_decoder decoder(policy, t, q, strict);
   const TL& target_latency = setup.latency;
   if (use_sv) decoder.set_verify_length_stage(sv_batch_lengths(policy, setup, batch));
   sv_batch_result out;
@@ -489,7 +489,7 @@ std::vector<estimate::indicator_sample> profile_sv_indicators(const Policy& poli
   const std::size_t V = target.vocab_size();
   recomputing_sequence_model<Target> t(target);
   recomputing_sequence_model<Draft> q(draft);
-  batch_decoder decoder(policy, t, q, strict, options.cost);
+  batch_decoder decoder(policy, t, q, strict);
   // The verified-length stage only observes: S, A, q(x_j) and the stream of each round's drafts.
   detail::sv_workspace w;
   std::vector<double> s, a, qx;

@@ -30,13 +30,13 @@ decode_result decode_tree(const Policy& policy, const Target& target, D& drafter
   validate(options.target_params);
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(target.vocab_size());
-  batch_decoder decoder(policy, t, none, strict, options.cost);
+  batch_decoder decoder(policy, t, none, strict);
   request_options o = detail::request_of(prompt, options);
   o.drafter = tree_drafter_stage(drafter);
   o.gamma = depth;
   o.acceptance = tree_acceptance{rule};
   decode_result r;
-  detail::run_request(decoder, std::move(o), r);
+  detail::run_request(decoder, std::move(o), options.cost, r);
   return r;
 }
 
