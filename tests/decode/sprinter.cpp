@@ -532,3 +532,31 @@ TEST_CASE("SPRINTER rejects bad input with clear errors", "[sprinter][errors]") 
                                            specdec::gating_params{}, start, o),
                   specdec::error);
 }
+
+TEST_CASE("decode_sprinter and decode_target_only take the policy first; every host policy gives the same tokens",
+          "[sprinter][policy]") {
+  const auto& m = pair();
+  const auto target = chain_model(m.target, m.vocab);
+  const auto draft = chain_model(m.draft, m.vocab);
+  specdec::verifier_gated_drafter drafter(draft, specdec::warp_params{}, specdec::oracle_features(target),
+                                          specdec::oracle_noise_verifier(0.9, 0.1),
+                                          specdec::gating_params{.tau = 0.5, .max_run = 4});
+  const specdec::sprinter_options so{.t_verifier = 0.001};
+  const std::vector<token_id> start{static_cast<token_id>(prompt)};
+  specdec::decode_options o;
+  o.max_new_tokens = 24;
+  for (std::uint32_t id = 0; id < 16; ++id) {
+    o.request_id = id;
+    const auto old_form = specdec::decode_sprinter(target, drafter, std::span<const token_id>(start), o, so);
+    const auto seq = specdec::decode_sprinter(specdec::exec::seq, target, drafter, so, std::span<const token_id>(start), o);
+    CHECK(seq.tokens == old_form.tokens);
+    CHECK(seq.stats.simulated_time == old_form.stats.simulated_time);
+    const auto base = specdec::decode_target_only(target, std::span<const token_id>(start), o);
+    CHECK(specdec::decode_target_only(specdec::exec::seq, target, std::span<const token_id>(start), o).tokens == base.tokens);
+#if SPECDEC_ENABLE_SIMD
+    CHECK(specdec::decode_sprinter(specdec::exec::simd, target, drafter, so, std::span<const token_id>(start), o).tokens ==
+          seq.tokens);
+    CHECK(specdec::decode_target_only(specdec::exec::simd, target, std::span<const token_id>(start), o).tokens == base.tokens);
+#endif
+  }
+}

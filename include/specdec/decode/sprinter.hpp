@@ -60,32 +60,40 @@ struct sprinter_result : decode_result {
 
 //! SPRINTER decoding of one request with a `verifier_gated_drafter` (Algorithm 2, repeated until
 //! `options.max_new_tokens` tokens or the stop token): one request on the step decoder with the drafter
-//! as its drafter stage (`gated_stage`) and the `last_token` rule. Run r uses request_stream{seed,
-//! request_id, r}. A model's unusable row, or a verifier's NaN or out-of-range score, ends the
-//! generation with `invalid_row` in `status`.
+//! as its drafter stage (`gated_stage`) and the `last_token` rule, verified on `policy` (exec::seq or
+//! exec::simd). Run r uses request_stream{seed, request_id, r}. A model's unusable row, or a verifier's
+//! NaN or out-of-range score, ends the generation with `invalid_row` in `status`.
 //! \pre the drafter and the target share the vocabulary.
 //! \throws specdec::error on bad options (warp, cost, t_verifier < 0 or not finite) or an empty prompt.
-template <Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
-sprinter_result decode_sprinter(const Target& target, verifier_gated_drafter<DraftModel, Features, V>& drafter,
-                                std::span<const token_id> prompt, const decode_options& options,
-                                const sprinter_options& sprinter = {}) {
+template <exec::ExecutionPolicy Policy, Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
+sprinter_result decode_sprinter(const Policy& policy, const Target& target,
+                                verifier_gated_drafter<DraftModel, Features, V>& drafter, const sprinter_options& sprinter,
+                                std::span<const token_id> prompt, const decode_options& options) {
   SPECDEC_EXPECTS(std::isfinite(sprinter.t_verifier) && sprinter.t_verifier >= 0.0, "t_verifier must be finite and >= 0");
   const std::size_t Vn = static_cast<std::size_t>(target.vocab_size());
   SPECDEC_EXPECTS(drafter.vocab_size() == Vn, "the draft and target vocabularies differ");
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(Vn);
-  batch_decoder decoder(exec::seq, t, none, strict, options.cost);
+  batch_decoder decoder(policy, t, none, strict);
   sprinter_result r;
   request_options o = detail::request_of(prompt, options);
   o.drafter = gated_stage(drafter, &r.sprinter);
   o.gamma = std::numeric_limits<std::size_t>::max();  // a run is capped by max_run and the budget
   o.acceptance = last_token;
-  detail::run_request(decoder, std::move(o), r,
+  detail::run_request(decoder, std::move(o), options.cost, r,
                       [&](const step_event& e) { r.sprinter.target_checks += !e.target_logits.empty(); });
   // Every run's drafts are kept by the verifier or judged by the target's check (decode_stats::accepted).
   r.sprinter.target_kept = r.stats.accepted - r.sprinter.verifier_accepted;
   r.stats.simulated_time += static_cast<double>(r.sprinter.verifier_calls) * sprinter.t_verifier;
   return r;
+}
+
+//! The overload above on exec::seq, with SPRINTER's options last.
+template <Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
+sprinter_result decode_sprinter(const Target& target, verifier_gated_drafter<DraftModel, Features, V>& drafter,
+                                std::span<const token_id> prompt, const decode_options& options,
+                                const sprinter_options& sprinter = {}) {
+  return decode_sprinter(exec::seq, target, drafter, sprinter, prompt, options);
 }
 
 //! SPRINTER with a drafter built from `draft` (warped with `draft_params`), the feature extractor

@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <span>
 
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
+#include "specdec/model/sequence.hpp"
 
 namespace specdec {
 
@@ -174,6 +177,73 @@ class probability_model_archetype {
 
  private:
   std::size_t vocab_;
+};
+
+//! Satisfies `SequenceModel` and nothing richer (it takes no tree-shaped appends): a KV-cached engine
+//! reduced to its sequences' lengths, writing uniform rows.
+class sequence_model_archetype {
+ public:
+  //! No sequences, over `vocab_size` tokens. \pre `vocab_size >= 1`. \throws specdec::error otherwise.
+  explicit sequence_model_archetype(std::size_t vocab_size = 4) : vocab_(vocab_size) {
+    SPECDEC_EXPECTS(vocab_size >= 1, "the vocabulary must not be empty");
+  }
+  //! The number of tokens.
+  std::size_t vocab_size() const noexcept { return vocab_; }
+  //! Applies every append (chains only) and writes zeros for the rows asked for.
+  //! \throws specdec::error on a bad append or a `logits` span of the wrong size.
+  void forward(std::span<const sequence_append> appends, std::span<float> logits) { forward(appends, logits, false); }
+  //! Removes the last `n` tokens of sequence `s`. \throws specdec::error when it holds fewer.
+  void rollback(sequence_id s, std::size_t n) {
+    SPECDEC_EXPECTS(n <= length(s), "cannot roll back more tokens than the sequence holds");
+    lengths_[s] -= n;
+  }
+  //! Frees sequence `s`.
+  void release(sequence_id s) { lengths_.erase(s); }
+  //! The number of tokens in sequence `s` (0 before its first append).
+  std::size_t length(sequence_id s) const {
+    const auto it = lengths_.find(s);
+    return it == lengths_.end() ? 0 : it->second;
+  }
+
+ protected:
+  //! `forward`, taking tree-shaped appends when `trees` is true.
+  void forward(std::span<const sequence_append> appends, std::span<float> logits, bool trees) {
+    std::size_t rows = 0;
+    for (const sequence_append& a : appends) {
+      detail::check_append(a, length(a.sequence), vocab_, trees);
+      rows += a.rows;
+    }
+    SPECDEC_EXPECTS(logits.size() == rows * vocab_, "logits must hold the rows asked for times vocab_size() values");
+    for (const sequence_append& a : appends) lengths_[a.sequence] += a.tokens.size();
+    std::fill(logits.begin(), logits.end(), 0.0f);
+  }
+  //! Sequence `s`'s length, writable.
+  std::size_t& length_of(sequence_id s) { return lengths_[s]; }
+
+ private:
+  std::size_t vocab_;
+  std::map<sequence_id, std::size_t> lengths_;
+};
+
+//! Satisfies `TreeSequenceModel` and nothing richer: `sequence_model_archetype` taking tree-shaped
+//! appends, `commit_tree` keeping the given path's length.
+class tree_sequence_model_archetype : public sequence_model_archetype {
+ public:
+  using sequence_model_archetype::sequence_model_archetype;
+  //! Applies every append (chains or trees) and writes zeros for the rows asked for.
+  //! \throws specdec::error on a bad append or a `logits` span of the wrong size.
+  void forward(std::span<const sequence_append> appends, std::span<float> logits) {
+    sequence_model_archetype::forward(appends, logits, true);
+  }
+  //! Keeps, of the last `count` tokens of `s`, those at the offsets `keep` (increasing, below count).
+  //! \throws specdec::error otherwise.
+  void commit_tree(sequence_id s, std::size_t count, std::span<const std::int32_t> keep) {
+    SPECDEC_EXPECTS(count <= length(s) && keep.size() <= count, "commit_tree: more tokens than the sequence holds");
+    for (std::size_t i = 0; i < keep.size(); ++i)
+      SPECDEC_EXPECTS(keep[i] >= 0 && static_cast<std::size_t>(keep[i]) < count && (i == 0 || keep[i] > keep[i - 1]),
+                      "commit_tree: the kept offsets must increase and lie below count");
+    length_of(s) -= count - keep.size();
+  }
 };
 
 }  // namespace specdec
