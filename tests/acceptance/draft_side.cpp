@@ -13,6 +13,7 @@
 
 #include "specdec/specdec.hpp"
 #include "support/batch_builder.hpp"
+#include "support/host_policies.hpp"
 
 namespace {
 
@@ -130,15 +131,10 @@ void check_every_draft_side(const Policy& policy) {
 
 }  // namespace
 
-TEST_CASE("verify_from_logits: every draft side gives the default's tokens (seq)", "[acceptance][logits][draft_side]") {
-  check_every_draft_side(specdec::exec::seq);
+TEMPLATE_LIST_TEST_CASE("verify_from_logits: every draft side gives the default's tokens", "[acceptance][logits][draft_side]",
+                        specdec_test::host_policies) {
+  check_every_draft_side(TestType{});
 }
-
-#if SPECDEC_ENABLE_SIMD
-TEST_CASE("verify_from_logits: every draft side gives the default's tokens (simd)", "[acceptance][logits][draft_side]") {
-  check_every_draft_side(specdec::exec::simd);
-}
-#endif
 
 TEST_CASE("with q(x) given, an accepted draft's row is not read; a rejected one's is", "[acceptance][logits][draft_side]") {
   // V = 4, one request of two drafts. The draft rows are NaN: with q(x) given and p = q on the drafts,
@@ -255,12 +251,7 @@ void check_rewritten_logits(const Policy& policy) {
 
 }  // namespace
 
-TEST_CASE("verify_from_logits reads logits rewritten in place between calls afresh (block, seq)", "[acceptance][logits]") {
-  check_rewritten_logits(specdec::exec::seq);
+TEMPLATE_LIST_TEST_CASE("verify_from_logits reads logits rewritten in place between calls afresh (block)", "[acceptance][logits]",
+                        specdec_test::host_policies) {
+  check_rewritten_logits(TestType{});
 }
-
-#if SPECDEC_ENABLE_SIMD
-TEST_CASE("verify_from_logits reads logits rewritten in place between calls afresh (block, simd)", "[acceptance][logits]") {
-  check_rewritten_logits(specdec::exec::simd);
-}
-#endif

@@ -25,6 +25,7 @@
 
 #include "specdec/specdec.hpp"
 #include "support/tree_rules.hpp"
+#include "support/host_policies.hpp"
 
 #if defined(__unix__)
 #include <sys/wait.h>
@@ -331,18 +332,13 @@ TEST_CASE("out-of-range node tokens: bad_draft_token, nothing emitted, for every
     t.q.insert(t.q.end(), 4, 0.25);
     for_each_tree_rule([&](const auto& rule, const char* name) {
       CAPTURE(name, bad);
-      for (const auto& r : {
-             run(specdec::exec::seq, rule, t)
-#if SPECDEC_ENABLE_SIMD
-                 ,
-                 run(specdec::exec::simd, rule, t)
-#endif
-           }) {
+      specdec_test::for_each_host_policy([&](const auto& policy) {
+        const auto r = run(policy, rule, t);
         CHECK(has_flag(r.status, verify_status::bad_draft_token));
         CHECK(r.tokens.empty());
         CHECK(r.num_accepted == 0);
         check_result(t, r);
-      }
+      });
     });
   }
   // The root's token is ignored, whatever it is.

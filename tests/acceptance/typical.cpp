@@ -26,6 +26,7 @@
 #include "specdec/specdec.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sequence_enumeration.hpp"
+#include "support/host_policies.hpp"
 
 namespace {
 
@@ -330,13 +331,10 @@ TEST_CASE("typical: parameters outside their domain throw specdec::error (chain 
                                   typical_rule{0.09, inf}, typical_rule{0.09, 0.3, -1e-5}, typical_rule{0.09, 0.3, nan}}) {
     CAPTURE(bad.epsilon, bad.delta, bad.log_offset);
     CHECK_THROWS_AS(bad.validate(), specdec::error);
-    CHECK_THROWS_AS(specdec::verify_chain(specdec::exec::seq, bad, std::vector<token_id>{1}, q, rows, V, request_stream{1, 0, 0}),
-                    specdec::error);
-#if SPECDEC_ENABLE_SIMD
-    CHECK_THROWS_AS(
-        specdec::verify_chain(specdec::exec::simd, bad, std::vector<token_id>{1}, q, rows, V, request_stream{1, 0, 0}),
-        specdec::error);
-#endif
+    specdec_test::for_each_host_policy([&](const auto& policy) {
+      CHECK_THROWS_AS(specdec::verify_chain(policy, bad, std::vector<token_id>{1}, q, rows, V, request_stream{1, 0, 0}),
+                      specdec::error);
+    });
     CHECK_THROWS_AS(tree(bad, parents, tokens, tree_rows, V), specdec::error);
   }
   // At the edge of the domain: epsilon = delta = 0 gives threshold 0, and p(x) = 0 is still rejected.

@@ -22,17 +22,14 @@
 #include "specdec/decode/batch_decoder.hpp"
 #include "specdec/model/adapters.hpp"
 #include "support/wave_models.hpp"
+#include "support/host_policies.hpp"
 
 namespace {
 using specdec::token_id;
 using Catch::Matchers::Contains;
 constexpr std::size_t V = 6;
 
-#if SPECDEC_ENABLE_SIMD
-using host_policies = std::tuple<specdec::exec::sequenced_policy, specdec::exec::simd_policy<>>;
-#else
-using host_policies = std::tuple<specdec::exec::sequenced_policy>;
-#endif
+using specdec_test::host_policies;
 
 // A chain rule of the user's own: strict speculative sampling's test, restated.
 struct my_strict {

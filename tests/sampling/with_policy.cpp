@@ -9,6 +9,7 @@
 
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/with_policy.hpp"
+#include "support/host_policies.hpp"
 
 namespace {
 
@@ -54,12 +55,7 @@ void check_against_seq(const Policy& policy) {
 
 }  // namespace
 
-TEST_CASE("warp_logits and sample_categorical with exec::seq are the reference", "[sampling]") {
-  check_against_seq(specdec::exec::seq);
+TEMPLATE_LIST_TEST_CASE("warp_logits and sample_categorical with every host policy follow seq's reference", "[sampling]",
+                        specdec_test::host_policies) {
+  check_against_seq(TestType{});
 }
-
-#if SPECDEC_ENABLE_SIMD
-TEST_CASE("warp_logits and sample_categorical with exec::simd follow seq", "[sampling][simd]") {
-  check_against_seq(specdec::exec::simd);
-}
-#endif
