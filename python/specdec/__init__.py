@@ -238,8 +238,11 @@ def _shape(name, x):
         return x.shape
     shape = getattr(x, "shape", None)
     if shape is None or not (hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__")):
-        raise TypeError(f"{name}: must be an array (numpy.ndarray or another DLPack / buffer-protocol array) "
-                        f"of float32 or float64, got {type(x).__name__}; specdec does not convert its inputs")
+        try:  # an object with the buffer protocol only (memoryview, array.array, ...): its shape from a view
+            shape = memoryview(x).shape
+        except TypeError:
+            raise TypeError(f"{name}: must be an array (numpy.ndarray or another DLPack / buffer-protocol array) "
+                            f"of float32 or float64, got {type(x).__name__}; specdec does not convert its inputs") from None
     return tuple(int(s) for s in shape)
 
 
