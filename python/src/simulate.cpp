@@ -70,8 +70,8 @@ void same_count(std::size_t n, std::initializer_list<std::size_t> counts) {
 
 // Runs f(i, options_i) for the n configurations with the GIL released; f returns (tally, draft tokens).
 template <class F>
-nb::dict run_all(std::size_t n, const vec<std::uint32_t>& stream, std::uint64_t seed, std::uint64_t first,
-                 std::uint64_t draws, F&& f) {
+nb::dict run_all(std::size_t n, const vec<std::uint32_t>& stream, std::uint64_t seed, std::uint64_t first, std::uint64_t draws,
+                 F&& f) {
   same_count(n, {stream.shape(0)});
   std::vector<sim::count_tally> tallies(n);
   std::vector<std::uint64_t> drafts(n);
