@@ -81,8 +81,7 @@ def _run(function, where, draws, seed, first, stream, shift, **params):
     if stream is None:
         st = np.arange(n, dtype=np.uint32)
     else:
-        s = _integers(where, "stream", _array(where, "stream", stream)) if np.asarray(stream).dtype.kind == "f" else \
-            _array(where, "stream", stream)
+        s = _array(where, "stream", stream)
         if s.dtype.kind not in "iu" or (s.size and (s.min() < 0 or s.max() >= 2**32)):
             raise ValueError(f"{where}: stream: must be integers in [0, 2**32)")
         try:

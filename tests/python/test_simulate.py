@@ -90,6 +90,8 @@ def test_bad_parameters_are_errors_naming_them():
         simulate.sd_chain(0.5, 2, draws=10, seed=-1)
     with pytest.raises(ValueError, match="stream"):
         simulate.sd_chain([0.5, 0.6], 2, draws=10, seed=0, stream=[1, 2, 3])
+    with pytest.raises(ValueError, match="stream"):
+        simulate.sd_chain([0.5, 0.6], 2, draws=10, seed=0, stream=[1.0, 2.0])
     with pytest.raises(specdec.Error, match="eta_fp"):
         simulate.sprinter_chain(0.9, 1.0, 3, draws=10, seed=0)
     with pytest.raises(ValueError, match="p and q"):
