@@ -5,9 +5,14 @@
 //
 //   c++ -std=c++20 -O3 -march=native -DSPECDEC_ENABLE_SIMD=1 -Iinclude bench/python/verify_call.cpp
 //
-//   verify_call BACKEND B N V CALLS    prints the median nanoseconds per call
+//   verify_call BACKEND B N V CALLS [DIR]   prints the median nanoseconds per call
+//
+// Without DIR the rows are uniform (every draft accepted); with DIR they are read from DIR/q.bin
+// (float32 [B][N][V]), DIR/p.bin (float32 [B][N + 1][V]) and DIR/drafts.bin (int32 [B][N]), written by
+// bench/python_throughput.py, so that C++, Python and NumPy verify the same batch.
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,10 +23,26 @@
 
 namespace {
 
+// Fills v from DIR/name (exactly v.size() entries), or exits with a message.
+template <class T>
+void read_into(const std::string& dir, const char* name, std::vector<T>& v) {
+  std::ifstream in(dir + "/" + name, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+  if (!in || in.gcount() != static_cast<std::streamsize>(v.size() * sizeof(T))) {
+    std::fprintf(stderr, "cannot read %zu entries from %s/%s\n", v.size(), dir.c_str(), name);
+    std::exit(2);
+  }
+}
+
 template <class Policy>
-double median_ns(const Policy& policy, std::size_t B, std::size_t n, std::size_t V, std::size_t calls) {
+double median_ns(const Policy& policy, std::size_t B, std::size_t n, std::size_t V, std::size_t calls, const std::string& dir) {
   std::vector<float> q(B * n * V, 1.0f / static_cast<float>(V)), p(B * (n + 1) * V, 1.0f / static_cast<float>(V));
   std::vector<specdec::token_id> drafts(B * n, 3 % static_cast<specdec::token_id>(V));
+  if (!dir.empty()) {
+    read_into(dir, "q.bin", q);
+    read_into(dir, "p.bin", p);
+    read_into(dir, "drafts.bin", drafts);
+  }
   std::vector<std::int32_t> num_drafts(B, static_cast<std::int32_t>(n));
   std::vector<specdec::random::request_stream> streams(B);
   for (std::size_t b = 0; b < B; ++b) streams[b] = {.seed = 1, .request = static_cast<std::uint32_t>(b + 7), .step = 0};
@@ -42,18 +63,19 @@ double median_ns(const Policy& policy, std::size_t B, std::size_t n, std::size_t
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s seq|simd B N V CALLS\n", argv[0]);
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: %s seq|simd B N V CALLS [DIR]\n", argv[0]);
     return 2;
   }
   const std::string backend = argv[1];
   const auto arg = [&](int i) { return static_cast<std::size_t>(std::strtoull(argv[i], nullptr, 10)); };
   const std::size_t B = arg(2), n = arg(3), V = arg(4), calls = std::max<std::size_t>(arg(5), 1);
+  const std::string dir = argc == 7 ? argv[6] : "";
   double ns = 0;
-  if (backend == "seq") ns = median_ns(specdec::exec::seq, B, n, V, calls);
+  if (backend == "seq") ns = median_ns(specdec::exec::seq, B, n, V, calls, dir);
 #if SPECDEC_ENABLE_SIMD
   else if (backend == "simd")
-    ns = median_ns(specdec::exec::simd, B, n, V, calls);
+    ns = median_ns(specdec::exec::simd, B, n, V, calls, dir);
 #endif
   else {
     std::fprintf(stderr, "backend %s is not built\n", backend.c_str());

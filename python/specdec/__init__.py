@@ -24,7 +24,7 @@ __all__ = [
     "Strict", "Lenient", "Greedy", "SampleAndMatch", "Block", "Typical",
     "RecursiveRejection", "KSeq", "TargetOnly",
     "VerifyResult", "TreeResult", "SampleResult",
-    "verify", "verify_from_logits", "verify_tree", "sample", "sample_logits", "softmax", "warp_logits",
+    "verify", "verify_from_logits", "verify_tree", "verify_tree_from_logits", "sample", "sample_logits", "softmax", "warp_logits",
     "uniform", "philox4x32_10",
     "BACKENDS", "DEFAULT_BACKEND", "HAS_SIMD",
 ]
@@ -238,8 +238,11 @@ def _shape(name, x):
         return x.shape
     shape = getattr(x, "shape", None)
     if shape is None or not (hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__")):
-        raise TypeError(f"{name}: must be an array (numpy.ndarray or another DLPack / buffer-protocol array) "
-                        f"of float32 or float64, got {type(x).__name__}; specdec does not convert its inputs")
+        try:  # an object with the buffer protocol only (memoryview, array.array, ...): its shape from a view
+            shape = memoryview(x).shape
+        except TypeError:
+            raise TypeError(f"{name}: must be an array (numpy.ndarray or another DLPack / buffer-protocol array) "
+                            f"of float32 or float64, got {type(x).__name__}; specdec does not convert its inputs") from None
     return tuple(int(s) for s in shape)
 
 
@@ -524,6 +527,27 @@ def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, requ
     the rules that never read q (TargetOnly, Greedy, SampleAndMatch, Typical). Streams as
     ``verify``. Returns a ``TreeResult``.
     """
+    return _verify_tree(rule, parents, tokens, draft_probs, "target_probs", target_probs, seeds, request_ids, steps,
+                        num_nodes, backend, check_normalisation, normalisation_tolerance, None)
+
+
+def verify_tree_from_logits(rule, parents, tokens, draft_probs, target_logits, *, seeds, request_ids, steps,
+                            num_nodes=None, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, backend=None,
+                            check_normalisation=False, normalisation_tolerance=1e-3):
+    """``verify_tree`` from target logits (C++ ``specdec::verify_tree_from_logits``): every node's
+    target row that is read is warped with its request's temperature / top_k / top_p / min_p
+    (scalars or one per tree: one renormalisation, as ``warp_logits``), and target samples (the
+    correction of the target-only and sample-and-match rules, the bonus) are drawn from the warped
+    rows. ``draft_probs`` are the draft's warped probability rows (what the children were drawn
+    from), or None for the rules that never read q. Layouts, rules, streams and result as ``verify_tree``.
+    """
+    return _verify_tree(rule, parents, tokens, draft_probs, "target_logits", target_logits, seeds, request_ids, steps,
+                        num_nodes, backend, check_normalisation, normalisation_tolerance,
+                        (temperature, top_k, top_p, min_p))
+
+
+def _verify_tree(rule, parents, tokens, draft_probs, target_name, target, seeds, request_ids, steps, num_nodes, backend,
+                 check_normalisation, normalisation_tolerance, warp):
     rule = _rule(rule, _TREE_RULES)
     _needs_q(rule, "draft_probs", draft_probs)
     par = np.asarray(parents)
@@ -540,14 +564,15 @@ def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, requ
     lead = par.shape
     par = _ints("parents", par.reshape(-1), par.size, _I32, -1, 2**31 - 1)
     tok = _token_ids("tokens", tokens, lead)
-    tshape = _shape("target_probs", target_probs)
+    tshape = _shape(target_name, target)
     if len(tshape) != len(lead) + 1 or tshape[:-1] != lead or tshape[-1] < 1:
-        raise ValueError(f"target_probs: expected shape {lead + ('V',)} with V >= 1, got {tshape}")
+        raise ValueError(f"{target_name}: expected shape {lead + ('V',)} with V >= 1, got {tshape}")
     V = tshape[-1]
     _check_rows("draft_probs", draft_probs, lead + (V,))
     s, r, t = _streams(len(nn), seeds, request_ids, steps)
-    return TreeResult(*_core.verify_tree(rule._spec(), _backend(backend), nn, par, V, tok, draft_probs, target_probs,
-                                         s, r, t, bool(check_normalisation), float(normalisation_tolerance)))
+    w = (None,) * 4 if warp is None else _warp("", len(nn), *warp)
+    return TreeResult(*_core.verify_tree(rule._spec(), _backend(backend), nn, par, V, tok, draft_probs, target,
+                                         s, r, t, bool(check_normalisation), float(normalisation_tolerance), *w))
 
 
 # ---- sampling and row transforms ------------------------------------------------------------------

@@ -324,20 +324,30 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
 
 // (tokens int32 [B, D + 1], path int32 [B, D + 1], num_accepted int32 [B], status uint8 [B]),
 // D the deepest node of the batch.
+// From logits when `temperature` is given (with top_k, top_p, min_p): the target rows are logits,
+// warped per request (C++ verify_tree_from_logits); the draft rows are probabilities either way.
 nb::tuple verify_tree(const rule_spec& rule, const std::string& backend, const array& num_nodes, const array& parents,
                       std::size_t vocab, const array& tokens, const std::optional<array>& draft_probs, const array& target_probs,
                       const array& seeds, const array& request_ids, const array& steps, bool check_normalisation,
-                      double normalisation_tolerance) {
+                      double normalisation_tolerance, const std::optional<array>& temperature, const std::optional<array>& top_k,
+                      const std::optional<array>& top_p, const std::optional<array>& min_p) {
+  const char* target_name = temperature ? "target_logits" : "target_probs";
   const auto layout =
       specdec::tree_layout::from_parents(view<std::int32_t>(num_nodes, "num_nodes"), view<std::int32_t>(parents, "parents"));
   const auto streams = make_streams(seeds, request_ids, steps);
   const std::size_t B = layout.batch_size(), W = layout.max_depth() + 1;
   if (streams.size() != B) throw nb::value_error("seeds, request_ids and steps must have one entry per request");
-  const bool dbl = is_double(target_probs, "target_probs");
+  const bool dbl = is_double(target_probs, target_name);
   if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
-    refuse("draft_probs", "must have target_probs' dtype (" + dtype_name(target_probs.dtype()) + ")");
+    refuse("draft_probs", std::string("must have ") + target_name + "' dtype (" + dtype_name(target_probs.dtype()) + ")");
   const specdec::verify_options options{.check_normalisation = check_normalisation,
                                         .normalisation_tolerance = normalisation_tolerance};
+  std::vector<specdec::warp_params> params;
+  if (temperature) {
+    if (!top_k || !top_p || !min_p) throw nb::value_error("temperature, top_k, top_p and min_p: give all four or none");
+    params = make_warp(*temperature, *top_k, *top_p, *min_p, "");
+    if (params.size() != B) throw nb::value_error("temperature, top_k, top_p and min_p must have one entry per request");
+  }
   std::unique_ptr<std::int32_t[]> out_tokens(new std::int32_t[B * W]), out_path(new std::int32_t[B * W]),
       accepted(new std::int32_t[B]);
   std::vector<specdec::verify_status> status(B);
@@ -347,10 +357,16 @@ nb::tuple verify_tree(const rule_spec& rule, const std::string& backend, const a
   auto typed = [&]<class T>(T*) {
     const specdec::tree_batch<T> batch{layout, vocab, view<specdec::token_id>(tokens, "tokens"),
                                        draft_probs ? view<T>(*draft_probs, "draft_probs") : std::span<const T>{},
-                                       view<T>(target_probs, "target_probs")};
+                                       view<T>(target_probs, target_name)};
     nb::gil_scoped_release release;
     with_policy(backend, [&](const auto& policy) {
-      with_tree_rule(rule, [&](const auto& r) { specdec::verify_tree(policy, r, batch, streams, out, options); });
+      with_tree_rule(rule, [&](const auto& r) {
+        if (temperature)
+          specdec::verify_tree_from_logits(policy, r, batch, std::span<const specdec::warp_params>(params), streams, out,
+                                           options);
+        else
+          specdec::verify_tree(policy, r, batch, streams, out, options);
+      });
     });
   };
   dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
@@ -448,7 +464,8 @@ nb::tuple row_transform(const std::string& backend, const array& logits, std::si
 #if SPECDEC_PY_CONFORMANCE
 void bind_conformance(nb::module_& m);  // conformance.cpp
 #endif
-void bind_theory(nb::module_& m);  // theory.cpp
+void bind_theory(nb::module_& m);    // theory.cpp
+void bind_simulate(nb::module_& m);  // simulate.cpp
 
 NB_MODULE(_core, m) {
   m.doc() = "specdec's C++ kernels (use the `specdec` package, not this module)";
@@ -458,6 +475,7 @@ NB_MODULE(_core, m) {
                           std::to_string(SPECDEC_VERSION_PATCH);
   m.attr("HAS_SIMD") = static_cast<bool>(SPECDEC_ENABLE_SIMD);
   bind_theory(m);
+  bind_simulate(m);
 #if SPECDEC_PY_CONFORMANCE
   bind_conformance(m);
   m.attr("HAS_CONFORMANCE") = true;
@@ -487,7 +505,8 @@ NB_MODULE(_core, m) {
         "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a.none());
   m.def("verify_tree", &verify_tree, "rule"_a, "backend"_a, "num_nodes"_a, "parents"_a, "vocab"_a, "tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
-        "normalisation_tolerance"_a);
+        "normalisation_tolerance"_a, "temperature"_a.none() = nb::none(), "top_k"_a.none() = nb::none(),
+        "top_p"_a.none() = nb::none(), "min_p"_a.none() = nb::none());
   m.def("sample", &sample, "backend"_a, "probs"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a, "purpose"_a);
   m.def("sample_logits", &sample_logits, "backend"_a, "logits"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a,
         "purpose"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a);

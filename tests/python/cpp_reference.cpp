@@ -9,7 +9,16 @@
 //                                                     sample-and-match, block, typical)
 //   verify_tree KIND A B C D V DOUBLE                 (KIND as verify, and 6..8: recursive rejection,
 //                                                     k-seq, target-only)
+//   verify_tree_logits KIND A B C D V DOUBLE          (the same from target logits: p holds logits, warped
+//                                                     with temperature, top_k, top_p, min_p per tree)
 //   sample_logits V DOUBLE POSITION PURPOSE
+//   simulate_chain SEED FIRST DRAWS                   (simulate::sd::chain on alpha (f64), gamma (i32),
+//                                                     stream (u32): out_hist (u64 [n][max gamma + 1]),
+//                                                     out_mean (f64, E[T]), out_drafts (u64))
+//   simulate_sprinter SEED FIRST DRAWS                (simulate::sprinter::verifier_chain on eta_tp,
+//                                                     eta_fp, r, stream: out_mean (E[N]), out_drafts)
+//   simulate_tokens LENIENCE GAMMA STREAM SEED FIRST DRAWS   (simulate::sd::token_process on rows p, q:
+//                                                     out_first (u64 [V]), out_hist, out_first_accepted)
 //   theory K V                                        (closed forms over n parameter sets: reals
 //                                                     alpha, c, eta_tp, eta_fp, tau, u; ints gamma, r,
 //                                                     small_gamma; rows alphas [n][K], p, q [n][V];
@@ -17,6 +26,7 @@
 // Inputs: num_drafts | num_nodes and parents, tokens, q (may be empty), p | logits, temperature,
 // top_k, top_p, min_p; always seeds (u64), ids (u32), steps (u32). Outputs: out_tokens (i32),
 // out_accepted (i32), out_status (u8), and out_path (i32) for trees.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -79,7 +89,7 @@ void verify_case(const std::string& dir, const Rule& rule, bool packed, std::siz
 }
 
 template <class T, class Rule>
-void verify_tree_case(const std::string& dir, const Rule& rule, std::size_t V) {
+void verify_tree_case(const std::string& dir, const Rule& rule, std::size_t V, bool from_logits) {
   const auto num_nodes = load<std::int32_t>(dir, "num_nodes");
   const auto parents = load<std::int32_t>(dir, "parents");
   const auto tokens = load<specdec::token_id>(dir, "tokens");
@@ -91,7 +101,20 @@ void verify_tree_case(const std::string& dir, const Rule& rule, std::size_t V) {
   std::vector<specdec::token_id> out(B * W);
   std::vector<std::int32_t> path(B * W), accepted(B);
   std::vector<specdec::verify_status> status(B);
-  specdec::verify_tree(specdec::exec::seq, rule, batch, streams, specdec::tree_outputs{out, path, accepted, status});
+  const specdec::tree_outputs outputs{out, path, accepted, status};
+  if (from_logits) {
+    const auto temperature = load<double>(dir, "temperature");
+    const auto top_k = load<std::int32_t>(dir, "top_k");
+    const auto top_p = load<double>(dir, "top_p");
+    const auto min_p = load<double>(dir, "min_p");
+    std::vector<specdec::warp_params> params;
+    for (std::size_t b = 0; b < B; ++b)
+      params.push_back({.temperature = temperature[b], .top_k = top_k[b], .top_p = top_p[b], .min_p = min_p[b]});
+    specdec::verify_tree_from_logits(specdec::exec::seq, rule, batch, std::span<const specdec::warp_params>(params), streams,
+                                     outputs);
+  } else {
+    specdec::verify_tree(specdec::exec::seq, rule, batch, streams, outputs);
+  }
   std::vector<std::uint8_t> flags;
   for (const auto s : status) flags.push_back(static_cast<std::uint8_t>(s));
   save(dir, "out_tokens", out);
@@ -121,15 +144,15 @@ void verify_typed(const std::string& dir, int kind, double a, double b, double c
 }
 
 template <class T>
-void verify_tree_typed(const std::string& dir, int kind, double a, double b, double c, int d, std::size_t V) {
+void verify_tree_typed(const std::string& dir, int kind, double a, double b, double c, int d, std::size_t V, bool L) {
   switch (kind) {
-    case 0: return verify_tree_case<T>(dir, specdec::strict, V);
-    case 2: return verify_tree_case<T>(dir, specdec::greedy, V);
-    case 3: return verify_tree_case<T>(dir, specdec::sample_and_match, V);
-    case 5: return verify_tree_case<T>(dir, typical(a, b, c, d), V);
-    case 6: return verify_tree_case<T>(dir, specdec::recursive_rejection, V);
-    case 7: return verify_tree_case<T>(dir, specdec::k_seq, V);
-    case 8: return verify_tree_case<T>(dir, specdec::target_only, V);
+    case 0: return verify_tree_case<T>(dir, specdec::strict, V, L);
+    case 2: return verify_tree_case<T>(dir, specdec::greedy, V, L);
+    case 3: return verify_tree_case<T>(dir, specdec::sample_and_match, V, L);
+    case 5: return verify_tree_case<T>(dir, typical(a, b, c, d), V, L);
+    case 6: return verify_tree_case<T>(dir, specdec::recursive_rejection, V, L);
+    case 7: return verify_tree_case<T>(dir, specdec::k_seq, V, L);
+    case 8: return verify_tree_case<T>(dir, specdec::target_only, V, L);
     default: throw std::runtime_error("unknown tree rule kind");
   }
 }
@@ -153,6 +176,57 @@ void sample_logits_case(const std::string& dir, std::size_t V, std::uint32_t pos
   }
   save(dir, "out_tokens", tokens);
   save(dir, "out_status", status);
+}
+
+void simulate_case(const std::string& dir, const std::string& what, std::istream& meta) {
+  namespace sim = specdec::simulate;
+  if (what == "simulate_tokens") {
+    double lenience = 1;
+    int gamma = 0;
+    std::uint32_t stream = 0;
+    std::uint64_t seed = 0, first = 0, draws = 0;
+    meta >> lenience >> gamma >> stream >> seed >> first >> draws;
+    const auto p = load<double>(dir, "p"), q = load<double>(dir, "q");
+    const sim::run_options o{.seed = seed, .stream = stream, .first = first, .draws = draws};
+    const auto r = lenience == 1.0 ? sim::sd::token_process(specdec::strict, p, q, gamma, o)
+                                   : sim::sd::token_process(specdec::lenient_rule{lenience}, p, q, gamma, o);
+    std::vector<std::uint64_t> first_token, hist;
+    for (std::size_t v = 0; v < p.size(); ++v) first_token.push_back(r.first_token.count_of(v));
+    for (int a = 0; a <= gamma; ++a) hist.push_back(r.chain.accepted.count_of(static_cast<std::uint64_t>(a)));
+    save(dir, "out_first", first_token);
+    save(dir, "out_hist", hist);
+    save(dir, "out_first_accepted", std::vector<std::uint64_t>{r.first_accepted});
+    return;
+  }
+  std::uint64_t seed = 0, first = 0, draws = 0;
+  meta >> seed >> first >> draws;
+  const auto stream = load<std::uint32_t>(dir, "stream");
+  std::vector<double> mean;
+  std::vector<std::uint64_t> drafts, hist;
+  if (what == "simulate_chain") {
+    const auto alpha = load<double>(dir, "alpha");
+    const auto gamma = load<std::int32_t>(dir, "gamma");
+    int width = 0;
+    for (const auto g : gamma) width = std::max(width, g + 1);
+    for (std::size_t i = 0; i < alpha.size(); ++i) {
+      const auto r = sim::sd::chain(alpha[i], gamma[i], {.seed = seed, .stream = stream[i], .first = first, .draws = draws});
+      mean.push_back(r.tokens().mean);
+      drafts.push_back(r.draft_tokens);
+      for (int a = 0; a < width; ++a) hist.push_back(r.accepted.count_of(static_cast<std::uint64_t>(a)));
+    }
+    save(dir, "out_hist", hist);
+  } else {
+    const auto eta_tp = load<double>(dir, "eta_tp"), eta_fp = load<double>(dir, "eta_fp");
+    const auto r = load<std::int32_t>(dir, "r");
+    for (std::size_t i = 0; i < eta_tp.size(); ++i) {
+      const auto t = sim::sprinter::verifier_chain(eta_tp[i], eta_fp[i], r[i],
+                                                   {.seed = seed, .stream = stream[i], .first = first, .draws = draws});
+      mean.push_back(t.tokens().mean);
+      drafts.push_back(t.draft_tokens);
+    }
+  }
+  save(dir, "out_mean", mean);
+  save(dir, "out_drafts", drafts);
 }
 
 // Each closed form of the "theory" case on the n parameter sets (the names are specdec.theory's).
@@ -215,15 +289,18 @@ int main(int argc, char** argv) {
           verify_typed<double>(dir, kind, a, b, c, d, packed != 0, V, max_drafts);
         else
           verify_typed<float>(dir, kind, a, b, c, d, packed != 0, V, max_drafts);
-      } else if (what == "verify_tree") {
+      } else if (what == "verify_tree" || what == "verify_tree_logits") {
         int kind = 0, d = 0, dbl = 0;
         double a = 0, b = 0, c = 0;
         std::size_t V = 0;
         meta >> kind >> a >> b >> c >> d >> V >> dbl;
+        const bool from_logits = what == "verify_tree_logits";
         if (dbl)
-          verify_tree_typed<double>(dir, kind, a, b, c, d, V);
+          verify_tree_typed<double>(dir, kind, a, b, c, d, V, from_logits);
         else
-          verify_tree_typed<float>(dir, kind, a, b, c, d, V);
+          verify_tree_typed<float>(dir, kind, a, b, c, d, V, from_logits);
+      } else if (what == "simulate_chain" || what == "simulate_sprinter" || what == "simulate_tokens") {
+        simulate_case(dir, what, meta);
       } else if (what == "theory") {
         std::size_t K = 0, V = 0;
         meta >> K >> V;

@@ -161,3 +161,43 @@ def test_verify_tree_equals_the_cpp_api(reference, tmp_path, dtype):
     assert accepted_seen > 0  # some drafts were accepted
     for flag in (specdec.Status.INVALID_ROW, specdec.Status.BAD_DRAFT_TOKEN, specdec.Status.DRAFT_PROB_ZERO):
         assert flags_seen & flag, flag
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_verify_tree_from_logits_equals_the_cpp_api(reference, tmp_path, dtype):
+    # The same random trees, their target rows as logits (-inf entries where p was 0, NaN and bad ids
+    # kept), each tree warped with its own temperature / top-k / top-p / min-p.
+    rng = np.random.default_rng(78)
+    cases = []
+    for i, rule in enumerate(TREE_RULES):
+        for j in range(3):
+            c = tree_case(rng, dtype)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                c["p"] = (np.log(c["p"]) * rng.uniform(1.0, 3.0)).astype(dtype)
+            B = len(c["num_nodes"])
+            c["warp"] = dict(temperature=np.where(rng.random(B) < 0.2, 0.0, rng.uniform(0.3, 2.0, B)),
+                             top_k=np.where(rng.random(B) < 0.5, 0, rng.integers(1, 6, B)).astype(np.int32),
+                             top_p=np.where(rng.random(B) < 0.5, 1.0, rng.uniform(0.3, 1.0, B)),
+                             min_p=np.where(rng.random(B) < 0.7, 0.0, rng.uniform(0.0, 0.2, B)))
+            cases.append((rule, c, tmp_path / f"treelogits{i}_{j}"))
+    run_reference(reference, [
+        (d, f"verify_tree_logits {rule_meta(rule)} {c['V']} {int(dtype == np.float64)}",
+         dict(num_nodes=c["num_nodes"], parents=c["parents"], tokens=c["tokens"],
+              q=c["q"] if rule.reads_q else np.zeros(0, dtype), p=c["p"], seeds=c["seeds"], ids=c["ids"],
+              steps=c["steps"], **c["warp"])) for rule, c, d in cases])
+    accepted_seen, flags_seen = 0, 0
+    for rule, c, d in cases:
+        want = {name: read(d, f"out_{name}", dt) for name, dt in
+                (("tokens", np.int32), ("path", np.int32), ("accepted", np.int32), ("status", np.uint8))}
+        accepted_seen += int(want["accepted"].sum())
+        flags_seen |= int(np.bitwise_or.reduce(want["status"]))
+        for backend in specdec.BACKENDS:
+            r = specdec.verify_tree_from_logits(rule, c["parents"], c["tokens"], c["q"] if rule.reads_q else None,
+                                                c["p"], num_nodes=c["num_nodes"], seeds=c["seeds"],
+                                                request_ids=c["ids"], steps=c["steps"], backend=backend, **c["warp"])
+            for name, got in (("tokens", r.tokens.ravel()), ("path", r.path.ravel()), ("accepted", r.num_accepted),
+                              ("status", r.status)):
+                np.testing.assert_array_equal(got, want[name], err_msg=f"{name}: {rule!r} {backend}")
+    assert accepted_seen > 0
+    for flag in (specdec.Status.INVALID_ROW, specdec.Status.BAD_DRAFT_TOKEN):
+        assert flags_seen & flag, flag

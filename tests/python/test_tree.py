@@ -190,3 +190,65 @@ def test_malformed_trees_and_shapes_are_errors_naming_the_argument():
         specdec.verify_tree(specdec.Strict(), parents, tokens, q, p.astype(np.float16), **call)
     with pytest.raises(TypeError, match="parents"):
         specdec.verify_tree(specdec.Strict(), parents.astype(float), tokens, q, p, **call)
+
+
+# ---- verify_tree_from_logits: the first token's law is the warped target row (chi-squared at fixed
+# seeds, a false-failure rate of about 1e-4 each; the negative control must fail) ----------------------
+
+WARP = dict(temperature=0.7, top_k=4)  # on the root: P's two smallest entries cut, the rest sharpened
+
+
+def first_token_statistic_from_logits(rule, siblings, seed, law, B=20000):
+    """As first_token_statistic, with the target rows given as logits (log P at the root) and warped
+    with WARP; the statistic is against `law`."""
+    rng = np.random.default_rng(seed)
+    parents, tokens, q, p = one_level_trees(rng, siblings, B)
+    r = specdec.verify_tree_from_logits(rule, parents, tokens, q, np.log(p), seeds=seed, request_ids=np.arange(B),
+                                        steps=0, **WARP)
+    assert specdec.is_valid(r.status).all()
+    assert 0 < (r.num_accepted > 0).sum() < B
+    return chi2_statistic(np.bincount(r.tokens[:, 0], minlength=len(P)), law)
+
+
+@pytest.mark.parametrize("rule, siblings", [
+    (specdec.Strict(), iid), (specdec.KSeq(), iid), (specdec.RecursiveRejection(), without_replacement),
+    (specdec.TargetOnly(), top_k_of_q), (specdec.SampleAndMatch(), top_k_of_q)],
+    ids=lambda x: getattr(x, "__name__", repr(x)))
+def test_tree_rules_from_logits_emit_the_warped_target_law(rule, siblings):
+    warped = specdec.warp_logits(np.log(P), **WARP)
+    assert (warped[4:] == 0).all()  # the warp does cut the tail
+    stat, dof = first_token_statistic_from_logits(rule, siblings, 32, warped)
+    assert stat < chi2_critical(dof), (stat, dof)
+
+
+def test_negative_control_tree_from_logits_is_not_the_unwarped_law():
+    # the same run tested against P itself (the warp ignored) must fail
+    stat, dof = first_token_statistic_from_logits(specdec.Strict(), iid, 32, P)
+    assert stat > chi2_critical(dof), (stat, dof)
+
+
+def test_tree_from_logits_without_a_warp_is_verify_tree_on_the_softmax(backend):
+    rng = np.random.default_rng(40)
+    parents, tokens, q, p = one_level_trees(rng, iid, 200)
+    logits = np.log(p) + rng.uniform(-3, 3, (200, 1, 1))  # a constant shift per row: the same softmax
+    kw = dict(seeds=4, request_ids=np.arange(200), steps=1, backend=backend)
+    a = specdec.verify_tree_from_logits(specdec.Strict(), parents, tokens, q, logits, **kw)
+    b = specdec.verify_tree(specdec.Strict(), parents, tokens, q, specdec.softmax(logits.reshape(-1, len(P))).reshape(
+        p.shape), **kw)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    np.testing.assert_array_equal(a.num_accepted, b.num_accepted)
+
+
+def test_tree_from_logits_refusals_name_the_argument():
+    parents, tokens, q, p = small_tree()
+    call = dict(seeds=0, request_ids=[0], steps=0)
+    with pytest.raises(ValueError, match="target_logits"):
+        specdec.verify_tree_from_logits(specdec.Strict(), parents, tokens, q, p[:2], **call)
+    with pytest.raises(TypeError, match="target_logits"):
+        specdec.verify_tree_from_logits(specdec.Strict(), parents, tokens, q, p.astype(np.float16), **call)
+    with pytest.raises(ValueError, match="temperature"):
+        specdec.verify_tree_from_logits(specdec.Strict(), parents, tokens, q, p, temperature=[1.0, 1.0], **call)
+    with pytest.raises(ValueError, match="top_k"):
+        specdec.verify_tree_from_logits(specdec.Strict(), parents, tokens, q, p, top_k=-1, **call)
+    with pytest.raises(TypeError, match="draft_probs"):
+        specdec.verify_tree_from_logits(specdec.Strict(), parents, tokens, q.astype(np.float32), p, **call)

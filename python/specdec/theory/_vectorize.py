@@ -26,10 +26,10 @@ def _integers(where, name, a):
     return a
 
 
-def vmap(function, where, **params):
-    """Calls ``_core.theory_<function>`` on the broadcast parameters. Each keyword is a parameter:
-    ``("f", x)`` a real, ``("i", x)`` an integer, ``("r", x)`` a row (entries on the last axis).
-    Returns an array of the broadcast shape, or a Python scalar when it is ()."""
+def broadcast(where, params):
+    """Broadcasts the parameters ``{name: (kind, value)}`` (``"f"`` a real, ``"i"`` an integer, ``"r"``
+    a row with its entries on the last axis) and flattens them for the extension: returns the
+    broadcast shape and one C-contiguous array per parameter (n entries, or [n, K] rows)."""
     arrays, lead = [], []
     for name, (kind, x) in params.items():
         a = _array(where, name, x)
@@ -55,6 +55,14 @@ def vmap(function, where, **params):
         else:
             dtype = np.int32 if kind == "i" else np.float64
             flat.append(np.ascontiguousarray(np.broadcast_to(a, shape), dtype).reshape(-1))
+    return shape, flat
+
+
+def vmap(function, where, **params):
+    """Calls ``_core.theory_<function>`` on the broadcast parameters. Each keyword is a parameter:
+    ``("f", x)`` a real, ``("i", x)`` an integer, ``("r", x)`` a row (entries on the last axis).
+    Returns an array of the broadcast shape, or a Python scalar when it is ()."""
+    shape, flat = broadcast(where, params)
     try:
         out = getattr(_core, "theory_" + function)(*flat)
     except Error as e:
