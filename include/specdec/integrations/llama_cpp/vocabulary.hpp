@@ -128,7 +128,7 @@ class text_tokenizer {
     std::vector<token_id> out;
     for (std::size_t i = 0; i < text.size();) {
       std::size_t run = 0, n = 0;
-      while (i + run < text.size() && (n = utf8_length(text.substr(i + run))) > 0) run += n;
+      while ((n = specdec::detail::utf8_length(text.substr(i + run))) > 0) run += n;
       if (run > 0) {
         encode_run(text.substr(i, run), out);
         i += run;
@@ -152,16 +152,6 @@ class text_tokenizer {
   const model& owner() const noexcept { return *model_; }
 
  private:
-  //! The length of the whole UTF-8 character `s` starts with (1 to 4 bytes: a lead byte and its
-  //! continuation bytes), or 0 when it starts with none.
-  static std::size_t utf8_length(std::string_view s) noexcept {
-    const auto c = static_cast<unsigned char>(s[0]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || n > s.size()) return 0;
-    for (std::size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) return 0;
-    return n;
-  }
   //! Appends llama.cpp's tokens of `run` (whole characters), the space prefix stripped.
   void encode_run(std::string_view run, std::vector<token_id>& out) const {
     const std::vector<token_id> own = tokenize(*model_, run, /*add_special=*/false);
