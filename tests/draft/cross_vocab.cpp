@@ -4,9 +4,11 @@
 // intersection (no drafts that round); greedy TLI and SLEM equal greedy target decoding token for
 // token, and with sample-and-match both emit target-only decoding's tokens for the same seed, alone and
 // in a mixed batch; bad input (vocabularies that are not what the map says, text a tokenizer cannot
-// encode, a byte fallback that can, a broken draft row).
+// encode, a byte fallback that can, a broken draft row); a request whose text its draft's tokenizer
+// cannot encode ends alone (stage_error), the rest of its batch emits what it emits alone.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -193,19 +195,7 @@ TEST_CASE("TLI and SLEM: bad input is a clear error", "[draft][tli][slem][bad_in
       specdec::tli_stage(specdec::make_stateful(draft), map, target_tok, draft_tok, {.draft_params = {.temperature = -1.0}}),
       Contains("temperature"));
 
-  // Text the draft's tokenizer cannot encode: the target's "d" (TLI and SLEM read the target's text).
-  const auto target_d = specdec::piece_tokenizer::of_pieces({"a", "b", "c", "d"});
-  const auto map_d = specdec::vocab_map::build(draft_tok.tokens(), target_d.tokens());
-  const auto target_model = specdec_test::table_model(4, 2);
-  for (const bool use_tli : {true, false}) {
-    const auto configure = [&](std::uint32_t, specdec::request_options& o) {
-      o.prompt = {3};
-      o.drafter = use_tli ? specdec::tli_stage(specdec::make_stateful(draft), map_d, target_d, draft_tok)
-                          : specdec::slem_stage(specdec::make_stateful(draft), target_d, draft_tok);
-    };
-    CHECK_THROWS_WITH(specdec_test::decode_requests(target_model, specdec::sample_and_match, 1, 4, 1, configure),
-                      Contains("no token spells byte 0x64"));
-  }
+  // Text the draft's tokenizer cannot encode (the target's "d"): only its request ends, next test case.
   // Draft text the target's tokenizer cannot encode ("d"): an error; with a byte fallback, its token.
   const auto draft_d = specdec::piece_tokenizer::of_pieces({"a", "d"});
   const auto always_d = fixed_draft({-10.0f, 0.0f});
@@ -237,5 +227,93 @@ TEST_CASE("TLI and SLEM: bad input is a clear error", "[draft][tli][slem][bad_in
     REQUIRE(events.size() == 1);
     CHECK(events[0].finished == specdec::finish_reason::error);
     CHECK(specdec::has_flag(events[0].status, specdec::verify_status::invalid_row));
+  }
+}
+
+TEST_CASE("TLI and SLEM: a tokenizer that cannot encode a request's text ends that request only",
+          "[draft][tli][slem][bad_input]") {
+  // The target spells a, b, c, d. Healthy requests draft with a tokenizer that has "d"; failing ones
+  // with merge_draft, which has no "d": from the prompt "d" (the first round fails), or from "a" until
+  // the target emits its first "d" (drafts never spell "d", so it ends its round: the next one fails).
+  const auto target_d = specdec::piece_tokenizer::of_pieces({"a", "b", "c", "d"});
+  const auto with_d = specdec::piece_tokenizer::of_pieces({"ab", "c", "a", "bc", "b", "ca", "d"});
+  const auto without_d = specdec_test::merge_draft();
+  const auto map_with = specdec::vocab_map::build(with_d.tokens(), target_d.tokens());
+  const auto map_without = specdec::vocab_map::build(without_d.tokens(), target_d.tokens());
+  const auto target = specdec_test::table_model(4, 2);
+  const auto draft7 = specdec_test::table_model(7, 3);
+  const auto draft6 = specdec_test::table_model(6, 3);
+  constexpr std::size_t length = 40;
+  struct result {
+    tokens output;
+    specdec::finish_reason finished = specdec::finish_reason::none;
+    specdec::verify_status status = specdec::verify_status::ok;
+  };
+  enum class kind { healthy, fails_at_prompt, fails_later, target_only };
+  // Requests `kinds` in one batch (request ids `first_id` on), TLI or SLEM, under sample-and-match.
+  const auto run = [&](bool use_tli, const std::vector<kind>& kinds, std::uint32_t first_id = 0) {
+    specdec::kv_cached_model<decltype(target)> t(target);
+    specdec::no_sequence_model none(4);
+    specdec::batch_decoder decoder(specdec::exec::seq, t, none, specdec::sample_and_match);
+    std::vector<result> out(kinds.size());
+    for (std::uint32_t id = 0; id < kinds.size(); ++id) {
+      specdec::request_options o;
+      o.prompt = {kinds[id] == kind::fails_at_prompt ? token_id{3} : token_id{0}};
+      o.seed = 17;
+      o.request_id = first_id + id;
+      o.gamma = 3;
+      o.max_new_tokens = length;
+      const bool healthy = kinds[id] == kind::healthy;
+      if (kinds[id] == kind::target_only)
+        o.drafter = specdec_test::no_drafts;
+      else if (use_tli)
+        o.drafter = healthy ? specdec::tli_stage(specdec::make_stateful(draft7), map_with, target_d, with_d)
+                            : specdec::tli_stage(specdec::make_stateful(draft6), map_without, target_d, without_d);
+      else
+        o.drafter = healthy ? specdec::slem_stage(specdec::make_stateful(draft7), target_d, with_d)
+                            : specdec::slem_stage(specdec::make_stateful(draft6), target_d, without_d);
+      REQUIRE(decoder.add(o) == id + 1);
+    }
+    while (decoder.active() > 0)
+      for (const auto& e : decoder.step()) {
+        result& r = out[e.request - 1];
+        r.output.insert(r.output.end(), e.tokens.begin(), e.tokens.end());
+        r.finished = e.finished;
+        r.status = e.status;
+      }
+    return out;
+  };
+  for (const bool use_tli : {true, false}) {
+    INFO((use_tli ? "TLI" : "SLEM"));
+    const std::vector<kind> kinds{kind::healthy, kind::fails_at_prompt, kind::healthy, kind::fails_later, kind::healthy};
+    const auto batch = run(use_tli, kinds);
+    // Target-only decoding of each prompt with each request's id and seed (sample-and-match keys the
+    // target's samples by output position: any drafter emits these tokens).
+    const auto only = run(use_tli, std::vector<kind>(kinds.size(), kind::target_only));
+    for (std::uint32_t id = 0; id < kinds.size(); ++id) {
+      INFO("request " << id);
+      const result& r = batch[id];
+      if (kinds[id] == kind::healthy) {
+        // As when run alone (a batch of one, with its own request id).
+        const auto alone = run(use_tli, {kind::healthy}, id);
+        CHECK(r.finished == specdec::finish_reason::length);
+        CHECK(r.status == specdec::verify_status::ok);
+        CHECK(r.output == alone[0].output);
+        CHECK(r.output == only[id].output);
+        continue;
+      }
+      CHECK(r.finished == specdec::finish_reason::error);
+      CHECK(specdec::has_flag(r.status, specdec::verify_status::stage_error));
+      CHECK_FALSE(specdec::has_flag(r.status, specdec::verify_status::invalid_row));
+      if (kinds[id] == kind::fails_at_prompt) {
+        CHECK(r.output.empty());
+        continue;
+      }
+      // Target-only's tokens up to its first "d", then nothing.
+      const auto first_d = std::find(only[id].output.begin(), only[id].output.end(), token_id{3});
+      REQUIRE(first_d != only[id].output.end());
+      REQUIRE(first_d - only[id].output.begin() > 3);  // it ran some rounds before failing
+      CHECK(r.output == tokens(only[id].output.begin(), first_d + 1));
+    }
   }
 }

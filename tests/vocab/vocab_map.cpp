@@ -1,12 +1,15 @@
 // The vocabulary map of decoding across tokenizers (vocab/vocab_map.hpp): round trips on the overlap,
 // special tokens left out (and mapped on request), both space-marker conventions and GPT-2's byte-level
 // alphabet, byte-fallback tokens, duplicate strings (lowest id), no overlap (a clear error), malformed
-// strings and ids outside a vocabulary.
+// strings and ids outside a vocabulary; the map of two word vocabularies of the n-gram reference
+// models (models/tokenizer.hpp), built from text.
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include "specdec/models/tokenizer.hpp"
 #include "specdec/vocab/vocab_map.hpp"
 
 namespace {
@@ -136,4 +139,70 @@ TEST_CASE("vocab_map: bad input is a clear error", "[vocab][bad_input]") {
   CHECK_THROWS_WITH(m.to_target(2), Contains("outside the vocabulary"));
   CHECK_THROWS_WITH(m.to_target(-1), Contains("outside the vocabulary"));
   CHECK_THROWS_WITH(m.to_draft(5), Contains("outside the vocabulary"));
+}
+
+TEST_CASE("vocab_map: two word vocabularies map by word; <unk>, <s> and </s> are left out", "[vocab][tokenizer]") {
+  // The draft knows fewer words, in another frequency order; "fox" and "cat" are only the target's,
+  // "hen" only the draft's.
+  const std::vector<std::string> draft_text{"the dog and the hen. the dog ran"};
+  const std::vector<std::string> target_text{"a fox saw the cat, and the dog saw a fox. the end"};
+  const auto draft = specdec::vocabulary::build(draft_text);
+  const auto target = specdec::vocabulary::build(target_text);
+  const auto m = specdec::vocab_map::build(draft.tokens(), target.tokens());
+  REQUIRE(m.draft_size() == draft.size());
+  REQUIRE(m.target_size() == target.size());
+  // Round trips on the overlap, and a mapped id spells the same word.
+  std::size_t shared = 0;
+  for (std::size_t d = specdec::vocabulary::special_count; d < draft.size(); ++d) {
+    const auto id = static_cast<token_id>(d);
+    const token_id t = m.to_target(id);
+    CHECK(target.contains(draft.word(id)) == (t != no_token));
+    if (t == no_token) continue;
+    ++shared;
+    CHECK(target.word(t) == draft.word(id));
+    CHECK(m.to_draft(t) == id);
+  }
+  CHECK(shared == 4);  // the, dog, and, "."
+  CHECK(m.to_target(draft.id("hen")) == no_token);
+  CHECK(m.to_draft(target.id("fox")) == no_token);
+  CHECK(m.to_target(draft.id("dog")) == target.id("dog"));
+  // The special tokens: both have "<s>" and "</s>", neither maps; on request they do, by id.
+  for (token_id s = 0; s < 3; ++s) {
+    CHECK(m.to_target(s) == no_token);
+    CHECK(m.to_draft(s) == no_token);
+  }
+  CHECK(m.overlap().draft_special == 3);
+  CHECK(m.overlap().target_special == 3);
+  CHECK(m.overlap().shared_strings == shared);
+  const auto with = specdec::vocab_map::build(draft.tokens(), target.tokens(), {.include_special = true});
+  CHECK(with.to_target(specdec::vocabulary::bos) == specdec::vocabulary::bos);
+  CHECK(with.to_target(specdec::vocabulary::eos) == specdec::vocabulary::eos);
+  CHECK(with.overlap().shared_strings == shared + 3);
+}
+
+TEST_CASE("vocab_map: a capped word vocabulary inside the full one; no shared word is an error", "[vocab][tokenizer]") {
+  // The n-gram models' setting: a draft with a capped vocabulary of the target's text. Word k of 40
+  // appears 40 - k times, so the 20 most frequent are w0 ... w19 in that order.
+  std::string text;
+  for (int k = 0; k < 40; ++k)
+    for (int n = k; n < 40; ++n) text += "w" + std::to_string(k) + " ";
+  const std::vector<std::string> texts{text};
+  const auto full = specdec::vocabulary::build(texts);
+  const auto capped = specdec::vocabulary::build(texts, 20);
+  REQUIRE(full.size() == 43);
+  REQUIRE(capped.size() == 23);
+  const auto m = specdec::vocab_map::build(capped.tokens(), full.tokens());
+  // Same text, same order: every word of the capped vocabulary is the full one's word with its id.
+  CHECK(m.overlap().draft_mapped == 20);
+  CHECK(m.overlap().target_mapped == 20);
+  for (token_id d = 3; d < 23; ++d) CHECK(m.to_target(d) == d);
+  CHECK(m.to_draft(full.id("w39")) == no_token);
+
+  // No word in common: the map's error, with both sizes.
+  const std::vector<std::string> a{"alpha beta"}, b{"gamma delta epsilon"};
+  CHECK_THROWS_WITH(specdec::vocab_map::build(specdec::vocabulary::build(a).tokens(), specdec::vocabulary::build(b).tokens()),
+                    Contains("share no token string") && Contains("(5 and 6 tokens)"));
+  // Only the special tokens in common is no overlap either.
+  CHECK_THROWS_WITH(specdec::vocab_map::build(specdec::vocabulary().tokens(), specdec::vocabulary().tokens()),
+                    Contains("share no token string"));
 }

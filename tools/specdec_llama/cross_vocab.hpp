@@ -6,9 +6,12 @@
 // model/sequence_state.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <specdec/draft/slem.hpp>
 #include <specdec/draft/tli.hpp>
@@ -51,12 +54,26 @@ class cross_vocab_drafting {
   const specdec::vocab_map& map() const noexcept { return map_; }
   const lc::sequence_model& draft() const noexcept { return seq_; }
 
-  // The drafter stage of request `request` (its own draft sequence).
+  // The drafter stage of request `request` (its own draft sequence). A `specdec::error` it throws (a
+  // tokenizer that cannot carry the text) ends only that request (`stage_error`); its message is kept
+  // for `failures()`.
   specdec::draft_stage stage(std::size_t request) {
     specdec::sequence_state<lc::sequence_model> state(seq_, static_cast<specdec::sequence_id>(request));
-    if (method_ == "tli") return specdec::tli_stage(state, map_, target_tok_, draft_tok_, options_);
-    return specdec::slem_stage(state, target_tok_, draft_tok_, options_, {.one_hot_vocab = one_hot_});
+    specdec::draft_stage inner = method_ == "tli"
+                                     ? specdec::tli_stage(state, map_, target_tok_, draft_tok_, options_)
+                                     : specdec::slem_stage(state, target_tok_, draft_tok_, options_, {.one_hot_vocab = one_hot_});
+    return [this, request, inner = std::move(inner)](std::span<const specdec::token_id> context, std::size_t gamma,
+                                                     const specdec::random::request_stream& stream, specdec::stage_draft& out) {
+      try {
+        inner(context, gamma, stream, out);
+      } catch (const specdec::error& e) {
+        failures_.push_back("prompt " + std::to_string(request) + ": drafting across vocabularies failed: " + e.what());
+        throw;
+      }
+    };
   }
+  // Why requests' drafting failed, one line each.
+  const std::vector<std::string>& failures() const noexcept { return failures_; }
 
  private:
   std::string method_;
@@ -66,6 +83,7 @@ class cross_vocab_drafting {
   lc::sequence_model seq_;
   specdec::cross_vocab_options options_;
   std::size_t one_hot_;
+  std::vector<std::string> failures_;
 };
 
 }  // namespace specdec_llama

@@ -422,7 +422,9 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
         texts[prompt_of[e.request - 1]] = lc::detokenize(target_model, {t.begin(), t.end()});
         if (o.method == "suffix") cache->insert(t);  // later requests draft from this output too
         if (e.finished == specdec::finish_reason::error)
-          std::fprintf(stderr, "request %llu: a model returned an unusable row\n", static_cast<unsigned long long>(e.request));
+          std::fprintf(stderr, "request %llu: %s\n", static_cast<unsigned long long>(e.request),
+                       specdec::has_flag(e.status, specdec::verify_status::stage_error) ? "a stage failed for it (stage_error)"
+                                                                                        : "a model returned an unusable row");
       }
       const auto now = clock::now();
       emitted += step_tokens;
@@ -522,7 +524,8 @@ int run(Policy policy, const options& o) {
     std::printf("cross-vocab %s: draft forwards %zu (llama_decode %zu), positions %zu, rolled back %zu\n", o.cross_vocab.c_str(),
                 cross.draft().stats().calls, cross.draft().engine_stats().decode_calls, cross.draft().stats().appended_positions,
                 cross.draft().stats().rolled_back);
-    return status;
+    for (const std::string& why : cross.failures()) std::fprintf(stderr, "%s\n", why.c_str());
+    return cross.failures().empty() ? status : 1;
   }
   if (draft_model && o.method != "sd") {  // stages on the draft model, through prefix_cached_model lanes
     const std::size_t views = o.sequential ? 1 : prompts.size();

@@ -19,7 +19,7 @@ enum class verify_status : std::uint8_t {
   invalid_row = 1 << 2,        //!< error: a row read held NaN, inf, negative entries or no mass
   bad_draft_token = 1 << 3,    //!< error: a drafted id outside [0, V); the request emits nothing
   not_normalised = 1 << 4,     //!< error: a row's sum is off by more than the tolerance (only when checked)
-  stage_error = 1 << 5,        //!< error: a stage of the step decoder threw for this request (verification, verified length)
+  stage_error = 1 << 5,  //!< error: a stage of the step decoder threw for this request (drafter, verification, verified length)
 };
 
 //! The union of two sets of flags.

@@ -28,9 +28,10 @@
 //! both models back past the rejected drafts (a tree-shaped scoring: the target keeps the accepted
 //! path, `TreeSequenceModel::commit_tree`).
 //! Faults stay with their request: a model's unusable row or a drafter stage's `numerical_error`
-//! ends it with `invalid_row`; a `specdec::error` or `numerical_error` from its verification or from
-//! the verified-length stage ends it with `stage_error` (a group call that throws is retried request
-//! by request); `add()` refuses what the request's stage cannot serve, with the reason.
+//! ends it with `invalid_row`; a drafter stage's `specdec::error` (a tokenizer that cannot encode the
+//! request's text, draft/tli.hpp), or a `specdec::error` or `numerical_error` from its verification or
+//! from the verified-length stage, ends it with `stage_error` (a group call that throws is retried
+//! request by request); `add()` refuses what the request's stage cannot serve, with the reason.
 //! Randomness: request r's round k uses `request_stream{seed, request_id, k}` (draft position j:
 //! purpose draft; accept tests and residuals as in `verify`; the target's own samples keyed by output
 //! position for chain rules, `request_options::sample_keys`), so a request's tokens depend only on its
@@ -158,8 +159,9 @@ enum class finish_reason : std::uint8_t {
   error,       //!< a model returned an unusable row for this request, or its drafter stage threw
                //!< `numerical_error` (`status` has `invalid_row`): the target's row ends the round at
                //!< that row; the draft model's ends drafting, the round's drafts so far are verified and
-               //!< their tokens emitted, then the request ends. Or its verification or the
-               //!< verified-length stage threw for it (`stage_error`): the round emits nothing for it
+               //!< their tokens emitted, then the request ends. Or its drafter stage threw
+               //!< `specdec::error`, or its verification or the verified-length stage threw for it
+               //!< (`stage_error`): the round emits nothing for it
 };
 
 //! Where the last step's time went (seconds, steady clock): the draft model's forwards, sampling the
@@ -503,6 +505,9 @@ void batch_decoder<P, T, D>::draft_with_stages() {
       } catch (const numerical_error&) {
         b.clear();
         r->draft_failed = true;
+      } catch (const error&) {  // e.g. its text no tokenizer of the stage can encode: this request only
+        b.clear();
+        fault(*r);
       }
     }
     const bool stoppable = r->stage->check_draft(*r, buffers_);

@@ -21,7 +21,8 @@
 //! The drafts' own law is not handed over (SLRS, the paper's Alg. 3, would need its push-forward
 //! through re-tokenization; not built).
 //! \throws specdec::numerical_error (the request ends with `invalid_row`) when the draft's row is
-//!         unusable; specdec::error out of `step()` when a tokenizer cannot carry the text.
+//!         unusable; specdec::error when a tokenizer cannot carry the text (the step decoder ends
+//!         only that request, with `stage_error`).
 #pragma once
 
 #include <algorithm>

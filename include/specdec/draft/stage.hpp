@@ -51,7 +51,10 @@ struct stage_draft {
 
 //! A drafter stage: `stage(context, gamma, stream, out)` drafts at most gamma tokens after `context`
 //! (the request's prompt and every token it emitted), drawing from `stream` (the request's round).
-//! A `specdec::numerical_error` it throws ends its request with `invalid_row` and leaves the others.
+//! A `specdec::numerical_error` it throws ends its request with `invalid_row` (the drafts it wrote
+//! are dropped); a `specdec::error`, with `stage_error` (no tokens that round: a tokenizer that cannot
+//! encode the request's text, draft/tli.hpp). Both leave the other requests of the batch alone; any
+//! other exception leaves `step()`.
 using draft_stage = std::function<void(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
                                        stage_draft& out)>;
 

@@ -22,8 +22,9 @@
 //! so a filter never empties it) ends the round's drafting there: the target verifies the drafts so
 //! far (none: a target-only step), and `empty_rows` counts it.
 //! \throws specdec::numerical_error (the decoder ends the request with `invalid_row`) when the draft's
-//!         row is unusable (NaN, +inf, no mass at all); specdec::error out of `step()` when the
-//!         tokenizers cannot carry the text (retokenized_context).
+//!         row is unusable (NaN, +inf, no mass at all); specdec::error when the tokenizers cannot
+//!         carry the text (retokenized_context; the step decoder ends only that request, with
+//!         `stage_error`).
 #pragma once
 
 #include <cmath>

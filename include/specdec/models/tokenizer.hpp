@@ -18,6 +18,12 @@
 //! **Decoding** joins tokens with single spaces, except: no space before `. , ; : ! ? ) ] } %`, no space
 //! after `( [ {`; `<s>` is dropped and `</s>` becomes a line break. So `decode(encode(s)) == s` for
 //! lower-case text whose tokens are written with these conventions (e.g. "the license (gpl), version 2.0.").
+//!
+//! **Across vocabularies.** `vocabulary::tokens()` is its token list for `vocab_map::build`
+//! (vocab/vocab_map.hpp): two word vocabularies map by word, the three special tokens left out. The
+//! vocabulary is not a `TextTokenizer` (its decoding puts spaces between tokens, so the text of a
+//! token sequence is not the concatenation of its words): the map is all decoding across word
+//! vocabularies gets.
 #pragma once
 
 #include <algorithm>
@@ -33,6 +39,7 @@
 #include "specdec/contracts.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/errors.hpp"
+#include "specdec/vocab/vocab_map.hpp"
 
 namespace specdec {
 namespace detail {
@@ -173,6 +180,13 @@ class vocabulary {
   }
   //! All token texts, by id.
   std::span<const std::string> words() const noexcept { return words_; }
+  //! Its token list for `vocab_map::build`: the words as they are (`text_convention::raw`), `<unk>`,
+  //! `<s>` and `</s>` of kind `special` (left out of a map unless `include_special`). A copy.
+  token_list tokens() const {
+    std::vector<token_kind> kinds(words_.size(), token_kind::normal);
+    std::fill_n(kinds.begin(), special_count, token_kind::special);
+    return token_list{words_, std::move(kinds), text_convention::raw};
+  }
   //! True when `word` is a (non-special) word of the vocabulary.
   bool contains(std::string_view word) const { return index_.find(word) != index_.end(); }
   //! The id of `word`, or `unk` when it is not in the vocabulary (the special tokens' texts are not words).

@@ -74,17 +74,25 @@ inline void check_data(bool ok, const char* message) {
   if (!ok) throw error(message);
 }
 
+//! The length of the whole UTF-8 character `s` starts with (1 to 4 bytes: a lead byte and its
+//! continuation bytes), or 0 when it starts with none (or is empty).
+inline std::size_t utf8_length(std::string_view s) noexcept {
+  if (s.empty()) return 0;
+  const auto c = static_cast<unsigned char>(s[0]);
+  const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) return 0;
+  return n;
+}
+
 //! Reads the UTF-8 code point at `s[i]`, advancing i. \throws specdec::error on invalid UTF-8.
 inline std::uint32_t read_utf8(std::string_view s, std::size_t& i) {
+  const std::size_t n = utf8_length(s.substr(i));
+  detail::check_data(n > 0, "specdec::normalise_token: a byte-level token is not valid UTF-8");
   const auto byte = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[k])); };
-  const std::uint32_t c = byte(i);
-  const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  detail::check_data(n > 0 && i + n <= s.size(), "specdec::normalise_token: a byte-level token is not valid UTF-8");
-  std::uint32_t cp = n == 1 ? c : c & (0x7Fu >> n);
-  for (std::size_t k = 1; k < n; ++k) {
-    detail::check_data((byte(i + k) & 0xC0) == 0x80, "specdec::normalise_token: a byte-level token is not valid UTF-8");
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
+  std::uint32_t cp = n == 1 ? byte(i) : byte(i) & (0x7Fu >> n);
+  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (byte(i + k) & 0x3F);
   i += n;
   return cp;
 }
