@@ -490,8 +490,8 @@ void batch_decoder<P, T, D>::choose_lengths() {
 }
 
 //! The drafter stages, one call per request on its whole context. A stage's `numerical_error` ends its
-//! request (after a round with no drafts); an output its verification stage cannot verify
-//! (`check_draft`) is a bug: it throws.
+//! request (after a round with no drafts, `invalid_row`), its `specdec::error` ends it now
+//! (`stage_error`); an output its verification stage cannot verify (`check_draft`) is a bug: it throws.
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
 void batch_decoder<P, T, D>::draft_with_stages() {
   const auto t0 = clock::now();
