@@ -86,8 +86,8 @@ struct sprinter_training_options {
 // Trains SPRINTER's linear verifier on draft_row_features of the pair's drafts after prefixes of
 // `documents` and prints what it learnt (examples, acceptable fraction, validation loss, rates at tau).
 inline sprinter_verifier train_sprinter_verifier(const lc::model& target_model, const lc::model& draft_model,
-                                                               std::span<const std::vector<token_id>> documents,
-                                                               const sprinter_training_options& o) {
+                                                 std::span<const std::vector<token_id>> documents,
+                                                 const sprinter_training_options& o) {
   constexpr std::uint32_t lanes = 2;
   const lc::context_options params{.context_per_sequence = o.ctx, .sequences = lanes, .threads = o.threads};
   lc::context target_ctx(target_model, params), draft_ctx(draft_model, params);
@@ -99,13 +99,13 @@ inline sprinter_verifier train_sprinter_verifier(const lc::model& target_model, 
   for (const auto& d : documents) led_documents.emplace_back(d.begin() + (!d.empty() && d.front() == lead), d.end());
   specdec::draft_row_features features;
   const auto start = std::chrono::steady_clock::now();
-  const auto data = specdec::learn::generate_verifier_data(target, draft, features,
-                                                           std::span<const std::vector<token_id>>(led_documents),
-                                                           {.examples = o.examples,
-                                                            .lambda = o.lambda,
-                                                            .draft_params = o.draft_params,
-                                                            .target_params = o.target_params,
-                                                            .seed = o.seed});
+  const auto data =
+      specdec::learn::generate_verifier_data(target, draft, features, std::span<const std::vector<token_id>>(led_documents),
+                                             {.examples = o.examples,
+                                              .lambda = o.lambda,
+                                              .draft_params = o.draft_params,
+                                              .target_params = o.target_params,
+                                              .seed = o.seed});
   const auto trained = specdec::learn::train_linear_verifier(data, {.seed = o.seed});
   std::vector<double> scores;
   for (std::size_t i = 0; i < data.size(); ++i) scores.push_back(trained.verifier.score(data.row(i)));
@@ -116,8 +116,9 @@ inline sprinter_verifier train_sprinter_verifier(const lc::model& target_model, 
               "on its data: AUC %.3f, at tau %.2f true-positive rate %.3f, false-positive rate %.3f; %.2f s\n",
               data.size(), o.lambda, data.positive_fraction(), trained.report.epochs, trained.report.best_validation_loss, auc,
               o.tau, rates.eta_tp, rates.eta_fp, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return specdec::make_verifier(trained.verifier.feature_size(), std::function<double(std::span<const float>)>(
-                                                                    [v = trained.verifier](std::span<const float> f) { return v.score(f); }));
+  return specdec::make_verifier(
+      trained.verifier.feature_size(),
+      std::function<double(std::span<const float>)>([v = trained.verifier](std::span<const float> f) { return v.score(f); }));
 }
 #endif
 
@@ -148,10 +149,10 @@ inline double median_forward_seconds(lc::sequence_model& m, std::span<const toke
 
 // What profiles SV on the pair.
 struct sv_profile_options {
-  std::size_t gamma_max = 4;          // drafts per round, during profiling as at inference
+  std::size_t gamma_max = 4;           // drafts per round, during profiling as at inference
   std::size_t tokens_per_prompt = 64;  // tokens generated per profiling prompt
-  std::size_t bins = 5;               // adaptive bins per indicator (bins x bins cells)
-  std::size_t batch = 1;              // requests per round at inference (the latency table reaches batch x (gamma_max + 1))
+  std::size_t bins = 5;                // adaptive bins per indicator (bins x bins cells)
+  std::size_t batch = 1;               // requests per round at inference (the latency table reaches batch x (gamma_max + 1))
   specdec::warp_params draft_params{}, target_params{};
   std::uint64_t seed = 0;
   std::uint32_t ctx = 2048;
@@ -161,8 +162,9 @@ struct sv_profile_options {
 // Profiles SV on the pair (file comment) with `companion` (a view over the companion's lanes) and
 // prints the samples, the estimator's bins and information gain, and the measured latencies.
 template <class Policy>
-sv_profile profile_sv(Policy policy, const lc::model& target_model, const lc::model& draft_model, const lc::model& companion_model,
-                      const llama_view& companion, std::span<const std::vector<token_id>> prompts, const sv_profile_options& o) {
+sv_profile profile_sv(Policy policy, const lc::model& target_model, const lc::model& draft_model,
+                      const lc::model& companion_model, const llama_view& companion,
+                      std::span<const std::vector<token_id>> prompts, const sv_profile_options& o) {
   const auto start = std::chrono::steady_clock::now();
   const lc::context_options params{.context_per_sequence = o.ctx, .sequences = 1, .threads = o.threads};
   lc::context target_ctx(target_model, params), draft_ctx(draft_model, params);
