@@ -24,8 +24,9 @@ template <class T>
 using two_token_cells = std::map<std::pair<specdec::token_id, specdec::token_id>, T>;
 
 //! The law of (x1, x2) after `prompt` when each token follows `row(context)` given its prefix.
-inline two_token_cells<double> two_token_law(const std::vector<specdec::token_id>& prompt,
-                                             const std::function<std::vector<double>(const std::vector<specdec::token_id>&)>& row) {
+inline two_token_cells<double> two_token_law(
+    const std::vector<specdec::token_id>& prompt,
+    const std::function<std::vector<double>(const std::vector<specdec::token_id>&)>& row) {
   two_token_cells<double> law;
   const auto p1 = row(prompt);
   for (std::size_t x1 = 0; x1 < p1.size(); ++x1) {
@@ -65,7 +66,8 @@ inline two_token_cells<std::uint64_t> count_first_two(
   two_token_cells<std::uint64_t> seen;
   for (std::size_t first = 0; first < samples; first += chunk) {
     std::vector<specdec::request_options> requests;
-    for (std::size_t i = first; i < std::min(samples, first + chunk); ++i) requests.push_back(make(static_cast<std::uint32_t>(i)));
+    for (std::size_t i = first; i < std::min(samples, first + chunk); ++i)
+      requests.push_back(make(static_cast<std::uint32_t>(i)));
     for (const auto& tokens : decode(std::move(requests))) {
       REQUIRE(tokens.size() >= 2);
       ++seen[{tokens[0], tokens[1]}];
