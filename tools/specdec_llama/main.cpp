@@ -559,7 +559,7 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
   if (o.method == "sprinter" && stages != nullptr) {
     const auto& s = stages->sprinter();
     std::printf("sprinter: verifier calls %zu, accepted by the verifier %zu (rate %.3f, mean run %.3f), target calls %zu "
-                "(forced at --max-run %zu, ends without a check %zu), tokens per target call %.3f\n",
+                "(%zu forced at --max-run, %zu runs ended at the budget unchecked), tokens per target call %.3f\n",
                 s.verifier_calls, s.verifier_accepted, s.verifier_accept_rate(), s.mean_verifier_run(), total.target_calls,
                 s.forced_checks, s.budget_ends, total.tokens_per_target_call());
   }
