@@ -12,8 +12,13 @@
 #   test   on llama.cpp's tiny random-weight test models (built by the CTest fixture into
 #          $BUILD_DIR/llama_models: target.gguf and the draft DRAFT, default draft-layers2), the
 #          methods that need a draft model: target only, chain SD, EAGLE-2 dynamic trees, static
-#          trees, MTAD's beams. Those models measure overhead and mechanism, not speedups: their
-#          draft costs about what the target costs (docs/llama-cpp.md).
+#          trees, MTAD's beams, SPRINTER (its verifier trained first on TRAIN labelled drafts) and SV
+#          (companion COMPANION, its estimator profiled first). Those models measure overhead and
+#          mechanism, not speedups: their draft costs about what the target costs (docs/llama-cpp.md).
+#   self   SmolLM2 135M drafted for by itself (the only same-vocabulary pair of the real models):
+#          target only, chain SD, SPRINTER, SV (SmolLM2 its own companion too). A degenerate pair:
+#          every draft is the target's own token under greedy decoding, so it measures what each
+#          method's machinery costs on a real model, not what a smaller draft would gain.
 #   cross  a real target drafted for by a real model of another vocabulary (Gemma 3 270M by SmolLM2
 #          135M, docs/cross-vocabulary.md): target only, TLI and SLEM.
 #
@@ -22,7 +27,9 @@
 #   BUILD_DIR  the build [build]     TOKENS  tokens per prompt [64]     THREADS  [2]
 #   REPEATS    runs per configuration [3]   PROMPTS  prompts per workload (the first N) [8]
 #   MODELS     real targets ["gemma"]      WORKLOADS  files of bench/prompts/ ["grounded code"]
-#   PARTS      ["real test"; add "cross" for the cross-vocabulary pair]   DRAFT  the test models' draft [draft-layers2]
+#   PARTS      ["real test"; add "cross" for the cross-vocabulary pair, "self" for SmolLM2 drafting for itself]
+#   DRAFT      the test models' draft [draft-layers2]   COMPANION  SV's companion among them [draft-layers1]
+#   METHODS    only these method labels (e.g. "none sd sprinter sv") [all]   TRAIN  SPRINTER's training drafts [400]
 #   OUT        results folder [bench/results/llama-methods-<date>]
 # Writes $OUT/runs.csv, $OUT/summary.md (bench/llama_methods_report.py) and $OUT/machine.txt.
 set -euo pipefail
@@ -36,6 +43,9 @@ REPEATS="${REPEATS:-3}"
 PROMPTS="${PROMPTS:-8}"
 PARTS="${PARTS:-real test}"
 DRAFT="${DRAFT:-draft-layers2}"
+COMPANION="${COMPANION:-draft-layers1}"
+TRAIN="${TRAIN:-400}"
+METHODS="${METHODS:-}"
 OUT="${OUT:-$ROOT/bench/results/llama-methods-$(date +%F)}"
 [[ -x "$TOOL" ]] || { echo "llama_methods.sh: no $TOOL (build with the llama.cpp integration first)" >&2; exit 1; }
 TEST_MODELS="$BUILD_DIR/llama_models"
@@ -46,19 +56,22 @@ mkdir -p "$OUT"
   echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   lscpu | grep -E '^(Model name|CPU\(s\)|Vendor ID)'
   echo "memory: $(free -g | awk '/Mem:/ {print $2 " GiB"}')"
-  echo "tokens: $TOKENS, threads: $THREADS, repeats: $REPEATS, prompts per workload: $PROMPTS, parts: $PARTS"
+  echo "tokens: $TOKENS, threads: $THREADS, repeats: $REPEATS, prompts per workload: $PROMPTS, parts: $PARTS${METHODS:+, methods: $METHODS}"
+  echo "load before the run: $(uptime | sed 's/.*load average/load average/')"
 } > "$OUT/machine.txt"
 cat "$OUT/machine.txt"
 
 csv="$OUT/runs.csv"
-echo "part,model,workload,method,repeat,requests,prompt_tokens,generated,gen_seconds,target_s,draft_s,verify_s,target_forwards,positions,drafted,accepted" > "$csv"
+echo "part,model,workload,method,repeat,requests,prompt_tokens,generated,gen_seconds,target_s,draft_s,verify_s,target_forwards,positions,drafted,accepted,setup_s" > "$csv"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-# run PART MODEL WORKLOAD LABEL REPEAT ARGS...: one specdec-llama run, one CSV line.
+# run PART MODEL WORKLOAD LABEL REPEAT ARGS...: one specdec-llama run, one CSV line (none when
+# METHODS leaves LABEL out). setup_s: SPRINTER's training or SV's profiling before decoding.
 run() {
   local part="$1" model="$2" workload="$3" label="$4" repeat="$5"
   shift 5
+  [[ -z "$METHODS" || " $METHODS " == *" $label "* ]] || return 0
   head -n "$PROMPTS" "$ROOT/bench/prompts/$workload.txt" > "$tmp/prompts.txt"
   "$TOOL" "$@" --temperature 0 --tokens "$TOKENS" --threads "$THREADS" --prompts-file "$tmp/prompts.txt" --sequential \
     --stop-at-eos --quiet > "$tmp/log"
@@ -67,7 +80,9 @@ run() {
   split="$(sed -nE 's/^generation time: target forward ([0-9.]+) s, drafting ([0-9.]+) s, verification ([0-9.]+) s.*/\1,\2,\3/p' "$tmp/log")"
   fwd="$(sed -nE 's/^target forwards ([0-9]+) \(llama_decode [0-9]+\), positions ([0-9]+).*/\1,\2/p' "$tmp/log")"
   drafted="$(sed -nE 's/^drafted ([0-9]+), accepted ([0-9]+),.*/\1,\2/p' "$tmp/log")"
-  echo "$part,$model,$workload,$label,$repeat,$(wc -l < "$tmp/prompts.txt"),$prompt,$split,$fwd,$drafted" >> "$csv"
+  local setup
+  setup="$(sed -nE 's/^(sprinter verifier|sv profile): .*; ([0-9.]+) s$/\2/p' "$tmp/log")"
+  echo "$part,$model,$workload,$label,$repeat,$(wc -l < "$tmp/prompts.txt"),$prompt,$split,$fwd,$drafted,${setup:-0}" >> "$csv"
 }
 
 if [[ " $PARTS " == *" real "* ]]; then
@@ -100,6 +115,8 @@ if [[ " $PARTS " == *" test "* ]]; then
       run test "$DRAFT" "$workload" tree-dynamic "$repeat" "${pair[@]}" --method tree --tree dynamic --tree-width 2 --tree-nodes 6 --gamma 4 --rule greedy
       run test "$DRAFT" "$workload" tree-static "$repeat" "${pair[@]}" --method tree --tree static --tree-width 2 --gamma 3 --rule greedy
       run test "$DRAFT" "$workload" mtad "$repeat" "${pair[@]}" --method mtad --beams 4 --tau 0.5 --gamma 4
+      run test "$DRAFT" "$workload" sprinter "$repeat" "${pair[@]}" --method sprinter --train-verifier "$TRAIN" --max-run 8
+      run test "$DRAFT" "$workload" sv "$repeat" "${pair[@]}" --method sv --companion "$TEST_MODELS/$COMPANION.gguf" --gamma 4
       echo "done: test, $DRAFT, $workload, repeat $repeat" >&2
     done
   done
@@ -117,5 +134,20 @@ if [[ " $PARTS " == *" cross "* ]]; then
     done
   done
 fi
+if [[ " $PARTS " == *" self "* ]]; then
+  MODEL_DIR="$("$ROOT/scripts/get-models.sh" | tail -1)"
+  smol="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+  for workload in ${WORKLOADS:-grounded code}; do
+    for repeat in $(seq 1 "$REPEATS"); do
+      run self smollm2+smollm2 "$workload" none "$repeat" --target "$smol" --method none --rule greedy
+      run self smollm2+smollm2 "$workload" sd "$repeat" --target "$smol" --draft "$smol" --method sd --rule greedy --gamma 4
+      run self smollm2+smollm2 "$workload" sprinter "$repeat" --target "$smol" --draft "$smol" --method sprinter \
+        --train-verifier "$TRAIN" --max-run 8
+      run self smollm2+smollm2 "$workload" sv "$repeat" --target "$smol" --draft "$smol" --method sv --companion "$smol" --gamma 4
+      echo "done: self, $workload, repeat $repeat" >&2
+    done
+  done
+fi
+echo "load after the run: $(uptime | sed 's/.*load average/load average/')" >> "$OUT/machine.txt"
 python3 "$ROOT/bench/llama_methods_report.py" "$csv" "$OUT/machine.txt" > "$OUT/summary.md"
 cat "$OUT/summary.md"

@@ -1,7 +1,8 @@
 // prefix_cached_model: a SequenceModel as a stateless Model / BatchedModel. Its rows are the wrapped
 // model's for every context, whatever the order and branching of the calls and however many contexts a
 // call has; a context that extends or branches off a lane's tokens costs only the tokens after the
-// shared prefix; beam drafting (MTAD) on it drafts exactly what it drafts on the plain model.
+// shared prefix; `score` gives a continuation's rows from one forward of one lane; beam drafting (MTAD)
+// on it drafts exactly what it drafts on the plain model.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -91,6 +92,29 @@ TEST_CASE("prefix_cached_model: extending a context by one token appends one tok
   cached.next_logits(context, row);
   CHECK(cached.stats().appended_positions == 27);
   CHECK(engine.length(0) == context.size());
+}
+
+TEST_CASE("prefix_cached_model: score gives a continuation's rows in one forward", "[model]") {
+  const auto m = specdec::make_model(V, positional_logits);
+  specdec::recomputing_sequence_model engine(m);
+  const specdec::prefix_cached_model cached(engine, 2);
+  static_assert(specdec::ParallelScoringModel<decltype(cached)>);
+  std::vector<token_id> context{3, 1, 4}, continuation{1, 5, 2};
+  std::vector<float> rows((continuation.size() + 1) * V), want(rows.size());
+  for (int round = 0; round < 3; ++round) {  // a fresh lane, then the same context again (its last token re-sent), then longer
+    const std::size_t forwards = cached.stats().forwards;
+    cached.score(context, continuation, rows);
+    CHECK(cached.stats().forwards == forwards + 1);
+    specdec::score(m, context, continuation, want);  // m has no score: one next_logits per row
+    CHECK(rows == want);
+    context.push_back(continuation[0]);
+  }
+  // Every row asked for was appended: after the first call, a context that extends the lane's tokens
+  // re-sends the continuation and its context's last token only.
+  CHECK(cached.stats().appended_positions == 6 + 4 + 4);
+  std::vector<float> wrong(continuation.size() * V);
+  CHECK_THROWS_WITH(cached.score(context, continuation, wrong), Catch::Matchers::Contains("continuation.size() + 1 rows"));
+  CHECK_THROWS_WITH(cached.score({}, continuation, rows), Catch::Matchers::Contains("empty context"));
 }
 
 TEST_CASE("beam drafting on prefix_cached_model drafts what it drafts on the plain model", "[model]") {

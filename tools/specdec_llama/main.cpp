@@ -1,7 +1,8 @@
 // specdec-llama: speculative decoding of GGUF models through llama.cpp, driven by specdec's step
 // decoder (decode/batch_decoder.hpp) over llama_cpp::sequence_model adapters
-// (integrations/llama_cpp/): a draft model (chains, token trees, MTAD's beams) or a model-free drafter
-// (n-gram prompt lookup, suffix trees) proposes, the target verifies. Every prompt is one request, and
+// (integrations/llama_cpp/): a draft model (chains, token trees, MTAD's beams, SPRINTER's verifier-gated
+// runs, SV's chains with verified lengths) or a model-free drafter (n-gram prompt lookup, suffix trees)
+// proposes, the target verifies. Every prompt is one request, and
 // all requests share one target (and draft) context, one sequence each (trees: one sequence id per
 // root-to-leaf path as well). docs/llama-cpp.md describes the options and the output.
 #include <algorithm>
@@ -24,11 +25,14 @@
 #include <specdec/draft/suffix_drafter.hpp>
 #include <specdec/draft/beam.hpp>
 #include <specdec/draft/tree.hpp>
+#include <specdec/draft/verifier_gated.hpp>
+#include <specdec/acceptance/last_token.hpp>
 #include <specdec/model/prefix_cached_model.hpp>
 #include <specdec/length/heuristic.hpp>
 #include <specdec/integrations/llama_cpp.hpp>
 
 #include "cross_vocab.hpp"
+#include "sprinter_sv.hpp"
 
 namespace {
 
@@ -42,7 +46,8 @@ verifies with specdec's rules. Each --prompt (or each line of --prompts-file) is
 as sequences of one context.
 
   --target FILE          the target model (GGUF)
-  --draft FILE           the draft model (GGUF; the target's vocabulary for --method sd, tree, mtad)
+  --draft FILE           the draft model (GGUF; the target's vocabulary for --method sd, tree, mtad,
+                         sprinter, sv)
   --cross-vocab M        a draft of another vocabulary (--method sd): tli (its row restricted to
                          the shared tokens, renormalised; any --rule) or slem (its text re-tokenized,
                          verified by exact match: --rule greedy or sample-and-match)
@@ -58,6 +63,12 @@ as sequences of one context.
                          ngram: n-gram prompt lookup over the request's prompt and output
                          suffix: a suffix tree over the request's prompt and output, and a cache
                            of earlier requests' outputs (chain drafts; --suffix-tree: tree drafts)
+                         sprinter: SPRINTER: --draft drafts one token at a time while a linear
+                           verifier (trained first on the pair's acceptance labels) accepts it; the
+                           target checks only the token it rejects (min(1, p/q)); lossy by design
+                         sv: SV: --draft drafts --gamma tokens, a --companion model's indicators and an
+                           acceptance estimator (profiled first on the pair) choose how many the target
+                           verifies (strict rule; exact mode: lossless)
                          none: the target alone
   --ngram-min N          shortest n-gram looked up [1]   --ngram-max N  longest, tried first [3]
   --suffix-depth N       suffix tree depth [24]  --suffix-min-prob P  min path probability [0.1]
@@ -67,6 +78,14 @@ as sequences of one context.
                          children per node, --gamma levels) [dynamic]
   --tree-width K         [4]   --tree-nodes N  [16]
   --beams W              mtad: beams [4]   --tau T  mtad: joint acceptance threshold [0.5]
+  --max-run N            sprinter: most tokens of a run (the last one target-checked) [20]
+  --verifier-tau T       sprinter: keep drafting while the verifier's score >= T [0.5]
+  --lambda L             sprinter: training label, acceptable iff q(x) <= L p(x) [1.2]
+  --train-verifier N     sprinter: labelled drafts the verifier is trained on, drawn after prefixes of
+                         the prompts [2000]
+  --companion FILE       sv: the companion model (GGUF, the target's vocabulary)
+  --sv-profile-tokens N  sv: tokens of standard SD per prompt profiled before decoding [64]
+  --sv-bins N            sv: adaptive bins per indicator of the acceptance estimator [5]
   --rule R               chains: strict | greedy | sample-and-match | lenient=L | block [strict]
                          trees: target-only | greedy | sample-and-match [target-only]
   --gamma N              drafts per round (most); 0 decodes the target alone [4]
@@ -92,12 +111,15 @@ as sequences of one context.
 }
 
 struct options {
-  std::string target, draft;
+  std::string target, draft, companion;
   std::vector<std::string> prompts;
   std::size_t repeat = 1, gamma = 4, tokens = 64;
   std::string rule = "strict", policy = "simd", method = "sd", length = "fixed", cross_vocab;
   std::size_t ngram_min = 1, ngram_max = 3, suffix_depth = 24, tree_width = 4, tree_nodes = 16, beams = 4;
   double suffix_min_prob = 0.1, tau = 0.5;
+  std::size_t max_run = 20, train_examples = 2000, sv_profile_tokens = 64, sv_bins = 5;
+  double verifier_tau = 0.5, lambda = 1.2;
+  std::string sprinter_option, sv_option;  // an option of that method given (named in errors)
   bool suffix_tree = false, rule_given = false;
   std::string tree = "dynamic";
   specdec::warp_params warp{};
@@ -182,8 +204,8 @@ options parse(int argc, char** argv) {
     else if (a == "--method") {
       o.method = v;
       if (o.method != "sd" && o.method != "tree" && o.method != "mtad" && o.method != "ngram" && o.method != "suffix" &&
-          o.method != "none")
-        fail("unknown --method " + o.method + " (sd, tree, mtad, ngram, suffix, none)");
+          o.method != "sprinter" && o.method != "sv" && o.method != "none")
+        fail("unknown --method " + o.method + " (sd, tree, mtad, ngram, suffix, sprinter, sv, none)");
     } else if (a == "--ngram-min")
       o.ngram_min = count(a, v);
     else if (a == "--ngram-max")
@@ -203,7 +225,18 @@ options parse(int argc, char** argv) {
       o.beams = count(a, v);
     else if (a == "--tau")
       o.tau = number(a, v);
-    else if (a == "--rule") {
+    else if (a == "--max-run" || a == "--verifier-tau" || a == "--lambda" || a == "--train-verifier") {
+      o.sprinter_option = a;
+      if (a == "--max-run") o.max_run = count(a, v);
+      if (a == "--verifier-tau") o.verifier_tau = number(a, v);
+      if (a == "--lambda") o.lambda = number(a, v);
+      if (a == "--train-verifier") o.train_examples = count(a, v);
+    } else if (a == "--companion" || a == "--sv-profile-tokens" || a == "--sv-bins") {
+      o.sv_option = a;
+      if (a == "--companion") o.companion = v;
+      if (a == "--sv-profile-tokens") o.sv_profile_tokens = count(a, v);
+      if (a == "--sv-bins") o.sv_bins = count(a, v);
+    } else if (a == "--rule") {
       o.rule = v;
       o.rule_given = true;
     } else if (a == "--gamma")
@@ -233,9 +266,32 @@ options parse(int argc, char** argv) {
       fail("unknown option " + std::string(a) + " (--help lists the options)");
   }
   if (o.target.empty()) fail("--target is required (--help lists the options)");
-  const bool draft_model = o.method == "sd" || o.method == "tree" || o.method == "mtad";
+  const bool draft_model =
+      o.method == "sd" || o.method == "tree" || o.method == "mtad" || o.method == "sprinter" || o.method == "sv";
   if (draft_model && o.draft.empty()) fail("--method " + o.method + " needs --draft (or choose --method ngram, suffix or none)");
-  if (!draft_model && !o.draft.empty()) fail("--draft is used by --method sd, tree and mtad only");
+  if (!draft_model && !o.draft.empty()) fail("--draft is used by --method sd, tree, mtad, sprinter and sv only");
+  if (!o.sprinter_option.empty() && o.method != "sprinter") fail(o.sprinter_option + " is an option of --method sprinter");
+  if (!o.sv_option.empty() && o.method != "sv") fail(o.sv_option + " is an option of --method sv");
+  if ((o.method == "sprinter" || o.method == "sv") && o.length != "fixed")
+    fail("--length heuristic does not apply to --method " + o.method + " (it chooses its own lengths)");
+  if (o.method == "sprinter") {
+#if !defined(SPECDEC_LLAMA_HAS_LEARN)
+    fail("--method sprinter trains its verifier with specdec::learn, and this build has no Eigen");
+#endif
+    if (o.rule_given) fail("--method sprinter checks the verifier's rejected token with its own rule (min(1, p/q)); drop --rule");
+    if (o.max_run == 0) fail("--max-run must be at least 1");
+    if (!(o.verifier_tau >= 0.0 && o.verifier_tau <= 1.0)) fail("--verifier-tau must be in [0, 1]");
+    if (!(o.lambda >= 1.0) || o.lambda > 1e300) fail("--lambda must be finite and >= 1");
+    if (o.train_examples < 8) fail("--train-verifier needs at least 8 examples");
+    o.rule = "last-token";
+    o.gamma = o.max_run;  // a run drafts at most --max-run tokens
+  }
+  if (o.method == "sv") {
+    if (o.companion.empty()) fail("--method sv needs --companion (a model of the target's vocabulary)");
+    if (o.rule != "strict") fail("--method sv verifies with the strict rule, not --rule " + o.rule);
+    if (o.gamma == 0) fail("--method sv needs --gamma >= 1");
+    if (o.sv_profile_tokens == 0 || o.sv_bins == 0) fail("--sv-profile-tokens and --sv-bins must be at least 1");
+  }
   if (o.suffix_tree && o.method != "suffix") fail("--suffix-tree is an option of --method suffix");
   if (!o.cross_vocab.empty() && o.cross_vocab != "tli" && o.cross_vocab != "slem") fail("--cross-vocab is tli or slem");
   if ((!o.cross_vocab.empty() || o.vocab_report) && (o.method != "sd" || o.draft.empty()))
@@ -256,6 +312,7 @@ options parse(int argc, char** argv) {
 specdec::request_acceptance acceptance_of(const options& o) {
   const std::string& rule = o.rule;
   if (o.method == "mtad") return specdec::mtad_rule(o.tau);
+  if (o.method == "sprinter") return specdec::last_token;
   if (trees(o)) {
     if (rule == "greedy") return specdec::tree_acceptance{specdec::greedy};
     if (rule == "sample-and-match") return specdec::tree_acceptance{specdec::sample_and_match};
@@ -286,7 +343,7 @@ specdec::draft_stage drafter_of(const options& o, std::size_t vocab, const std::
   return reads_q ? specdec::with_one_hot_q(std::move(stage), vocab) : stage;
 }
 
-// Drafter stages on a draft model (--method tree, mtad). Each request (or, with --sequential, every
+// Drafter stages on a draft model (--method tree, mtad, sprinter). Each request (or, with --sequential, every
 // request in turn) reads the draft model through a prefix_cached_model of its own lanes (sequences of
 // the draft context), so a call appends only what the lane's KV cache lacks: the new tokens of the
 // context, or a beam's or tree path's tokens below its branch point.
@@ -294,16 +351,21 @@ class model_stages {
  public:
   using view = specdec::prefix_cached_model<lc::sequence_model>;
 
-  // The lanes one request needs: its beams, its dynamic tree's frontier, a static tree's widest level.
+  // The lanes one request needs: its beams, its dynamic tree's frontier, a static tree's widest level,
+  // SPRINTER's one chain.
   static std::size_t lanes(const options& o) {
     if (o.method == "mtad") return o.beams;
+    if (o.method == "sprinter") return 1;
     if (o.tree == "dynamic") return o.tree_width;
     std::size_t widest = 1;
     for (std::size_t d = 1; d < o.gamma && widest < 16; ++d) widest *= o.tree_width;
     return std::min<std::size_t>(widest, 16);
   }
 
-  model_stages(const options& o, lc::sequence_model& draft, std::size_t views) : o_(o) {
+  // `verifier` gates SPRINTER's drafts (--method sprinter); it must outlive the stages.
+  model_stages(const options& o, lc::sequence_model& draft, std::size_t views,
+               const specdec_llama::sprinter_verifier* verifier = nullptr)
+      : o_(o), verifier_(verifier) {
     for (std::size_t i = 0; i < views; ++i) views_.push_back(std::make_unique<view>(draft, lanes(o), i * lanes(o)));
   }
 
@@ -313,6 +375,12 @@ class model_stages {
   specdec::draft_stage stage(std::size_t i) {
     const specdec::warp_params tree_warp{};
     view& v = *views_[views_.size() == 1 ? 0 : i];
+    if (o_.method == "sprinter") {  // SPRINTER's drafter (seed 000, Algorithm 2), features of the draft's rows
+      const auto warp = o_.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o_.warp;
+      gated_.push_back(std::make_unique<gated>(v, warp, specdec::draft_row_features{}, *verifier_,
+                                               specdec::gating_params{.tau = o_.verifier_tau, .max_run = o_.max_run}));
+      return specdec::gated_stage(*gated_.back(), &sprinter_);
+    }
     if (o_.method == "mtad") {
       beams_.push_back(std::make_unique<specdec::beam_drafter<view>>(v, specdec::beam_params{.width = o_.beams}));
       return specdec::beam_stage(*beams_.back());
@@ -343,8 +411,15 @@ class model_stages {
     return total;
   }
 
+  // SPRINTER's counters over every request's runs.
+  const specdec::sprinter_stats& sprinter() const noexcept { return sprinter_; }
+
  private:
+  using gated = specdec::verifier_gated_drafter<view, specdec::draft_row_features, specdec_llama::sprinter_verifier>;
   const options& o_;
+  const specdec_llama::sprinter_verifier* verifier_;
+  std::vector<std::unique_ptr<gated>> gated_;
+  specdec::sprinter_stats sprinter_;
   std::vector<std::unique_ptr<view>> views_;
   std::vector<std::unique_ptr<specdec::beam_drafter<view>>> beams_;
   std::vector<std::unique_ptr<specdec::static_tree_drafter<view>>> statics_;
@@ -366,8 +441,12 @@ std::size_t tree_leaves(const options& o) {
 template <class Policy, class Draft>
 int decode_all(Policy policy, const options& o, const lc::model& target_model, lc::sequence_model& target, Draft& draft,
                const std::vector<std::vector<token_id>>& prompts, model_stages* stages = nullptr,
-               const std::function<specdec::draft_stage(std::size_t)>& cross_vocab = {}) {
+               const std::function<specdec::draft_stage(std::size_t)>& cross_vocab = {},
+               specdec::verify_length_stage verify_length = {}) {
   specdec::batch_decoder decoder(policy, target, draft, specdec::strict);
+  const bool sv = static_cast<bool>(verify_length);
+  if (sv) decoder.set_verify_length_stage(std::move(verify_length));
+  specdec::sv_stats sv_counts;
   std::vector<token_id> eog;
   if (o.stop_at_eos)
     for (token_id t = 0; t < static_cast<token_id>(target_model.vocab_size()); ++t)
@@ -416,6 +495,7 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
       std::size_t step_tokens = 0;
       for (const specdec::step_event& e : decoder.step()) {
         step_tokens += e.tokens.size();
+        if (sv && !e.target_logits.empty()) sv_counts.record(e.drafted, e.verified, e.drafted > 0);
         if (e.finished == specdec::finish_reason::none) continue;
         total.merge(decoder.stats(e.request));
         const auto t = decoder.tokens(e.request);
@@ -478,6 +558,14 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
     std::printf("draft model: %zu contexts in %zu forwards, %zu positions appended, %zu read from its KV cache\n", d.contexts,
                 d.forwards, d.appended_positions, d.reused_positions);
   }
+  if (o.method == "sprinter" && stages != nullptr) {
+    const auto& s = stages->sprinter();
+    std::printf("sprinter: verifier calls %zu, accepted by the verifier %zu (rate %.3f, mean run %.3f), target calls %zu "
+                "(%zu forced at --max-run, %zu runs ended at the budget unchecked), tokens per target call %.3f\n",
+                s.verifier_calls, s.verifier_accepted, s.verifier_accept_rate(), s.mean_verifier_run(), total.target_calls,
+                s.forced_checks, s.budget_ends, total.tokens_per_target_call());
+  }
+  if (sv) specdec_llama::print_sv_lengths(sv_counts);
   return 0;
 }
 
@@ -527,6 +615,46 @@ int run(Policy policy, const options& o) {
     for (const std::string& why : cross.failures()) std::fprintf(stderr, "%s\n", why.c_str());
     return cross.failures().empty() ? status : 1;
   }
+  const auto draft_warp = o.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o.warp;
+  if (o.method == "sv") {  // chains from the draft model; SV's length stage reads the companion's lanes
+    const lc::model companion_model(o.companion);
+    lc::check_same_vocabulary(target_model, companion_model);
+    const std::size_t views = o.sequential ? 1 : prompts.size();
+    lc::context companion_ctx(
+        companion_model, {.context_per_sequence = o.ctx, .sequences = static_cast<std::uint32_t>(views), .threads = o.threads});
+    lc::sequence_model companion_seq(companion_ctx);
+    const specdec_llama::llama_view companion(companion_seq, views);
+    const auto profile = specdec_llama::profile_sv(policy, target_model, *draft_model, companion_model, companion, prompts,
+                                                   {.gamma_max = o.gamma,
+                                                    .tokens_per_prompt = o.sv_profile_tokens,
+                                                    .bins = o.sv_bins,
+                                                    .batch = views,
+                                                    .draft_params = draft_warp,
+                                                    .target_params = o.warp,
+                                                    .seed = o.seed + 1,
+                                                    .ctx = o.ctx,
+                                                    .threads = o.threads});
+    const specdec::sv_setup setup{companion, profile.estimator, profile.target_latency};
+    auto lengths = specdec::sv_batch_lengths(
+        policy, setup,
+        {.gamma_max = o.gamma, .t_draft_step = profile.t_draft_step, .t_companion_step = profile.t_companion_step});
+    lc::context draft_ctx(*draft_model, params);
+    lc::sequence_model draft(draft_ctx);
+    return decode_all(policy, o, target_model, target, draft, prompts, nullptr, {}, std::move(lengths));
+  }
+  std::optional<specdec_llama::sprinter_verifier> verifier;
+#if defined(SPECDEC_LLAMA_HAS_LEARN)
+  if (o.method == "sprinter")  // trained on the pair's own acceptance labels (sprinter_sv.hpp)
+    verifier = specdec_llama::train_sprinter_verifier(target_model, *draft_model, prompts,
+                                                      {.examples = o.train_examples,
+                                                       .lambda = o.lambda,
+                                                       .tau = o.verifier_tau,
+                                                       .draft_params = draft_warp,
+                                                       .target_params = o.warp,
+                                                       .seed = o.seed,
+                                                       .ctx = o.ctx,
+                                                       .threads = o.threads});
+#endif
   if (draft_model && o.method != "sd") {  // stages on the draft model, through prefix_cached_model lanes
     const std::size_t views = o.sequential ? 1 : prompts.size();
     const std::size_t lanes = model_stages::lanes(o) * views;
@@ -537,7 +665,7 @@ int run(Policy policy, const options& o) {
     lc::context draft_ctx(*draft_model,
                           {.context_per_sequence = o.ctx, .sequences = static_cast<std::uint32_t>(lanes), .threads = o.threads});
     lc::sequence_model draft(draft_ctx);
-    model_stages stages(o, draft, views);
+    model_stages stages(o, draft, views, verifier ? &*verifier : nullptr);
     specdec::no_sequence_model none(target_model.vocab_size());
     return decode_all(policy, o, target_model, target, none, prompts, &stages);
   }

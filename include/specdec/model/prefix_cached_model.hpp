@@ -1,6 +1,6 @@
 //! \file model/prefix_cached_model.hpp
 //! \brief `prefix_cached_model`: a `SequenceModel` (a KV-cached engine such as llama.cpp) seen as a
-//! stateless `Model` and `BatchedModel`, so that every stage written against `Model` (beam drafting for
+//! stateless `Model`, `BatchedModel` and `ParallelScoringModel`, so that every stage written against `Model` (beam drafting for
 //! MTAD, tree drafters, SV's companion, verifier-gated drafting) runs on a real engine's KV cache.
 //!
 //! The adapter keeps `lanes` sequences of the wrapped model. A call asks for the next-token rows after
@@ -11,7 +11,9 @@
 //! token per call, a beam or tree frontier re-sends each path below its branch point, never the whole
 //! context. All lanes of a call go to the model in one `forward` (more contexts than lanes: one
 //! forward per `lanes` contexts). When the common prefix is the whole context, its last token is
-//! appended again (a row needs an appended position).
+//! appended again (a row needs an appended position). `score(context, continuation)` asks one lane
+//! for the continuation.size() + 1 rows after context + continuation[0..i) in one forward (the lane
+//! keeps at most the context's tokens but its last as its shared prefix, so every row is appended).
 //!
 //! `next_logits` is `const`, as `Model` requires, and changes only the cache (the rows are what the
 //! wrapped model gives for the context): the adapter is not safe to call from two threads at once, and
@@ -71,6 +73,19 @@ class prefix_cached_model {
       serve(contexts.subspan(first, std::min(lanes(), contexts.size() - first)), logits.subspan(first * V));
   }
 
+  //! Rows i = 0..continuation.size() of `rows`: the next-token logits after context +
+  //! continuation[0..i), from one lane in one `forward` (a `ParallelScoringModel`).
+  //! \throws specdec::error on an empty context or a wrong row count; whatever the wrapped model throws.
+  void score(std::span<const token_id> context, std::span<const token_id> continuation, std::span<float> rows) const {
+    SPECDEC_EXPECTS(!context.empty(), "specdec::prefix_cached_model: an empty context has no row");
+    SPECDEC_EXPECTS(rows.size() == (continuation.size() + 1) * vocab_size(),
+                    "specdec::prefix_cached_model: continuation.size() + 1 rows");
+    scored_.assign(context.begin(), context.end());
+    scored_.insert(scored_.end(), continuation.begin(), continuation.end());
+    const std::span<const token_id> whole(scored_);
+    serve(std::span<const std::span<const token_id>>(&whole, 1), rows, continuation.size() + 1);
+  }
+
   //! Frees every lane's sequence in the wrapped model.
   void clear() {
     for (std::size_t k = 0; k < held_.size(); ++k) {
@@ -85,8 +100,8 @@ class prefix_cached_model {
     return static_cast<std::size_t>(x - a.begin());
   }
 
-  // Serves at most lanes() contexts with one forward.
-  void serve(std::span<const std::span<const token_id>> contexts, std::span<float> logits) const {
+  // Serves at most lanes() contexts with one forward, the last `rows` rows of each.
+  void serve(std::span<const std::span<const token_id>> contexts, std::span<float> logits, std::size_t rows = 1) const {
     used_.assign(held_.size(), false);
     appends_.clear();
     for (const auto& c : contexts) {
@@ -97,17 +112,17 @@ class prefix_cached_model {
         if (best == held_.size() || n > shared) best = k, shared = n;
       }
       used_[best] = true;
-      shared = std::min(shared, c.size() - 1);  // at least one token appended: its row is the answer
+      shared = std::min(shared, c.size() - rows);  // every row asked for is an appended position
       model_->rollback(first_id_ + best, held_[best].size() - shared);
       held_[best].assign(c.begin(), c.end());
-      appends_.push_back({.sequence = first_id_ + best, .tokens = c.subspan(shared), .rows = 1});
+      appends_.push_back({.sequence = first_id_ + best, .tokens = c.subspan(shared), .rows = rows});
       stats_.appended_positions += c.size() - shared;
       stats_.reused_positions += shared;
     }
     ++stats_.forwards;
     stats_.contexts += contexts.size();
     try {
-      model_->forward(std::span<const sequence_append>(appends_), logits.first(contexts.size() * vocab_size()));
+      model_->forward(std::span<const sequence_append>(appends_), logits.first(contexts.size() * rows * vocab_size()));
     } catch (...) {
       clear_after_failure();
       throw;
@@ -130,6 +145,7 @@ class prefix_cached_model {
   mutable std::vector<std::vector<token_id>> held_;  // the tokens each lane's sequence holds
   mutable std::vector<bool> used_;
   mutable std::vector<sequence_append> appends_;
+  mutable std::vector<token_id> scored_;  // score's context + continuation
   mutable prefix_cache_stats stats_;
 };
 

@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "integrations/llama_cpp/models.hpp"
+#include "integrations/llama_cpp/two_token_law.hpp"
 #include "specdec/draft/tree.hpp"
 #include "specdec/model/prefix_cached_model.hpp"
 #include "support/chi_squared.hpp"
@@ -35,18 +36,8 @@ std::vector<double> warped(std::span<const float> logits) {
 }
 
 // The exact law of the first two tokens after `prompt`: (x1, x2) -> probability.
-std::map<std::pair<token_id, token_id>, double> exact_law(const t::lc::model& m, const std::vector<token_id>& prompt) {
-  std::map<std::pair<token_id, token_id>, double> law;
-  const auto p1 = warped(t::fresh_logits(m, prompt));
-  for (std::size_t x1 = 0; x1 < p1.size(); ++x1) {
-    if (p1[x1] == 0.0) continue;
-    std::vector<token_id> context = prompt;
-    context.push_back(static_cast<token_id>(x1));
-    const auto p2 = warped(t::fresh_logits(m, context));
-    for (std::size_t x2 = 0; x2 < p2.size(); ++x2)
-      if (p2[x2] > 0.0) law[{static_cast<token_id>(x1), static_cast<token_id>(x2)}] = p1[x1] * p2[x2];
-  }
-  return law;
+t::two_token_cells<double> exact_law(const t::lc::model& m, const std::vector<token_id>& prompt) {
+  return t::two_token_law(prompt, [&m](const std::vector<token_id>& context) { return warped(t::fresh_logits(m, context)); });
 }
 
 // Decodes a chunk of requests, returning each one's tokens in order.
@@ -80,14 +71,7 @@ std::vector<std::vector<token_id>> decode_trees(std::vector<specdec::request_opt
     requests[i].drafter = specdec::tree_drafter_stage(*drafters.back());
     handles.push_back(decoder.add(std::move(requests[i])));
   }
-  std::vector<std::vector<token_id>> out(handles.size());
-  while (decoder.active() > 0)
-    for (const auto& e : decoder.step())
-      if (e.finished != specdec::finish_reason::none) {
-        const auto tokens = decoder.tokens(e.request);
-        out[e.request - handles.front()].assign(tokens.begin(), tokens.end());
-      }
-  return out;
+  return t::run_to_end(decoder, handles);
 }
 
 specdec::stats::gof_result first_two_tokens(specdec::request_acceptance acceptance, std::size_t samples, std::size_t chunk,
@@ -95,37 +79,21 @@ specdec::stats::gof_result first_two_tokens(specdec::request_acceptance acceptan
   const auto& target = t::model("target");
   const std::vector<token_id> prompt = t::lc::tokenize(target, "Once upon a time");
   const auto law = exact_law(target, prompt);
-  std::map<std::pair<token_id, token_id>, std::uint64_t> seen;
-  for (std::size_t first = 0; first < samples; first += chunk) {
-    std::vector<specdec::request_options> requests;
-    for (std::size_t i = first; i < std::min(samples, first + chunk); ++i) {
-      specdec::request_options r;
-      r.prompt = prompt;
-      r.seed = 20261125;
-      r.request_id = static_cast<std::uint32_t>(i);
-      r.gamma = 2;
-      r.max_new_tokens = 3;  // a round of two drafts: the second token is a draft's or the bonus
-      r.target_params = r.draft_params = top8;
-      r.acceptance = acceptance;
-      requests.push_back(std::move(r));
-    }
-    for (const auto& tokens : decode(std::move(requests))) {
-      REQUIRE(tokens.size() >= 2);
-      ++seen[{tokens[0], tokens[1]}];
-    }
-  }
-  std::vector<std::uint64_t> observed;
-  std::vector<double> expected;
-  for (const auto& [cell, p] : law) {
-    observed.push_back(seen.contains(cell) ? seen[cell] : 0);
-    expected.push_back(p);
-  }
-  std::uint64_t outside = 0;
-  for (const auto& [cell, n] : seen)
-    if (!law.contains(cell)) outside += n;
-  observed.push_back(outside);  // a cell of probability 0: any count in it fails the test
-  expected.push_back(0.0);
-  return specdec::stats::chi_squared_gof(observed, expected);
+  const auto seen = t::count_first_two(
+      samples, chunk,
+      [&](std::uint32_t i) {
+        specdec::request_options r;
+        r.prompt = prompt;
+        r.seed = 20261125;
+        r.request_id = i;
+        r.gamma = 2;
+        r.max_new_tokens = 3;  // a round of two drafts: the second token is a draft's or the bonus
+        r.target_params = r.draft_params = top8;
+        r.acceptance = acceptance;
+        return r;
+      },
+      decode);
+  return t::two_token_gof(seen, law);
 }
 
 }  // namespace

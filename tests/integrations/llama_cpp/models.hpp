@@ -83,6 +83,22 @@ inline double relative_difference(std::span<const float> a, std::span<const floa
   return diff / scale;
 }
 
+//! Steps `decoder` until no request is active; returns the tokens of each request of `handles`
+//! (consecutive handles, in order) and adds each one's decode_stats to `stats` when given.
+template <class Decoder>
+std::vector<std::vector<token_id>> run_to_end(Decoder& decoder, const std::vector<specdec::request_handle>& handles,
+                                              specdec::decode_stats* stats = nullptr) {
+  std::vector<std::vector<token_id>> out(handles.size());
+  while (decoder.active() > 0)
+    for (const auto& e : decoder.step())
+      if (e.finished != specdec::finish_reason::none) {
+        const auto t = decoder.tokens(e.request);
+        out[e.request - handles.front()].assign(t.begin(), t.end());
+        if (stats != nullptr) stats->merge(decoder.stats(e.request));
+      }
+  return out;
+}
+
 //! Decodes `requests` (each with its own acceptance stage; the default is strict) in one target and
 //! one draft context, a sequence each, with the simd backend when it is built (seq otherwise); returns
 //! every request's tokens in order.
@@ -99,14 +115,7 @@ inline std::vector<std::vector<token_id>> decode_all(const lc::model& target_mod
 #endif
   std::vector<specdec::request_handle> handles;
   for (auto& r : requests) handles.push_back(decoder.add(std::move(r)));
-  std::vector<std::vector<token_id>> out(handles.size());
-  while (decoder.active() > 0)
-    for (const auto& e : decoder.step())
-      if (e.finished != specdec::finish_reason::none) {
-        const auto t = decoder.tokens(e.request);
-        out[e.request - handles.front()].assign(t.begin(), t.end());
-      }
-  return out;
+  return run_to_end(decoder, handles);
 }
 
 }  // namespace specdec_test::llama

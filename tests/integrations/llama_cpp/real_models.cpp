@@ -3,7 +3,9 @@
 // quantized products on every x86-64 machine: a SIGILL fails the test), target-only greedy decoding
 // through specdec's decoder is llama.cpp's own greedy decoding, and greedy speculative decoding with
 // each model-free drafter (n-gram prompt lookup, suffix chains, suffix trees verified as trees on
-// llama.cpp's KV cache) gives greedy target-only decoding's tokens over 128 tokens. Without the models
+// llama.cpp's KV cache) gives greedy target-only decoding's tokens over 128 tokens; SmolLM2 drafting
+// for itself (the one same-vocabulary pair here) under SPRINTER with a verifier that accepts nothing
+// and under SV (SmolLM2 its own companion, the estimator profiled first) gives them over 64. Without the models
 // (SPECDEC_REAL_MODELS=0 in scripts/test.sh, or no download) the cases report a skip.
 // SPECDEC_TEST_LABELS: real_models
 #include <catch2/catch.hpp>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "integrations/llama_cpp/gated.hpp"
 #include "integrations/llama_cpp/models.hpp"
 #include "integrations/llama_cpp/real_models.hpp"
 #include "specdec/acceptance/greedy.hpp"
@@ -30,12 +33,16 @@ using specdec_test::llama::greedy_decode;
 using specdec_test::llama::grounded_prompt;
 using specdec_test::llama::real_model;
 
+// The real model `file`; without it, a CTest skip and an empty path.
+std::filesystem::path model_or_skip(const std::string& file) {
+  auto path = real_model(file);
+  if (path.empty()) SPECDEC_SKIP("no " << file << " in $SPECDEC_REAL_MODELS (scripts/get-models.sh)");
+  return path;
+}
+
 void check_model(const std::string& file) {
-  const auto path = real_model(file);
-  if (path.empty()) {
-    SPECDEC_SKIP("no " << file << " in $SPECDEC_REAL_MODELS (scripts/get-models.sh)");
-    return;
-  }
+  const auto path = model_or_skip(file);
+  if (path.empty()) return;
   lc::quiet_logs();
   const lc::model m(path);
   const std::vector<token_id> prompt = lc::tokenize(m, grounded_prompt);
@@ -73,15 +80,41 @@ TEST_CASE("SmolLM2 135M Q4_1: decodes; greedy with model-free drafts is greedy t
 }
 
 TEST_CASE("A truncated GGUF file is an error, not a crash", "[real_models][bad_input]") {
-  const auto path = real_model("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (path.empty()) {
-    SPECDEC_SKIP("no SmolLM2 model in $SPECDEC_REAL_MODELS (scripts/get-models.sh)");
-    return;
-  }
+  const auto path = model_or_skip("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (path.empty()) return;
   const auto truncated = std::filesystem::temp_directory_path() / "specdec-truncated.gguf";
   std::filesystem::copy_file(path, truncated, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(truncated, std::filesystem::file_size(path) / 3);
   lc::quiet_logs();
   CHECK_THROWS_AS(lc::model(truncated), specdec::engine_error);
   std::filesystem::remove(truncated);
+}
+
+TEST_CASE("SmolLM2 135M drafting for itself: greedy SPRINTER and SV are greedy target decoding", "[real_models][smollm2]") {
+  const auto path = model_or_skip("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (path.empty()) return;
+  lc::quiet_logs();
+  const lc::model m(path);
+  const std::vector<token_id> prompt = lc::tokenize(m, grounded_prompt);
+  constexpr std::size_t n = 64;
+  const auto plain = greedy_decode(m, prompt, n, {});
+
+  // SPRINTER with a verifier that accepts nothing: every draft goes to the target's check.
+  specdec::request_options r;
+  r.prompt = prompt;
+  r.max_new_tokens = n;
+  r.gamma = 20;
+  r.target_params = r.draft_params = specdec_test::llama::greedy_warp;
+  r.acceptance = specdec::last_token;
+  auto never = specdec_test::llama::constant_gate(0.0, 20);
+  specdec::decode_stats stats;
+  const auto sprinter = specdec_test::llama::decode_stages(m, m, {r}, never.factory(), &stats, 1024);
+  CHECK(sprinter.front() == plain);
+  CHECK(stats.target_calls == n);
+
+  specdec::sv_stats sv;
+  const auto got = specdec_test::llama::greedy_sv(m, m, m, {prompt}, n, 4, 32, sv);
+  INFO("SV: mean verified length " << sv.mean_verified_length() << ", " << sv.dropped << " of " << sv.drafted << " dropped");
+  CHECK(got.front() == plain);
+  CHECK(sv.companion_calls > 0);
 }
