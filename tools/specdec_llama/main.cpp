@@ -78,7 +78,7 @@ as sequences of one context.
                          children per node, --gamma levels) [dynamic]
   --tree-width K         [4]   --tree-nodes N  [16]
   --beams W              mtad: beams [4]   --tau T  mtad: joint acceptance threshold [0.5]
-  --max-run N            sprinter: most tokens of a run (the last one target-checked) [20]
+  --max-run N            sprinter: most tokens of a run (the last one target-checked; in place of --gamma) [20]
   --verifier-tau T       sprinter: keep drafting while the verifier's score >= T [0.5]
   --lambda L             sprinter: training label, acceptable iff q(x) <= L p(x) [1.2]
   --train-verifier N     sprinter: labelled drafts the verifier is trained on, drawn after prefixes of
@@ -120,7 +120,7 @@ struct options {
   std::size_t max_run = 20, train_examples = 2000, sv_profile_tokens = 64, sv_bins = 5;
   double verifier_tau = 0.5, lambda = 1.2;
   std::string sprinter_option, sv_option;  // an option of that method given (named in errors)
-  bool suffix_tree = false, rule_given = false;
+  bool suffix_tree = false, rule_given = false, gamma_given = false;
   std::string tree = "dynamic";
   specdec::warp_params warp{};
   bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false, vocab_report = false;
@@ -239,9 +239,10 @@ options parse(int argc, char** argv) {
     } else if (a == "--rule") {
       o.rule = v;
       o.rule_given = true;
-    } else if (a == "--gamma")
+    } else if (a == "--gamma") {
       o.gamma = count(a, v);
-    else if (a == "--length") {
+      o.gamma_given = true;
+    } else if (a == "--length") {
       o.length = v;
       if (o.length != "fixed" && o.length != "heuristic") fail("unknown --length " + o.length + " (fixed, heuristic)");
     } else if (a == "--tokens")
@@ -279,6 +280,7 @@ options parse(int argc, char** argv) {
     fail("--method sprinter trains its verifier with specdec::learn, and this build has no Eigen");
 #endif
     if (o.rule_given) fail("--method sprinter checks the verifier's rejected token with its own rule (min(1, p/q)); drop --rule");
+    if (o.gamma_given) fail("--method sprinter drafts runs of up to --max-run tokens; give --max-run, not --gamma");
     if (o.max_run == 0) fail("--max-run must be at least 1");
     if (!(o.verifier_tau >= 0.0 && o.verifier_tau <= 1.0)) fail("--verifier-tau must be in [0, 1]");
     if (!(o.lambda >= 1.0) || o.lambda > 1e300) fail("--lambda must be finite and >= 1");
