@@ -83,9 +83,13 @@ as sequences of one context.
   --lambda L             sprinter: training label, acceptable iff q(x) <= L p(x) [1.2]
   --train-verifier N     sprinter: labelled drafts the verifier is trained on, drawn after prefixes of
                          the prompts [2000]
+  --save-verifier FILE   sprinter: write the trained verifier to FILE (learn/linear_verifier.hpp's format)
+  --load-verifier FILE   sprinter: use a saved verifier instead of training one
   --companion FILE       sv: the companion model (GGUF, the target's vocabulary)
   --sv-profile-tokens N  sv: tokens of standard SD per prompt profiled before decoding [64]
   --sv-bins N            sv: adaptive bins per indicator of the acceptance estimator [5]
+  --save-sv-profile FILE sv: write the profiled acceptance estimator to FILE
+  --load-sv-profile FILE sv: use a saved estimator instead of profiling (latencies are measured every run)
   --rule R               chains: strict | greedy | sample-and-match | lenient=L | block [strict]
                          trees: target-only | greedy | sample-and-match [target-only]
   --gamma N              drafts per round (most); 0 decodes the target alone [4]
@@ -119,7 +123,10 @@ struct options {
   double suffix_min_prob = 0.1, tau = 0.5;
   std::size_t max_run = 20, train_examples = 2000, sv_profile_tokens = 64, sv_bins = 5;
   double verifier_tau = 0.5, lambda = 1.2;
-  std::string sprinter_option, sv_option;  // an option of that method given (named in errors)
+  std::string sprinter_option, sv_option;        // an option of that method given (named in errors)
+  std::string save_verifier, load_verifier;      // sprinter: where the trained verifier is written; a saved one to use instead
+  std::string save_sv_profile, load_sv_profile;  // sv: where the profiled estimator is written; a saved one to use instead
+  bool train_examples_given = false;
   bool suffix_tree = false, rule_given = false, gamma_given = false;
   std::string tree = "dynamic";
   specdec::warp_params warp{};
@@ -225,17 +232,24 @@ options parse(int argc, char** argv) {
       o.beams = count(a, v);
     else if (a == "--tau")
       o.tau = number(a, v);
-    else if (a == "--max-run" || a == "--verifier-tau" || a == "--lambda" || a == "--train-verifier") {
+    else if (a == "--max-run" || a == "--verifier-tau" || a == "--lambda" || a == "--train-verifier" || a == "--save-verifier" ||
+             a == "--load-verifier") {
       o.sprinter_option = a;
       if (a == "--max-run") o.max_run = count(a, v);
       if (a == "--verifier-tau") o.verifier_tau = number(a, v);
       if (a == "--lambda") o.lambda = number(a, v);
       if (a == "--train-verifier") o.train_examples = count(a, v);
-    } else if (a == "--companion" || a == "--sv-profile-tokens" || a == "--sv-bins") {
+      if (a == "--train-verifier") o.train_examples_given = true;
+      if (a == "--save-verifier") o.save_verifier = v;
+      if (a == "--load-verifier") o.load_verifier = v;
+    } else if (a == "--companion" || a == "--sv-profile-tokens" || a == "--sv-bins" || a == "--save-sv-profile" ||
+               a == "--load-sv-profile") {
       o.sv_option = a;
       if (a == "--companion") o.companion = v;
       if (a == "--sv-profile-tokens") o.sv_profile_tokens = count(a, v);
       if (a == "--sv-bins") o.sv_bins = count(a, v);
+      if (a == "--save-sv-profile") o.save_sv_profile = v;
+      if (a == "--load-sv-profile") o.load_sv_profile = v;
     } else if (a == "--rule") {
       o.rule = v;
       o.rule_given = true;
@@ -285,6 +299,8 @@ options parse(int argc, char** argv) {
     if (!(o.verifier_tau >= 0.0 && o.verifier_tau <= 1.0)) fail("--verifier-tau must be in [0, 1]");
     if (!(o.lambda >= 1.0) || o.lambda > 1e300) fail("--lambda must be finite and >= 1");
     if (o.train_examples < 8) fail("--train-verifier needs at least 8 examples");
+    if (!o.load_verifier.empty() && (o.train_examples_given || !o.save_verifier.empty()))
+      fail("--load-verifier uses a saved verifier; it trains none (drop --train-verifier and --save-verifier)");
     o.rule = "last-token";
     o.gamma = o.max_run;  // a run drafts at most --max-run tokens
   }
@@ -293,6 +309,7 @@ options parse(int argc, char** argv) {
     if (o.rule != "strict") fail("--method sv verifies with the strict rule, not --rule " + o.rule);
     if (o.gamma == 0) fail("--method sv needs --gamma >= 1");
     if (o.sv_profile_tokens == 0 || o.sv_bins == 0) fail("--sv-profile-tokens and --sv-bins must be at least 1");
+    if (!o.load_sv_profile.empty() && !o.save_sv_profile.empty()) fail("--load-sv-profile profiles nothing to save");
   }
   if (o.suffix_tree && o.method != "suffix") fail("--suffix-tree is an option of --method suffix");
   if (!o.cross_vocab.empty() && o.cross_vocab != "tli" && o.cross_vocab != "slem") fail("--cross-vocab is tli or slem");
@@ -635,7 +652,9 @@ int run(Policy policy, const options& o) {
                                                     .target_params = o.warp,
                                                     .seed = o.seed + 1,
                                                     .ctx = o.ctx,
-                                                    .threads = o.threads});
+                                                    .threads = o.threads,
+                                                    .load_estimator = o.load_sv_profile,
+                                                    .save_estimator = o.save_sv_profile});
     const specdec::sv_setup setup{companion, profile.estimator, profile.target_latency};
     auto lengths = specdec::sv_batch_lengths(
         policy, setup,
@@ -647,15 +666,23 @@ int run(Policy policy, const options& o) {
   std::optional<specdec_llama::sprinter_verifier> verifier;
 #if defined(SPECDEC_LLAMA_HAS_LEARN)
   if (o.method == "sprinter")  // trained on the pair's own acceptance labels (sprinter_sv.hpp)
-    verifier = specdec_llama::train_sprinter_verifier(target_model, *draft_model, prompts,
-                                                      {.examples = o.train_examples,
-                                                       .lambda = o.lambda,
-                                                       .tau = o.verifier_tau,
-                                                       .draft_params = draft_warp,
-                                                       .target_params = o.warp,
-                                                       .seed = o.seed,
-                                                       .ctx = o.ctx,
-                                                       .threads = o.threads});
+  {
+    const auto linear = !o.load_verifier.empty() ? specdec_llama::load_sprinter_verifier(o.load_verifier)
+                                                 : specdec_llama::train_sprinter_verifier(target_model, *draft_model, prompts,
+                                                                                          {.examples = o.train_examples,
+                                                                                           .lambda = o.lambda,
+                                                                                           .tau = o.verifier_tau,
+                                                                                           .draft_params = draft_warp,
+                                                                                           .target_params = o.warp,
+                                                                                           .seed = o.seed,
+                                                                                           .ctx = o.ctx,
+                                                                                           .threads = o.threads});
+    if (!o.save_verifier.empty()) {
+      linear.save(std::filesystem::path(o.save_verifier));
+      std::printf("sprinter verifier: saved to %s\n", o.save_verifier.c_str());
+    }
+    verifier = specdec_llama::as_sprinter_verifier(linear);
+  }
 #endif
   if (draft_model && o.method != "sd") {  // stages on the draft model, through prefix_cached_model lanes
     const std::size_t views = o.sequential ? 1 : prompts.size();

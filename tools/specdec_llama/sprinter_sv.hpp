@@ -24,6 +24,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <functional>
 #include <span>
 #include <vector>
@@ -83,11 +86,30 @@ struct sprinter_training_options {
   int threads = 0;
 };
 
+// A trained or loaded linear verifier as the tool's verifier.
+inline sprinter_verifier as_sprinter_verifier(const specdec::learn::linear_verifier& v) {
+  return specdec::make_verifier(
+      v.feature_size(), std::function<double(std::span<const float>)>([v](std::span<const float> f) { return v.score(f); }));
+}
+
+// A verifier saved by --save-verifier (learn/linear_verifier.hpp's file format), checked to read the
+// features the tool extracts (draft_row_features).
+// \throws specdec::error when the file is unreadable, malformed or of another feature count.
+inline specdec::learn::linear_verifier load_sprinter_verifier(const std::filesystem::path& path) {
+  auto v = specdec::learn::linear_verifier::load(path);
+  const std::size_t expected = specdec::draft_row_features{}.feature_size();
+  if (v.feature_size() != expected)
+    throw specdec::error("the verifier in " + path.string() + " reads " + std::to_string(v.feature_size()) +
+                         " features; --method sprinter extracts " + std::to_string(expected));
+  std::printf("sprinter verifier: loaded from %s (%zu features)\n", path.string().c_str(), v.feature_size());
+  return v;
+}
+
 // Trains SPRINTER's linear verifier on draft_row_features of the pair's drafts after prefixes of
 // `documents` and prints what it learnt (examples, acceptable fraction, validation loss, rates at tau).
-inline sprinter_verifier train_sprinter_verifier(const lc::model& target_model, const lc::model& draft_model,
-                                                 std::span<const std::vector<token_id>> documents,
-                                                 const sprinter_training_options& o) {
+inline specdec::learn::linear_verifier train_sprinter_verifier(const lc::model& target_model, const lc::model& draft_model,
+                                                               std::span<const std::vector<token_id>> documents,
+                                                               const sprinter_training_options& o) {
   constexpr std::uint32_t lanes = 2;
   const lc::context_options params{.context_per_sequence = o.ctx, .sequences = lanes, .threads = o.threads};
   lc::context target_ctx(target_model, params), draft_ctx(draft_model, params);
@@ -116,9 +138,7 @@ inline sprinter_verifier train_sprinter_verifier(const lc::model& target_model, 
               "on its data: AUC %.3f, at tau %.2f true-positive rate %.3f, false-positive rate %.3f; %.2f s\n",
               data.size(), o.lambda, data.positive_fraction(), trained.report.epochs, trained.report.best_validation_loss, auc,
               o.tau, rates.eta_tp, rates.eta_fp, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return specdec::make_verifier(
-      trained.verifier.feature_size(),
-      std::function<double(std::span<const float>)>([v = trained.verifier](std::span<const float> f) { return v.score(f); }));
+  return trained.verifier;
 }
 #endif
 
@@ -157,18 +177,24 @@ struct sv_profile_options {
   std::uint64_t seed = 0;
   std::uint32_t ctx = 2048;
   int threads = 0;
+  std::string load_estimator;  // a file written by `save_estimator`: the estimator is read, not profiled
+  std::string save_estimator;  // where the profiled estimator is written (estimate/acceptance_estimator.hpp's format)
 };
 
-// Profiles SV on the pair (file comment) with `companion` (a view over the companion's lanes) and
-// prints the samples, the estimator's bins and information gain, and the measured latencies.
+// SV's acceptance estimator: read from `o.load_estimator`, or fitted on profiling samples of the pair
+// (printing the samples, bins and information gain) and written to `o.save_estimator` when set.
 template <class Policy>
-sv_profile profile_sv(Policy policy, const lc::model& target_model, const lc::model& draft_model,
-                      const lc::model& companion_model, const llama_view& companion,
-                      std::span<const std::vector<token_id>> prompts, const sv_profile_options& o) {
-  const auto start = std::chrono::steady_clock::now();
-  const lc::context_options params{.context_per_sequence = o.ctx, .sequences = 1, .threads = o.threads};
-  lc::context target_ctx(target_model, params), draft_ctx(draft_model, params);
-  lc::sequence_model target_seq(target_ctx), draft_seq(draft_ctx);
+specdec::estimate::acceptance_estimator sv_estimator(Policy policy, lc::sequence_model& target_seq, lc::sequence_model& draft_seq,
+                                                     const llama_view& companion, std::span<const std::vector<token_id>> prompts,
+                                                     const sv_profile_options& o) {
+  if (!o.load_estimator.empty()) {
+    std::ifstream in(o.load_estimator);
+    if (!in) throw specdec::error("cannot open the SV profile " + o.load_estimator);
+    auto estimator = specdec::estimate::acceptance_estimator::load(in);
+    std::printf("sv profile: estimator loaded from %s (%llu samples, %s bins, mean acceptance %.3f)\n", o.load_estimator.c_str(),
+                static_cast<unsigned long long>(estimator.samples()), estimator.bins().name().c_str(), estimator.overall());
+    return estimator;
+  }
   std::vector<specdec::estimate::indicator_sample> samples;
   {
     const llama_view target(target_seq, 1), draft(draft_seq, 1);
@@ -183,6 +209,30 @@ sv_profile profile_sv(Policy policy, const lc::model& target_model, const lc::mo
   auto bins = specdec::estimate::binning::adaptive(samples, o.bins, o.bins);
   const auto gain = specdec::estimate::information_gain(samples, bins);
   auto estimator = specdec::estimate::acceptance_estimator::fit(samples, std::move(bins));
+  std::printf("sv profile: %zu drafted positions from %zu prompts, estimator on %s bins, mean acceptance %.3f, "
+              "information gain I(X; S, A) %.3f of H(X) %.3f bits\n",
+              samples.size(), prompts.size(), estimator.bins().name().c_str(), estimator.overall(), gain.gain, gain.h_x);
+  if (!o.save_estimator.empty()) {
+    std::ofstream out(o.save_estimator);
+    estimator.save(out);
+    if (!out) throw specdec::error("cannot write the SV profile " + o.save_estimator);
+    std::printf("sv profile: estimator saved to %s\n", o.save_estimator.c_str());
+  }
+  return estimator;
+}
+
+// Profiles SV on the pair (file comment) with `companion` (a view over the companion's lanes): the
+// estimator (`sv_estimator`), then the latencies, measured on this machine every run (they are the
+// machine's, not the pair's), and prints them.
+template <class Policy>
+sv_profile profile_sv(Policy policy, const lc::model& target_model, const lc::model& draft_model,
+                      const lc::model& companion_model, const llama_view& companion,
+                      std::span<const std::vector<token_id>> prompts, const sv_profile_options& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const lc::context_options params{.context_per_sequence = o.ctx, .sequences = 1, .threads = o.threads};
+  lc::context target_ctx(target_model, params), draft_ctx(draft_model, params);
+  lc::sequence_model target_seq(target_ctx), draft_seq(draft_ctx);
+  auto estimator = sv_estimator(policy, target_seq, draft_seq, companion, prompts, o);
   // The target's latency for P positions scored in one call, P = 1, 2, 4, ... past batch x (gamma_max + 1).
   const std::span<const token_id> filler(prompts.front());
   std::vector<double> positions, seconds;
@@ -196,12 +246,10 @@ sv_profile profile_sv(Policy policy, const lc::model& target_model, const lc::mo
   lc::context companion_ctx(companion_model, params);  // a companion call scores gamma_max positions
   lc::sequence_model companion_seq(companion_ctx);
   const double companion_step = median_forward_seconds(companion_seq, filler, o.gamma_max, o.gamma_max);
-  std::printf("sv profile: %zu drafted positions from %zu prompts, estimator on %s bins, mean acceptance %.3f, "
-              "information gain I(X; S, A) %.3f of H(X) %.3f bits; target call %.2f ms (1 position) .. %.2f ms (%g); "
-              "draft step %.2f ms, companion call %.2f ms; %.2f s\n",
-              samples.size(), prompts.size(), estimator.bins().name().c_str(), estimator.overall(), gain.gain, gain.h_x,
-              1e3 * seconds.front(), 1e3 * seconds.back(), positions.back(), 1e3 * draft_step, 1e3 * companion_step,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::printf(
+      "sv profile: target call %.2f ms (1 position) .. %.2f ms (%g); draft step %.2f ms, companion call %.2f ms; %.2f s\n",
+      1e3 * seconds.front(), 1e3 * seconds.back(), positions.back(), 1e3 * draft_step, 1e3 * companion_step,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return {std::move(estimator), specdec::optimize::latency_table(std::move(positions), std::move(seconds)), draft_step,
           companion_step};
 }
