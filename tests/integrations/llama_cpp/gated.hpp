@@ -86,47 +86,45 @@ inline sprinter_stages<specdec::draft_row_features, decltype(constant_verifier(0
           .gating = {.tau = 0.5, .max_run = max_run}};
 }
 
-//! Greedy SV on the step decoder (exact mode, the batch scheduler): the estimator profiled on the
-//! pair first (standard SD at temperature 1 from every prompt, `profile_tokens` each, gamma drafts a
-//! round; greedy's acceptances would all be 0 or 1), a target whose cost grows with the positions it
-//! scores (so that low estimates shorten the verified prefix), the companion read through a lane per
-//! prompt. Returns each prompt's `n` tokens; SV's counters go to `sv`.
-inline std::vector<std::vector<token_id>> greedy_sv(const lc::model& target_model, const lc::model& draft_model,
-                                                    const lc::model& companion_model,
-                                                    const std::vector<std::vector<token_id>>& prompts, std::size_t n,
-                                                    std::size_t gamma, std::size_t profile_tokens, specdec::sv_stats& sv) {
-  const auto b = static_cast<std::uint32_t>(prompts.size());
+//! SV's acceptance estimator profiled on the pair (standard SD at temperature 1 from every prompt,
+//! `profile_tokens` each, gamma drafts a round; greedy's acceptances would all be 0 or 1), the
+//! companion read through a lane of its own context.
+inline specdec::estimate::acceptance_estimator profile_sv_pair(const lc::model& target_model, const lc::model& draft_model,
+                                                               const lc::model& companion_model,
+                                                               const std::vector<std::vector<token_id>>& prompts,
+                                                               std::size_t gamma, std::size_t profile_tokens) {
   const lc::context_options one{.context_per_sequence = 512, .sequences = 1, .threads = 1};
-  const lc::context_options all{.context_per_sequence = 512, .sequences = b, .threads = 1};
-  lc::context companion_ctx(companion_model, all);
-  lc::sequence_model companion_seq(companion_ctx);
-  const view companion(companion_seq, b);
-  std::vector<specdec::estimate::indicator_sample> samples;
-  {
-    lc::context profile_target_ctx(target_model, one), profile_draft_ctx(draft_model, one);
-    lc::sequence_model profile_target(profile_target_ctx), profile_draft(profile_draft_ctx);
-    const view target_lane(profile_target, 1), draft_lane(profile_draft, 1);
-    samples =
-        specdec::profile_sv_indicators(specdec::exec::seq, target_lane, draft_lane, {}, companion, prompts,
-                                       specdec::decode_options{.seed = 7}, {.gamma = gamma, .tokens_per_prompt = profile_tokens});
-  }
+  lc::context target_ctx(target_model, one), draft_ctx(draft_model, one), companion_ctx(companion_model, one);
+  lc::sequence_model target(target_ctx), draft(draft_ctx), companion(companion_ctx);
+  const view target_lane(target, 1), draft_lane(draft, 1), companion_lane(companion, 1);
+  const auto samples =
+      specdec::profile_sv_indicators(specdec::exec::seq, target_lane, draft_lane, {}, companion_lane, prompts,
+                                     specdec::decode_options{.seed = 7}, {.gamma = gamma, .tokens_per_prompt = profile_tokens});
   REQUIRE(samples.size() >= prompts.size() * profile_tokens / 2);  // at least gamma drafts per gamma + 1 tokens
-  const auto estimator =
-      specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::adaptive(samples, 4, 4));
+  return specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::adaptive(samples, 4, 4));
+}
+
+//! SV on the step decoder (exact mode, the batch scheduler, the decoder's rule strict unless a request
+//! sets its own) with `estimator`, a target whose cost grows with the positions it scores (so that low
+//! estimates shorten the verified prefix), the companion read through a lane per request. Returns each
+//! request's tokens; SV's counters go to `sv`.
+inline std::vector<std::vector<token_id>> decode_sv(const lc::model& target_model, const lc::model& draft_model,
+                                                    const lc::model& companion_model,
+                                                    const specdec::estimate::acceptance_estimator& estimator,
+                                                    std::vector<specdec::request_options> requests, std::size_t gamma,
+                                                    specdec::sv_stats& sv) {
+  const auto b = static_cast<std::uint32_t>(requests.size());
+  const lc::context_options all{.context_per_sequence = 512, .sequences = b, .threads = 1};
+  lc::context companion_ctx(companion_model, all), target_ctx(target_model, all), draft_ctx(draft_model, all);
+  lc::sequence_model companion_seq(companion_ctx), target(target_ctx), draft(draft_ctx);
+  const view companion(companion_seq, b);
   const auto latency = [](int positions) { return 1.0 + 0.5 * static_cast<double>(positions); };
   const specdec::sv_setup setup{companion, estimator, latency};
-
-  lc::context target_ctx(target_model, all), draft_ctx(draft_model, all);
-  lc::sequence_model target(target_ctx), draft(draft_ctx);
   specdec::batch_decoder decoder(specdec::exec::seq, target, draft, specdec::strict);
   decoder.set_verify_length_stage(specdec::sv_batch_lengths(specdec::exec::seq, setup, {.gamma_max = gamma}));
   std::vector<specdec::request_handle> handles;
-  for (const auto& p : prompts) {
-    specdec::request_options r;
-    r.prompt = p;
-    r.max_new_tokens = n;
+  for (auto& r : requests) {
     r.gamma = gamma;
-    r.target_params = r.draft_params = greedy_warp;
     handles.push_back(decoder.add(std::move(r)));
   }
   std::vector<std::vector<token_id>> got(handles.size());
@@ -139,6 +137,24 @@ inline std::vector<std::vector<token_id>> greedy_sv(const lc::model& target_mode
       }
     }
   return got;
+}
+
+//! Greedy SV (`decode_sv`) with its estimator profiled on the pair from `prompts`: each prompt's `n`
+//! tokens.
+inline std::vector<std::vector<token_id>> greedy_sv(const lc::model& target_model, const lc::model& draft_model,
+                                                    const lc::model& companion_model,
+                                                    const std::vector<std::vector<token_id>>& prompts, std::size_t n,
+                                                    std::size_t gamma, std::size_t profile_tokens, specdec::sv_stats& sv) {
+  const auto estimator = profile_sv_pair(target_model, draft_model, companion_model, prompts, gamma, profile_tokens);
+  std::vector<specdec::request_options> requests;
+  for (const auto& p : prompts) {
+    specdec::request_options r;
+    r.prompt = p;
+    r.max_new_tokens = n;
+    r.target_params = r.draft_params = greedy_warp;
+    requests.push_back(std::move(r));
+  }
+  return decode_sv(target_model, draft_model, companion_model, estimator, std::move(requests), gamma, sv);
 }
 
 }  // namespace specdec_test::llama

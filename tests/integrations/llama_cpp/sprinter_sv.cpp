@@ -13,6 +13,10 @@
 //   mixtures at eta_fp = 0.5; the eta_fp = 0.5 samples against the target's law must fail.
 // - SV (exact mode, the batch scheduler) with an estimator profiled on the pair: under greedy decoding
 //   its tokens are llama.cpp's greedy decoding of the target whatever lengths it verifies.
+// - SV's law: sampled (temperature 1, top-k 8; the draft with noise 0.5, so that many drafts are
+//   rejected and the estimator's lengths vary) with the strict rule, the first two tokens pass a
+//   chi-squared test against the target's law; negative control: the same SV with the lossy lenient
+//   rule (l = 0.2, seed 004; it accepts the far draft's tokens far more often) fails it.
 // SPECDEC_TEST_LABELS: llama_cpp statistical
 #include <functional>
 #include <map>
@@ -96,6 +100,30 @@ t::two_token_cells<std::uint64_t> sprinter_first_two(double eta, std::size_t sam
   return t::count_first_two(samples, 64, request, decode);
 }
 
+// The first two tokens of `samples` SV requests (the prompt "Once upon a time", top-8 on both
+// models) verified by `acceptance` (empty: strict), every SV length chosen counted in `sv`.
+t::two_token_cells<std::uint64_t> sv_first_two(specdec::request_acceptance acceptance, std::size_t samples,
+                                               specdec::sv_stats& sv) {
+  const std::vector<token_id> prompt = t::lc::tokenize(t::model("target"), "Once upon a time");
+  static const auto estimator =
+      t::profile_sv_pair(t::model("target"), t::model("draft-noise-0.5"), t::model("draft-layers2"), {prompt}, 4, 64);
+  const auto request = [&](std::uint32_t i) {
+    specdec::request_options r;
+    r.prompt = prompt;
+    r.seed = 20261130;
+    r.request_id = i;
+    r.max_new_tokens = 3;  // the first round drafts 2, of which SV may verify fewer
+    r.target_params = r.draft_params = top8;
+    r.acceptance = acceptance;
+    return r;
+  };
+  const auto decode = [&](std::vector<specdec::request_options> requests) {
+    return t::decode_sv(t::model("target"), t::model("draft-noise-0.5"), t::model("draft-layers2"), estimator,
+                        std::move(requests), 4, sv);
+  };
+  return t::count_first_two(samples, 64, request, decode);
+}
+
 }  // namespace
 
 TEST_CASE("SPRINTER on llama.cpp: a verifier that accepts nothing gives greedy target decoding", "[llama_cpp][sprinter]") {
@@ -170,4 +198,30 @@ TEST_CASE("SV on llama.cpp: profiled on the pair, greedy SV gives greedy target 
   CHECK(sv.companion_calls > 0);
   CHECK(sv.dropped > 0);  // SV verified fewer than it drafted in some rounds
   CHECK(sv.drafted > sv.dropped);
+}
+
+TEST_CASE("SV on llama.cpp: the law of the first two tokens is the target's", "[llama_cpp][sv][statistical]") {
+  const std::size_t samples = static_cast<std::size_t>(specdec_test::scaled_sample_count(2000, 1000));
+  const std::vector<token_id> prompt = t::lc::tokenize(t::model("target"), "Once upon a time");
+  specdec::sv_stats sv;
+  const auto seen = sv_first_two({}, samples, sv);
+  const auto exact = t::two_token_gof(seen, mixture_law(prompt, 0.0));
+  INFO("strict SV against the target's law: " << exact);
+  CHECK(exact.impossible == 0);
+  CHECK(exact.p_value > specdec_test::gof_alpha);
+  INFO("mean verified length " << sv.mean_verified_length() << " of " << sv.drafted << " drafted, " << sv.dropped << " dropped");
+  CHECK(sv.companion_calls > 0);
+  CHECK(sv.dropped > 0);  // SV verified fewer than drafted in some rounds: its lengths are exercised
+  CHECK(sv.drafted > sv.dropped);
+
+  // Negative control: lenient acceptance (lossy) through the same SV machinery: where SV verifies the
+  // first drafts, the first tokens follow the lenient law.
+  constexpr double l = 0.2;
+  specdec::sv_stats lenient_sv;
+  const auto loose = sv_first_two(specdec::lenient_rule(l), samples, lenient_sv);
+  const auto control = t::two_token_gof(loose, mixture_law(prompt, 0.0));
+  INFO("negative control, lenient l = 0.2 against the target's law: " << control);
+  CHECK(control.p_value < specdec_test::gof_alpha);
+  INFO("lenient SV verified " << lenient_sv.drafted - lenient_sv.dropped << " of " << lenient_sv.drafted << " drafts");
+  CHECK(lenient_sv.drafted > lenient_sv.dropped);
 }
