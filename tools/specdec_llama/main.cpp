@@ -83,6 +83,9 @@ as sequences of one context.
   --lambda L             sprinter: training label, acceptable iff q(x) <= L p(x) [1.2]
   --train-verifier N     sprinter: labelled drafts the verifier is trained on, drawn after prefixes of
                          the prompts [2000]
+  --verifier-features F  sprinter: what the verifier reads: row (the draft's row: q(x), its rank, the row's
+                         top probabilities and entropy) or hidden (the draft's last-layer hidden state,
+                         then the row's; the draft then computes its output layer for every token) [row]
   --save-verifier FILE   sprinter: write the trained verifier to FILE (learn/linear_verifier.hpp's format)
   --load-verifier FILE   sprinter: use a saved verifier instead of training one
   --companion FILE       sv: the companion model (GGUF, the target's vocabulary)
@@ -125,6 +128,7 @@ struct options {
   double verifier_tau = 0.5, lambda = 1.2;
   std::string sprinter_option, sv_option;        // an option of that method given (named in errors)
   std::string save_verifier, load_verifier;      // sprinter: where the trained verifier is written; a saved one to use instead
+  std::string verifier_features = "row";         // sprinter: row (the draft's row) or hidden (its hidden state, then its row)
   std::string save_sv_profile, load_sv_profile;  // sv: where the profiled estimator is written; a saved one to use instead
   bool train_examples_given = false;
   bool suffix_tree = false, rule_given = false, gamma_given = false;
@@ -233,7 +237,7 @@ options parse(int argc, char** argv) {
     else if (a == "--tau")
       o.tau = number(a, v);
     else if (a == "--max-run" || a == "--verifier-tau" || a == "--lambda" || a == "--train-verifier" || a == "--save-verifier" ||
-             a == "--load-verifier") {
+             a == "--load-verifier" || a == "--verifier-features") {
       o.sprinter_option = a;
       if (a == "--max-run") o.max_run = count(a, v);
       if (a == "--verifier-tau") o.verifier_tau = number(a, v);
@@ -242,6 +246,7 @@ options parse(int argc, char** argv) {
       if (a == "--train-verifier") o.train_examples_given = true;
       if (a == "--save-verifier") o.save_verifier = v;
       if (a == "--load-verifier") o.load_verifier = v;
+      if (a == "--verifier-features") o.verifier_features = v;
     } else if (a == "--companion" || a == "--sv-profile-tokens" || a == "--sv-bins" || a == "--save-sv-profile" ||
                a == "--load-sv-profile") {
       o.sv_option = a;
@@ -299,6 +304,7 @@ options parse(int argc, char** argv) {
     if (!(o.verifier_tau >= 0.0 && o.verifier_tau <= 1.0)) fail("--verifier-tau must be in [0, 1]");
     if (!(o.lambda >= 1.0) || o.lambda > 1e300) fail("--lambda must be finite and >= 1");
     if (o.train_examples < 8) fail("--train-verifier needs at least 8 examples");
+    if (o.verifier_features != "row" && o.verifier_features != "hidden") fail("--verifier-features is row or hidden");
     if (!o.load_verifier.empty() && (o.train_examples_given || !o.save_verifier.empty()))
       fail("--load-verifier uses a saved verifier; it trains none (drop --train-verifier and --save-verifier)");
     o.rule = "last-token";
@@ -384,7 +390,7 @@ class model_stages {
   // `verifier` gates SPRINTER's drafts (--method sprinter); it must outlive the stages.
   model_stages(const options& o, lc::sequence_model& draft, std::size_t views,
                const specdec_llama::sprinter_verifier* verifier = nullptr)
-      : o_(o), verifier_(verifier) {
+      : o_(o), draft_(&draft), verifier_(verifier) {
     for (std::size_t i = 0; i < views; ++i) views_.push_back(std::make_unique<view>(draft, lanes(o), i * lanes(o)));
   }
 
@@ -396,8 +402,13 @@ class model_stages {
     view& v = *views_[views_.size() == 1 ? 0 : i];
     if (o_.method == "sprinter") {  // SPRINTER's drafter (seed 000, Algorithm 2), features of the draft's rows
       const auto warp = o_.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o_.warp;
-      gated_.push_back(std::make_unique<gated>(v, warp, specdec::draft_row_features{}, *verifier_,
-                                               specdec::gating_params{.tau = o_.verifier_tau, .max_run = o_.max_run}));
+      const specdec::gating_params gating{.tau = o_.verifier_tau, .max_run = o_.max_run};
+      if (o_.verifier_features == "hidden") {  // the draft's hidden state before its row's features
+        hidden_gated_.push_back(
+            std::make_unique<hidden_gated>(v, warp, specdec::llama_cpp::hidden_state_features(v, *draft_), *verifier_, gating));
+        return specdec::gated_stage(*hidden_gated_.back(), &sprinter_);
+      }
+      gated_.push_back(std::make_unique<gated>(v, warp, specdec::draft_row_features{}, *verifier_, gating));
       return specdec::gated_stage(*gated_.back(), &sprinter_);
     }
     if (o_.method == "mtad") {
@@ -435,9 +446,13 @@ class model_stages {
 
  private:
   using gated = specdec::verifier_gated_drafter<view, specdec::draft_row_features, specdec_llama::sprinter_verifier>;
+  using hidden_gated =
+      specdec::verifier_gated_drafter<view, specdec::llama_cpp::hidden_state_features, specdec_llama::sprinter_verifier>;
   const options& o_;
+  const lc::sequence_model* draft_;
   const specdec_llama::sprinter_verifier* verifier_;
   std::vector<std::unique_ptr<gated>> gated_;
+  std::vector<std::unique_ptr<hidden_gated>> hidden_gated_;
   specdec::sprinter_stats sprinter_;
   std::vector<std::unique_ptr<view>> views_;
   std::vector<std::unique_ptr<specdec::beam_drafter<view>>> beams_;
@@ -667,16 +682,20 @@ int run(Policy policy, const options& o) {
 #if defined(SPECDEC_LLAMA_HAS_LEARN)
   if (o.method == "sprinter")  // trained on the pair's own acceptance labels (sprinter_sv.hpp)
   {
-    const auto linear = !o.load_verifier.empty() ? specdec_llama::load_sprinter_verifier(o.load_verifier)
-                                                 : specdec_llama::train_sprinter_verifier(target_model, *draft_model, prompts,
-                                                                                          {.examples = o.train_examples,
-                                                                                           .lambda = o.lambda,
-                                                                                           .tau = o.verifier_tau,
-                                                                                           .draft_params = draft_warp,
-                                                                                           .target_params = o.warp,
-                                                                                           .seed = o.seed,
-                                                                                           .ctx = o.ctx,
-                                                                                           .threads = o.threads});
+    const bool hidden = o.verifier_features == "hidden";
+    const auto linear =
+        !o.load_verifier.empty()
+            ? specdec_llama::load_sprinter_verifier(o.load_verifier, specdec_llama::sprinter_feature_size(*draft_model, hidden))
+            : specdec_llama::train_sprinter_verifier(target_model, *draft_model, prompts,
+                                                     {.examples = o.train_examples,
+                                                      .lambda = o.lambda,
+                                                      .tau = o.verifier_tau,
+                                                      .draft_params = draft_warp,
+                                                      .target_params = o.warp,
+                                                      .seed = o.seed,
+                                                      .ctx = o.ctx,
+                                                      .threads = o.threads,
+                                                      .hidden_states = hidden});
     if (!o.save_verifier.empty()) {
       linear.save(std::filesystem::path(o.save_verifier));
       std::printf("sprinter verifier: saved to %s\n", o.save_verifier.c_str());
@@ -691,8 +710,10 @@ int run(Policy policy, const options& o) {
       fail("the draft model needs " + std::to_string(lanes) + " sequences (" + std::to_string(model_stages::lanes(o)) +
            " per request), more than llama.cpp's " + std::to_string(llama_max_parallel_sequences()) +
            " (--sequential shares them)");
-    lc::context draft_ctx(*draft_model,
-                          {.context_per_sequence = o.ctx, .sequences = static_cast<std::uint32_t>(lanes), .threads = o.threads});
+    lc::context draft_ctx(*draft_model, {.context_per_sequence = o.ctx,
+                                         .sequences = static_cast<std::uint32_t>(lanes),
+                                         .threads = o.threads,
+                                         .hidden_states = o.method == "sprinter" && o.verifier_features == "hidden"});
     lc::sequence_model draft(draft_ctx);
     model_stages stages(o, draft, views, verifier ? &*verifier : nullptr);
     specdec::no_sequence_model none(target_model.vocab_size());

@@ -84,6 +84,7 @@ struct sprinter_training_options {
   std::uint64_t seed = 0;
   std::uint32_t ctx = 2048;
   int threads = 0;
+  bool hidden_states = false;  // features: the draft's hidden state, then its row (else its row alone)
 };
 
 // A trained or loaded linear verifier as the tool's verifier.
@@ -92,12 +93,19 @@ inline sprinter_verifier as_sprinter_verifier(const specdec::learn::linear_verif
       v.feature_size(), std::function<double(std::span<const float>)>([v](std::span<const float> f) { return v.score(f); }));
 }
 
+// The features SPRINTER's verifier reads: the draft's row alone (draft_row_features), or the draft's
+// last-layer hidden state before them (llama_cpp::hidden_state_features; the draft context then
+// outputs hidden states). Their count.
+inline std::size_t sprinter_feature_size(const lc::model& draft_model, bool hidden) {
+  const std::size_t row = specdec::draft_row_features::size;
+  return hidden ? static_cast<std::size_t>(llama_model_n_embd(draft_model.get())) + row : row;
+}
+
 // A verifier saved by --save-verifier (learn/linear_verifier.hpp's file format), checked to read the
-// features the tool extracts (draft_row_features).
+// `expected` features the tool extracts.
 // \throws specdec::error when the file is unreadable, malformed or of another feature count.
-inline specdec::learn::linear_verifier load_sprinter_verifier(const std::filesystem::path& path) {
+inline specdec::learn::linear_verifier load_sprinter_verifier(const std::filesystem::path& path, std::size_t expected) {
   auto v = specdec::learn::linear_verifier::load(path);
-  const std::size_t expected = specdec::draft_row_features{}.feature_size();
   if (v.feature_size() != expected)
     throw specdec::error("the verifier in " + path.string() + " reads " + std::to_string(v.feature_size()) +
                          " features; --method sprinter extracts " + std::to_string(expected));
@@ -112,32 +120,39 @@ inline specdec::learn::linear_verifier train_sprinter_verifier(const lc::model& 
                                                                const sprinter_training_options& o) {
   constexpr std::uint32_t lanes = 2;
   const lc::context_options params{.context_per_sequence = o.ctx, .sequences = lanes, .threads = o.threads};
-  lc::context target_ctx(target_model, params), draft_ctx(draft_model, params);
+  lc::context target_ctx(target_model, params);
+  lc::context draft_ctx(
+      draft_model, {.context_per_sequence = o.ctx, .sequences = lanes, .threads = o.threads, .hidden_states = o.hidden_states});
   lc::sequence_model target_seq(target_ctx), draft_seq(draft_ctx);
   const llama_view target_lanes(target_seq, lanes), draft_lanes(draft_seq, lanes);
   const token_id lead = documents.front().front();
   const led_model<llama_view> target(target_lanes, lead), draft(draft_lanes, lead);
   std::vector<std::vector<token_id>> led_documents;
   for (const auto& d : documents) led_documents.emplace_back(d.begin() + (!d.empty() && d.front() == lead), d.end());
-  specdec::draft_row_features features;
   const auto start = std::chrono::steady_clock::now();
-  const auto data =
-      specdec::learn::generate_verifier_data(target, draft, features, std::span<const std::vector<token_id>>(led_documents),
-                                             {.examples = o.examples,
-                                              .lambda = o.lambda,
-                                              .draft_params = o.draft_params,
-                                              .target_params = o.target_params,
-                                              .seed = o.seed});
+  const auto generate = [&](auto& features) {
+    return specdec::learn::generate_verifier_data(target, draft, features, std::span<const std::vector<token_id>>(led_documents),
+                                                  {.examples = o.examples,
+                                                   .lambda = o.lambda,
+                                                   .draft_params = o.draft_params,
+                                                   .target_params = o.target_params,
+                                                   .seed = o.seed});
+  };
+  specdec::draft_row_features row_features;
+  lc::hidden_state_features hidden_features(draft_lanes, draft_seq, lead);  // the led model's lead is in the lanes
+  const auto data = o.hidden_states ? generate(hidden_features) : generate(row_features);
   const auto trained = specdec::learn::train_linear_verifier(data, {.seed = o.seed});
   std::vector<double> scores;
   for (std::size_t i = 0; i < data.size(); ++i) scores.push_back(trained.verifier.score(data.row(i)));
   const std::span<const std::uint8_t> labels(data.labels);
   const auto rates = specdec::learn::rates_at(std::span<const double>(scores), labels, o.tau);
   const double auc = specdec::learn::compute_roc(std::span<const double>(scores), labels).auc;
-  std::printf("sprinter verifier: %zu examples (acceptable at lambda %.2f: %.3f), %zu epochs, validation loss %.4f; "
-              "on its data: AUC %.3f, at tau %.2f true-positive rate %.3f, false-positive rate %.3f; %.2f s\n",
-              data.size(), o.lambda, data.positive_fraction(), trained.report.epochs, trained.report.best_validation_loss, auc,
-              o.tau, rates.eta_tp, rates.eta_fp, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::printf(
+      "sprinter verifier: %zu examples of %zu %s features (acceptable at lambda %.2f: %.3f), %zu epochs, validation loss %.4f; "
+      "on its data: AUC %.3f, at tau %.2f true-positive rate %.3f, false-positive rate %.3f; %.2f s\n",
+      data.size(), data.feature_size, o.hidden_states ? "hidden-state and row" : "row", o.lambda, data.positive_fraction(),
+      trained.report.epochs, trained.report.best_validation_loss, auc, o.tau, rates.eta_tp, rates.eta_fp,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return trained.verifier;
 }
 #endif

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "specdec/integrations/llama_cpp/handles.hpp"
+#include "specdec/integrations/llama_cpp/hidden_state_features.hpp"
 #include "specdec/integrations/llama_cpp/sequence_model.hpp"
 #include "specdec/integrations/llama_cpp/tokenizer.hpp"
 #include "specdec/integrations/llama_cpp/vocabulary.hpp"

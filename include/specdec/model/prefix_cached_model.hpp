@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -84,6 +85,15 @@ class prefix_cached_model {
     scored_.insert(scored_.end(), continuation.begin(), continuation.end());
     const std::span<const token_id> whole(scored_);
     serve(std::span<const std::span<const token_id>>(&whole, 1), rows, continuation.size() + 1);
+  }
+
+  //! The wrapped model's sequence whose cached tokens are exactly `context` (the lane that last served
+  //! it, while no later call reused that lane), or none: what reads a row's side outputs, such as a
+  //! hidden state, asks here where the row was computed.
+  std::optional<sequence_id> sequence_holding(std::span<const token_id> context) const {
+    for (std::size_t k = 0; k < held_.size(); ++k)
+      if (std::ranges::equal(held_[k], context)) return first_id_ + k;
+    return std::nullopt;
   }
 
   //! Frees every lane's sequence in the wrapped model.

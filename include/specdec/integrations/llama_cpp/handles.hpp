@@ -93,6 +93,10 @@ struct context_options {
   std::uint32_t batch = 512;                  //!< tokens per llama_decode call (longer forwards are split)
   int threads = 0;                            //!< 0: the hardware's threads
   std::uint32_t tree_paths = 0;               //!< sequence ids for tree paths (0: no tree-shaped appends)
+  //! Also output every appended token's last-layer hidden state (llama.cpp's embeddings, no pooling),
+  //! read by `sequence_model::hidden_state`. llama.cpp then computes the output layer for every
+  //! appended token, not only the rows asked for.
+  bool hidden_states = false;
 };
 
 //! A llama.cpp context (KV cache and compute buffers) over a model that outlives it.
@@ -117,6 +121,8 @@ class context {
     const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
     params.n_threads = params.n_threads_batch = threads > 0 ? threads : 1;
     params.no_perf = true;
+    params.embeddings = options.hidden_states;
+    if (options.hidden_states) params.pooling_type = LLAMA_POOLING_TYPE_NONE;
     handle_.reset(llama_init_from_model(m.get(), params));
     if (!handle_) throw engine_error("specdec::llama_cpp::context: llama.cpp could not create a context for '" + m.path() + "'");
   }
@@ -135,6 +141,10 @@ class context {
   std::size_t max_sequences() const noexcept { return options_.sequences; }
   //! The sequence ids kept for tree paths (`context_options::tree_paths`; 0: no tree-shaped appends).
   std::size_t tree_paths() const noexcept { return options_.tree_paths; }
+  //! Whether every appended token's hidden state is output (`context_options::hidden_states`).
+  bool hidden_states() const noexcept { return options_.hidden_states; }
+  //! The width of a hidden state (the model's embedding size).
+  std::size_t hidden_size() const noexcept { return static_cast<std::size_t>(llama_model_n_embd(model_->get())); }
   //! Tokens per llama_decode call (llama.cpp's n_batch).
   std::size_t batch() const noexcept { return llama_n_batch(handle_.get()); }
 

@@ -18,6 +18,9 @@
 //!   `commit_tree` gives the accepted path's cells to the sequence and frees every path id (the other
 //!   nodes' cells are then free). A forward whose trees need more path ids than are free is refused
 //!   before anything is decoded.
+//! - On a context made with `context_options::hidden_states`, `hidden_state(s)` is the last-layer
+//!   hidden state at s's last position, kept from the chain append that ended there (SPRINTER's
+//!   verifier reads the draft model's; integrations/llama_cpp/hidden_state_features.hpp).
 #pragma once
 
 #include <llama.h>
@@ -52,6 +55,8 @@ class sequence_model {
     const std::size_t ids = ctx.max_sequences() + ctx.tree_paths();
     for (std::size_t id = ids; id-- > ctx.max_sequences();) free_paths_.push_back(static_cast<llama_seq_id>(id));
     batch_ = llama_batch_init(static_cast<std::int32_t>(ctx.batch()), 0, static_cast<std::int32_t>(ids));
+    wanted_.resize(ctx.batch());
+    hidden_of_.resize(ctx.batch());
   }
   ~sequence_model() { llama_batch_free(batch_); }
   sequence_model(const sequence_model&) = delete;
@@ -63,6 +68,19 @@ class sequence_model {
   std::size_t length(sequence_id s) const {
     const auto it = live_.find(s);
     return it == live_.end() ? 0 : it->second.length;
+  }
+  //! The width of a hidden state (`context::hidden_size()`).
+  std::size_t hidden_size() const noexcept { return ctx_->hidden_size(); }
+  //! The last-layer hidden state (`hidden_size()` values) at sequence s's last position, from
+  //! the chain append that ended there. \throws specdec::error on a context without hidden states, or
+  //! when s's last position was not appended by a chain append since its last rollback.
+  std::span<const float> hidden_state(sequence_id s) const {
+    SPECDEC_EXPECTS(ctx_->hidden_states(), "specdec::llama_cpp::sequence_model: the context was made without hidden_states");
+    const auto it = live_.find(s);
+    SPECDEC_EXPECTS(
+        it != live_.end() && it->second.hidden_at == it->second.length && !it->second.hidden.empty(),
+        "specdec::llama_cpp::sequence_model: no hidden state at the sequence's last position (roll back, then append)");
+    return it->second.hidden;
   }
   //! The calls, appended positions, rows and rollbacks so far.
   const sequence_model_stats& stats() const noexcept { return stats_; }
@@ -196,6 +214,8 @@ class sequence_model {
     std::size_t length = 0;  // positions in the KV cache (with an uncommitted tree's nodes)
     std::size_t before = 0;  // length before the current forward (to undo a failed one)
     tree_state tree;
+    std::vector<float> hidden;  // the hidden state at position hidden_at - 1 (hidden_states contexts)
+    std::size_t hidden_at = 0;  // the length when `hidden` was output (0: none)
   };
 
   // Takes path ids for a tree and shares the state's cells with each (cells of one stream are shared).
@@ -268,7 +288,16 @@ class sequence_model {
     batch_.pos[i] = static_cast<llama_pos>(s.length++);
     batch_.n_seq_id[i] = 1;
     batch_.seq_id[i][0] = s.id;
-    batch_.logits[i] = output ? 1 : 0;
+    mark(i, output);
+    if (ctx_->hidden_states()) hidden_of_[i] = &s;
+  }
+
+  // Whether token i's row goes to the caller. A hidden-state context outputs every token (llama.cpp
+  // computes them all then): every one is marked, and `wanted_` says which rows are the caller's.
+  void mark(std::size_t i, bool output) {
+    wanted_[i] = output;
+    hidden_of_[i] = nullptr;
+    batch_.logits[i] = output || ctx_->hidden_states() ? 1 : 0;
   }
 
   // Node i of s's tree: at the state's length plus its depth, in every path through it (any of them
@@ -280,7 +309,7 @@ class sequence_model {
     batch_.pos[k] = static_cast<llama_pos>(s.tree.base + s.tree.shape.depth(i));
     batch_.n_seq_id[k] = static_cast<std::int32_t>(paths.size());
     for (std::size_t j = 0; j < paths.size(); ++j) batch_.seq_id[k][j] = s.tree.paths[paths[j]];
-    batch_.logits[k] = output ? 1 : 0;
+    mark(k, output);
   }
 
   // Decodes the pending batch and copies its output rows to their places in `logits`.
@@ -292,7 +321,14 @@ class sequence_model {
                          (status == 1 ? ": no room in the KV cache)" : ")"));
     std::size_t k = 0;
     for (std::int32_t i = 0; i < batch_.n_tokens; ++i) {
-      if (!batch_.logits[i]) continue;
+      const auto u = static_cast<std::size_t>(i);
+      if (slot* owner = hidden_of_[u]; owner != nullptr) {
+        const float* h = llama_get_embeddings_ith(ctx_->get(), i);
+        if (h == nullptr) throw engine_error("specdec::llama_cpp::sequence_model: llama.cpp returned no hidden state");
+        owner->hidden.assign(h, h + ctx_->hidden_size());
+        owner->hidden_at = static_cast<std::size_t>(batch_.pos[i]) + 1;
+      }
+      if (!wanted_[u]) continue;
       const float* row = llama_get_logits_ith(ctx_->get(), i);
       if (row == nullptr)
         throw engine_error("specdec::llama_cpp::sequence_model: llama.cpp returned no logits for a requested row");
@@ -329,7 +365,9 @@ class sequence_model {
   detail::tree_paths tree_shape_;         // scratch: a tree's paths while checking a forward
   std::vector<std::size_t> targets_;      // the logits row of each requested output, in batch order
   std::vector<sequence_id> touched_;
-  std::size_t done_ = 0;  // outputs of this forward copied so far
+  std::vector<char> wanted_;      // per batch token: whether its row goes to the caller
+  std::vector<slot*> hidden_of_;  // per batch token: the slot whose hidden state it ends (chains, hidden-state contexts)
+  std::size_t done_ = 0;          // outputs of this forward copied so far
   sequence_model_stats stats_;
   llama_calls engine_stats_;
 };
