@@ -29,7 +29,7 @@
 #   MODELS     real targets ["gemma"]      WORKLOADS  files of bench/prompts/ ["grounded code"]
 #   PARTS      ["real test"; add "cross" for the cross-vocabulary pair, "self" for SmolLM2 drafting for itself]
 #   DRAFT      the test models' draft [draft-layers2]   COMPANION  SV's companion among them [draft-layers1]
-#   METHODS    only these method labels (e.g. "none sd sprinter sv") [all]   TRAIN  SPRINTER's training drafts [400]
+#   METHODS    only these method labels (e.g. "none sd sprinter sprinter-hidden sv") [all]   TRAIN  SPRINTER's training drafts [400]
 #   OUT        results folder [bench/results/llama-methods-<date>]
 # Writes $OUT/runs.csv, $OUT/summary.md (bench/llama_methods_report.py) and $OUT/machine.txt.
 set -euo pipefail
@@ -116,6 +116,8 @@ if [[ " $PARTS " == *" test "* ]]; then
       run test "$DRAFT" "$workload" tree-static "$repeat" "${pair[@]}" --method tree --tree static --tree-width 2 --gamma 3 --rule greedy
       run test "$DRAFT" "$workload" mtad "$repeat" "${pair[@]}" --method mtad --beams 4 --tau 0.5 --gamma 4
       run test "$DRAFT" "$workload" sprinter "$repeat" "${pair[@]}" --method sprinter --train-verifier "$TRAIN" --max-run 8
+      run test "$DRAFT" "$workload" sprinter-hidden "$repeat" "${pair[@]}" --method sprinter --verifier-features hidden \
+        --train-verifier "$TRAIN" --max-run 8
       run test "$DRAFT" "$workload" sv "$repeat" "${pair[@]}" --method sv --companion "$TEST_MODELS/$COMPANION.gguf" --gamma 4
       echo "done: test, $DRAFT, $workload, repeat $repeat" >&2
     done
@@ -143,6 +145,8 @@ if [[ " $PARTS " == *" self "* ]]; then
       run self smollm2+smollm2 "$workload" sd "$repeat" --target "$smol" --draft "$smol" --method sd --rule greedy --gamma 4
       run self smollm2+smollm2 "$workload" sprinter "$repeat" --target "$smol" --draft "$smol" --method sprinter \
         --train-verifier "$TRAIN" --max-run 8
+      run self smollm2+smollm2 "$workload" sprinter-hidden "$repeat" --target "$smol" --draft "$smol" --method sprinter \
+        --verifier-features hidden --train-verifier "$TRAIN" --max-run 8
       run self smollm2+smollm2 "$workload" sv "$repeat" --target "$smol" --draft "$smol" --method sv --companion "$smol" --gamma 4
       echo "done: self, $workload, repeat $repeat" >&2
     done
