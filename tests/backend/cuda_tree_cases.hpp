@@ -169,9 +169,15 @@ tree_result_rows run_seq(const Rule& rule, const tree_case<T>& c, const specdec:
 
 inline cd::located located_of(const specdec::sample_result& s) { return {s.token, s.status}; }
 
+//! A residual row's pass 1 (the kernel's `block_tile_masses`): whether every weight was usable, and Z.
+struct residual_pass {
+  bool usable;
+  double total;
+};
+
 //! Rules 1-3 of the contract on the host: whether every weight is usable, and Z (rule 4's order).
 template <class Weight>
-cd::residual_pass contract_mass(std::size_t V, const Weight& weight) {
+residual_pass contract_mass(std::size_t V, const Weight& weight) {
   bool usable = true;
   double total = 0.0;
   for (std::size_t t = 0; t < specdec::detail::tile_count(V); ++t) {
@@ -299,26 +305,42 @@ tree_result_rows replay_tree(const tree_case<T>& c, const specdec::verify_option
   return o;
 }
 
-//! The row operations of `walk_block` (verify_block.cuh) on the host with seq's functions.
+//! The row operations of `walk_block` (backend/walks/block.hpp) as the kernel's `block_request_ops`
+//! does them (the mass in pass 1, then the token located), on the host with seq's functions.
 template <class T>
 struct host_block_ops : host_row_ops<specdec::chain_batch<T>, T> {
-  using host_row_ops<specdec::chain_batch<T>, T>::p;
-  using host_row_ops<specdec::chain_batch<T>, T>::q;
-  using host_row_ops<specdec::chain_batch<T>, T>::batch;
+  using base = host_row_ops<specdec::chain_batch<T>, T>;
+  using base::batch;
+  using base::p;
+  using base::q;
+  static constexpr verify_status flag_unless(bool ok, verify_status flag) { return ok ? verify_status::ok : flag; }
 
-  bool draft_has_mass(std::int32_t i) const { return specdec::backend::seq::seq_kernels::has_mass(q(i)); }
-  cd::residual_pass residual_mass(std::int32_t i, double inverse) const {
+  specdec::backend::walks::row_scalar target_at(std::int32_t i, token_id x) const {
+    return {flag_unless(this->target_normalised(i), verify_status::not_normalised), base::target_at(i, x)};
+  }
+  specdec::backend::walks::row_scalar draft_at(std::int32_t i, token_id x) const {
+    return {flag_unless(this->draft_normalised(i), verify_status::not_normalised), base::draft_at(i, x)};
+  }
+  verify_status draft_has_mass(std::int32_t i) const {
+    return flag_unless(specdec::backend::seq::seq_kernels::has_mass(q(i)), verify_status::invalid_row);
+  }
+  specdec::backend::walks::row_draw<cd::located> sample_target(std::int32_t i, double u) const {
+    return {flag_unless(this->target_normalised(i), verify_status::not_normalised), base::sample_target(i, u)};
+  }
+  specdec::backend::walks::residual_mass residual_mass(std::int32_t i, double inverse, double) const {
+    if (!this->target_normalised(i) || !this->draft_normalised(i)) return {verify_status::not_normalised};
     const specdec::block_residual rule{inverse};
-    return contract_mass(batch.vocab_size, [&](std::size_t v) {
+    const residual_pass m = contract_mass(batch.vocab_size, [&](std::size_t v) {
       return specdec::detail::residual_weight(static_cast<double>(p(i)[v]), static_cast<double>(q(i)[v]),
                                               [&](double pv, double qv) { return rule.accepted_mass(pv, qv); });
     });
+    return {verify_status::ok, m.total, specdec::backend::walks::residual_falls_back(m.usable, m.total)};
   }
-  cd::residual_draw locate_residual(std::int32_t i, double inverse, double u, bool) const {
+  specdec::backend::walks::row_draw<cd::located> draw_residual(std::int32_t i, double inverse, double u) const {
     const specdec::block_residual rule{inverse};
     const auto r = specdec::sample_residual(
         p(i), q(i), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
-    return {located_of(r.sample), r.used_fallback};
+    return {verify_status::ok, located_of(r.sample), r.used_fallback};
   }
   void barrier() const {}
 };

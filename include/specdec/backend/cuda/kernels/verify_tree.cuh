@@ -79,7 +79,7 @@ SPECDEC_HOST_DEVICE tree_choice match_target_choice(Ops& ops, const tree_layout_
     }
     d.emitted = g.token;
   } else {
-    emit_located(ops.sample_target(node, first_uniform(stream, node, random::purpose::target_sample)), vocab, d.emitted, status);
+    emit_sample(ops.sample_target(node, first_uniform(stream, node, random::purpose::target_sample)), vocab, d.emitted, status);
     if (d.emitted == no_token) return d;
   }
   for (std::int32_t c = tree.first_child(b, node); c != no_node; c = tree.next_sibling(b, c))
@@ -191,7 +191,7 @@ SPECDEC_HOST_DEVICE tree_choice decide_by_coins(Ops& ops, const tree_layout_view
     r = ops.sample_residual_row(node, u);
   if (r.fallback) status |= verify_status::residual_fallback;
   tree_choice d;
-  emit_located(r.sample, vocab, d.emitted, status);
+  emit_sample(r.sample, vocab, d.emitted, status);
   return d;
 }
 
@@ -225,7 +225,7 @@ SPECDEC_HOST_DEVICE tree_walk_result walk_tree(Ops& ops, const tree_layout_view&
           r.status |= verify_status::invalid_row;
       } else {
         const auto what = Method == tree_method::sample_and_match ? random::purpose::target_sample : random::purpose::resample;
-        emit_located(ops.sample_target(node, first_uniform(stream, node, what)), vocab, d.emitted, r.status);
+        emit_sample(ops.sample_target(node, first_uniform(stream, node, what)), vocab, d.emitted, r.status);
       }
     } else if constexpr (Method == tree_method::greedy || Method == tree_method::sample_and_match) {
       d = match_target_choice<Method>(ops, tree, b, node, tokens, vocab, stream, r.status);

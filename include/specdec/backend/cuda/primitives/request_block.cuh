@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "specdec/acceptance/status.hpp"
+#include "specdec/backend/walks/steps.hpp"
 #include "specdec/backend/cuda/primitives/block.cuh"
 #include "specdec/backend/cuda/primitives/categorical.cuh"
 #include "specdec/backend/cuda/primitives/warp.cuh"
@@ -145,28 +146,9 @@ __device__ bool block_normalised(const Weight& row, std::size_t vocab, double to
   return fabs(block_row_sum(row, vocab, sh) - 1.0) <= tolerance;
 }
 
-//! seq's `request_checks::emit` for a located token: the token, or `invalid_row` for an unusable row
-//! or a token outside [0, V).
-SPECDEC_HOST_DEVICE inline void emit_located(const located& s, std::size_t vocab, token_id& slot, verify_status& status) {
-  if (s.status != row_status::ok || !in_vocabulary(s.token, vocab))
-    status |= verify_status::invalid_row;
-  else
-    slot = s.token;
-}
-
-//! The first uniform of the request's stream at (position, what): seq's `stream.open(pos, what).uniform()`.
-SPECDEC_HOST_DEVICE inline double first_uniform(const random::request_stream& stream, std::int64_t position,
-                                                random::purpose what) {
-  return stream.open(static_cast<std::uint32_t>(position), what).uniform();
-}
-
-//! x * y rounded once, never contracted into an fma with a sum it feeds (host: the plain product).
-SPECDEC_HOST_DEVICE inline double product_rn(double x, double y) noexcept {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(x, y);
-#else
-  return x * y;
-#endif
-}
+// The steps every walk shares (backend/walks/steps.hpp), as this backend's kernels name them.
+using walks::emit_sample;
+using walks::first_uniform;
+using walks::product_rn;
 
 }  // namespace specdec::backend::cuda::detail
