@@ -210,7 +210,11 @@ struct host_row_ops {
   bool draft_normalised(std::int32_t i) const { return normalised(q(i)); }
   double target_at(std::int32_t i, token_id x) const { return static_cast<double>(p(i)[static_cast<std::size_t>(x)]); }
   double draft_at(std::int32_t i, token_id x) const { return static_cast<double>(q(i)[static_cast<std::size_t>(x)]); }
-  cd::located sample_target(std::int32_t i, double u) const { return located_of(specdec::sample_categorical(p(i), u)); }
+  cd::located sample_row(std::int32_t i, double u) const { return located_of(specdec::sample_categorical(p(i), u)); }
+  static constexpr verify_status flag_unless(bool ok, verify_status flag) { return ok ? verify_status::ok : flag; }
+  cd::residual_draw sample_target(std::int32_t i, double u) const {
+    return {flag_unless(target_normalised(i), verify_status::not_normalised), sample_row(i, u)};
+  }
 };
 
 //! The row operations of `walk_tree` (verify_tree.cuh) done on the host with seq's functions.
@@ -220,7 +224,15 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
   using host_row_ops<specdec::tree_batch<T>, T>::q;
   using host_row_ops<specdec::tree_batch<T>, T>::batch;
   using host_row_ops<specdec::tree_batch<T>, T>::b;
+  using host_row_ops<specdec::tree_batch<T>, T>::flag_unless;
   std::vector<double> residual;
+
+  verify_status check_target(std::int32_t node) const {
+    return flag_unless(this->target_normalised(node), verify_status::not_normalised);
+  }
+  verify_status check_draft(std::int32_t node) const {
+    return flag_unless(this->draft_normalised(node), verify_status::not_normalised);
+  }
   std::vector<token_id> children;
 
   cd::greedy_row greedy(std::int32_t node) const {
@@ -238,13 +250,14 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
     return std::find(children.begin(), children.begin() + j, x) != children.begin() + j;
   }
   cd::residual_draw or_p(const specdec::sample_result& s, std::int32_t node, double u) const {
-    if (s.status == specdec::row_status::no_mass) return {located_of(specdec::sample_categorical(p(node), u)), true};
-    return {located_of(s), false};
+    if (s.status == specdec::row_status::no_mass)
+      return {verify_status::ok, located_of(specdec::sample_categorical(p(node), u)), true};
+    return {verify_status::ok, located_of(s), false};
   }
   cd::residual_draw strict_residual(std::int32_t node, double u) const {
     const auto r = specdec::sample_residual(
         p(node), q(node), [](double pv, double qv) { return specdec::strict.accepted_mass(pv, qv); }, u);
-    return {located_of(r.sample), r.used_fallback};
+    return {verify_status::ok, located_of(r.sample), r.used_fallback};
   }
   specdec::residual_result scaled(std::int32_t node, double scale, double u) const {
     const specdec::scaled_draft_residual rule{scale};
@@ -257,7 +270,7 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
   }
   cd::residual_draw scaled_residual(std::int32_t node, double scale, double u) const {
     const auto r = scaled(node, scale, u);
-    return {located_of(r.sample), r.used_fallback};
+    return {verify_status::ok, located_of(r.sample), r.used_fallback};
   }
   cd::residual_draw sample_without_children(std::int32_t node, std::int32_t k, double u) const {
     std::vector<token_id> masked(children.begin(), children.begin() + k);
@@ -297,8 +310,9 @@ tree_result_rows replay_tree(const tree_case<T>& c, const specdec::verify_option
   const specdec::tree_batch<T> batch = c.view();
   for (std::size_t b = 0; b < c.layout.batch_size(); ++b) {
     host_tree_ops<T> ops{{batch, b, options}, {}, {}};
-    const cd::tree_walk_result r = cd::walk_tree<Method>(ops, view, b, c.tokens.data(), c.vocab, c.streams[b]);
-    cd::write_tree_row(view, b, c.tokens.data(), r, o.tokens.data() + b * width, o.path.data() + b * width, width);
+    const cd::request_tree tree{view, b, c.tokens.data()};
+    const cd::tree_walk_result r = cd::walk_tree<Method>(ops, tree, c.vocab, c.streams[b]);
+    cd::write_tree_row(tree, r, o.tokens.data() + b * width, o.path.data() + b * width, width);
     o.accepted[b] = r.depth;
     o.status[b] = r.status;
   }
@@ -313,7 +327,7 @@ struct host_block_ops : host_row_ops<specdec::chain_batch<T>, T> {
   using base::batch;
   using base::p;
   using base::q;
-  static constexpr verify_status flag_unless(bool ok, verify_status flag) { return ok ? verify_status::ok : flag; }
+  using base::flag_unless;
 
   specdec::backend::walks::row_scalar target_at(std::int32_t i, token_id x) const {
     return {flag_unless(this->target_normalised(i), verify_status::not_normalised), base::target_at(i, x)};
@@ -323,9 +337,6 @@ struct host_block_ops : host_row_ops<specdec::chain_batch<T>, T> {
   }
   verify_status draft_has_mass(std::int32_t i) const {
     return flag_unless(specdec::backend::seq::seq_kernels::has_mass(q(i)), verify_status::invalid_row);
-  }
-  specdec::backend::walks::row_draw<cd::located> sample_target(std::int32_t i, double u) const {
-    return {flag_unless(this->target_normalised(i), verify_status::not_normalised), base::sample_target(i, u)};
   }
   specdec::backend::walks::residual_mass residual_mass(std::int32_t i, double inverse, double) const {
     if (!this->target_normalised(i) || !this->draft_normalised(i)) return {verify_status::not_normalised};

@@ -278,6 +278,28 @@ struct request_checks {
   }
 };
 
+//! The row checks of one operation of a walk's `Ops` (backend/walks/): `request_checks` on flags of
+//! their own, which the operation returns (`take`) instead of adding them to the request's status.
+template <class K, class T>
+class operation_checks {
+ public:
+  operation_checks(const verify_options& options, std::size_t vocab_size) : checks_{flags_, options, vocab_size} {}
+  operation_checks(const operation_checks&) = delete;  // `checks_` refers to `flags_`
+  operation_checks& operator=(const operation_checks&) = delete;
+
+  request_checks<K, T>& checks() { return checks_; }
+  //! The flags set since the last call.
+  verify_status take() {
+    const verify_status f = flags_;
+    flags_ = verify_status::ok;
+    return f;
+  }
+
+ private:
+  verify_status flags_ = verify_status::ok;
+  request_checks<K, T> checks_;
+};
+
 //! The draft's q at position i of a walk: q_i(x_i) from the caller when the rows provider has it, and
 //! row i read (and checked) once, only when it is needed (acceptance/draft_side.hpp).
 template <class K, class T, class Rows>
@@ -348,38 +370,37 @@ std::optional<sample_result> target_sample(Rows& rows, request_checks<K, T>& che
 template <class K, class T, class Rows>
 class chain_walk_ops {
  public:
-  chain_walk_ops(Rows& rows, const verify_options& options, std::size_t vocab_size)
-      : rows_(rows), checks_{flags_, options, vocab_size} {}
+  chain_walk_ops(Rows& rows, const verify_options& options, std::size_t vocab_size) : rows_(rows), op_(options, vocab_size) {}
 
   walks::row_scalar target_at(std::int32_t i, token_id x) {
     const target_probabilities<T> p = rows_.probabilities(index(i));
-    if (!checks_.row(p.values)) return {take_flags()};
+    if (!op_.checks().row(p.values)) return {op_.take()};
     return {verify_status::ok, p.at(x)};
   }
   walks::row_scalar draft_at(std::int32_t i, token_id x) {
-    draft_.emplace(rows_, checks_, index(i));
+    draft_.emplace(rows_, op_.checks(), index(i));
     const std::optional<double> q = draft_->at(x);
-    if (!q) return {take_flags()};
+    if (!q) return {op_.take()};
     return {verify_status::ok, *q};
   }
   //! \pre `draft_at(i, ...)` was the last draft read
   verify_status draft_has_mass(std::int32_t) {
     const row_ref<T>* row = draft_->row();
-    if (row != nullptr && !K::has_mass(row->values)) flags_ |= verify_status::invalid_row;
-    return take_flags();
+    if (row != nullptr && !K::has_mass(row->values)) op_.checks().status |= verify_status::invalid_row;
+    return op_.take();
   }
   walks::row_draw<sample_result> sample_target(std::int32_t i, double u) {
-    const std::optional<sample_result> y = target_sample(rows_, checks_, index(i), u);
-    if (!y) return {take_flags()};
+    const std::optional<sample_result> y = target_sample(rows_, op_.checks(), index(i), u);
+    if (!y) return {op_.take()};
     return {verify_status::ok, *y};
   }
   //! Samples the residual at once with u (seq's sampler returns the token with the mass) and keeps it
   //! for `draw_residual`.
   walks::residual_mass residual_mass(std::int32_t i, double inverse_weight, double u) {
     const target_probabilities<T> p = rows_.probabilities(index(i));
-    if (!checks_.row(p.values)) return {take_flags()};
+    if (!op_.checks().row(p.values)) return {op_.take()};
     const row_ref<T> q = rows_.draft(index(i));
-    if (!checks_.row(q)) return {take_flags()};
+    if (!op_.checks().row(q)) return {op_.take()};
     residual_ = sample_residual_of<K>(p, q.values, block_residual{inverse_weight}, u);
     return {verify_status::ok, residual_.sample.mass, residual_.used_fallback};
   }
@@ -390,15 +411,9 @@ class chain_walk_ops {
 
  private:
   static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
-  verify_status take_flags() {
-    const verify_status f = flags_;
-    flags_ = verify_status::ok;
-    return f;
-  }
 
   Rows& rows_;
-  verify_status flags_ = verify_status::ok;  // the flags of the operation under way
-  request_checks<K, T> checks_;
+  operation_checks<K, T> op_;
   std::optional<draft_position<K, T, Rows>> draft_;  // the last position whose q was read
   residual_result residual_;                         // the last residual drawn
 };

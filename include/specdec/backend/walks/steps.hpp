@@ -1,7 +1,8 @@
 //! \file backend/walks/steps.hpp
 //! \brief The small steps every verification walk shares (backend/walks/), on the host and on the
 //! device: the first uniform of a stream address, a product rounded once, the emission of a sampled
-//! token, and the results a walk's row operations return (`row_scalar`, `row_draw`, `residual_mass`).
+//! token, and the results a walk's row operations return (`row_scalar`, `row_draw`, `greedy_row`,
+//! `residual_mass`).
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,13 @@ struct row_draw {
   verify_status flags = verify_status::ok;
   Sample sample{};
   bool fallback = false;
+};
+
+//! Greedy's view of a row: usable (no NaN, infinite or negative entry, and some entry > 0, as seq's
+//! `greedy_usable`) and its argmax (the lowest index of the largest entry, as `specdec::argmax`).
+struct greedy_row {
+  bool usable;
+  token_id token;
 };
 
 //! A residual's mass as the residual sampler sees it (sampling/residual.hpp): `fallback` when it has

@@ -33,6 +33,14 @@
 
 namespace specdec::backend::cuda::detail {
 
+// The steps every walk shares (backend/walks/steps.hpp), as this backend's kernels name them.
+using walks::emit_sample;
+using walks::first_uniform;
+using walks::greedy_row;
+using walks::product_rn;
+//! A located token and whether it came from the zero-residual fallback to p.
+using residual_draw = walks::row_draw<located>;
+
 //! Shared memory of one request block. Trivially constructible (a __shared__ variable cannot have a
 //! constructor): no default member initialisers.
 struct request_shared {
@@ -42,19 +50,6 @@ struct request_shared {
   double value;                          //!< a double broadcast from warp 0
   token_id found_token;                  //!< `block_locate`'s result, broadcast from warp 0
   row_status found_status;
-};
-
-//! Greedy's view of a row: usable (no NaN, infinite or negative entry, and some entry > 0, as seq's
-//! `greedy_usable`) and its argmax (the lowest index of the largest entry, as `specdec::argmax`).
-struct greedy_row {
-  bool usable;
-  token_id token;
-};
-
-//! A located token and whether it came from the zero-residual fallback to p.
-struct residual_draw {
-  located sample;
-  bool fallback;
 };
 
 //! Rules 1-3 of the contract for one row of `vocab` weights: the tile masses into `masses[0, tiles)`
@@ -145,10 +140,5 @@ template <class Weight>
 __device__ bool block_normalised(const Weight& row, std::size_t vocab, double tolerance, request_shared& sh) {
   return fabs(block_row_sum(row, vocab, sh) - 1.0) <= tolerance;
 }
-
-// The steps every walk shares (backend/walks/steps.hpp), as this backend's kernels name them.
-using walks::emit_sample;
-using walks::first_uniform;
-using walks::product_rn;
 
 }  // namespace specdec::backend::cuda::detail
