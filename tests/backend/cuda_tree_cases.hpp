@@ -1,8 +1,8 @@
 //! \file tests/backend/cuda_tree_cases.hpp
 //! \brief Test support for the cuda tree and block verifiers (cuda_tree.cu on a GPU, cuda_tree_host.cu
 //! without one): random tree batches of several shapes with spoiled requests, the seq oracle's outputs,
-//! and a host replay of the kernels' walks (`walk_tree`, `walk_block` of backend/cuda/verify_tree.cuh
-//! and verify_block.cuh, run with row operations built from seq's functions).
+//! and a host replay of the kernels: the walks they run (`walk_tree`, `walk_block` of backend/walks/)
+//! with host versions of their row operations built from seq's functions.
 #pragma once
 
 #include <algorithm>
