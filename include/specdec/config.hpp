@@ -11,6 +11,17 @@
 #define SPECDEC_HOST_DEVICE
 #endif
 
+//! Placed before a `SPECDEC_HOST_DEVICE` function template whose instantiations may call host-only
+//! code (the CPU simulators and the seq walks instantiate the shared host-device code with the
+//! library's host samplers, the cuda backend with device-side ones): silences nvcc's execution-space
+//! check for such instantiations, which only the host ever calls (the pragma Thrust and CUB use for
+//! the same purpose); it expands to nothing outside nvcc.
+#if defined(__CUDACC__)
+#define SPECDEC_DETAIL_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#else
+#define SPECDEC_DETAIL_EXEC_CHECK_DISABLE
+#endif
+
 //! 1 inside a CUDA translation unit (nvcc), where the cuda backend's kernels can be compiled.
 #if defined(__CUDACC__)
 #define SPECDEC_CUDA_TRANSLATION_UNIT 1

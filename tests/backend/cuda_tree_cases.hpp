@@ -1,8 +1,8 @@
 //! \file tests/backend/cuda_tree_cases.hpp
 //! \brief Test support for the cuda tree and block verifiers (cuda_tree.cu on a GPU, cuda_tree_host.cu
 //! without one): random tree batches of several shapes with spoiled requests, the seq oracle's outputs,
-//! and a host replay of the kernels' walks (`walk_tree`, `walk_block` of backend/cuda/verify_tree.cuh
-//! and verify_block.cuh, run with row operations built from seq's functions).
+//! and a host replay of the kernels: the walks they run (`walk_tree`, `walk_block` of backend/walks/)
+//! with host versions of their row operations built from seq's functions.
 #pragma once
 
 #include <algorithm>
@@ -169,9 +169,15 @@ tree_result_rows run_seq(const Rule& rule, const tree_case<T>& c, const specdec:
 
 inline cd::located located_of(const specdec::sample_result& s) { return {s.token, s.status}; }
 
+//! A residual row's pass 1 (the kernel's `block_tile_masses`): whether every weight was usable, and Z.
+struct residual_pass {
+  bool usable;
+  double total;
+};
+
 //! Rules 1-3 of the contract on the host: whether every weight is usable, and Z (rule 4's order).
 template <class Weight>
-cd::residual_pass contract_mass(std::size_t V, const Weight& weight) {
+residual_pass contract_mass(std::size_t V, const Weight& weight) {
   bool usable = true;
   double total = 0.0;
   for (std::size_t t = 0; t < specdec::detail::tile_count(V); ++t) {
@@ -204,7 +210,11 @@ struct host_row_ops {
   bool draft_normalised(std::int32_t i) const { return normalised(q(i)); }
   double target_at(std::int32_t i, token_id x) const { return static_cast<double>(p(i)[static_cast<std::size_t>(x)]); }
   double draft_at(std::int32_t i, token_id x) const { return static_cast<double>(q(i)[static_cast<std::size_t>(x)]); }
-  cd::located sample_target(std::int32_t i, double u) const { return located_of(specdec::sample_categorical(p(i), u)); }
+  cd::located sample_row(std::int32_t i, double u) const { return located_of(specdec::sample_categorical(p(i), u)); }
+  static constexpr verify_status flag_unless(bool ok, verify_status flag) { return ok ? verify_status::ok : flag; }
+  cd::residual_draw sample_target(std::int32_t i, double u) const {
+    return {flag_unless(target_normalised(i), verify_status::not_normalised), sample_row(i, u)};
+  }
 };
 
 //! The row operations of `walk_tree` (verify_tree.cuh) done on the host with seq's functions.
@@ -214,7 +224,15 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
   using host_row_ops<specdec::tree_batch<T>, T>::q;
   using host_row_ops<specdec::tree_batch<T>, T>::batch;
   using host_row_ops<specdec::tree_batch<T>, T>::b;
+  using host_row_ops<specdec::tree_batch<T>, T>::flag_unless;
   std::vector<double> residual;
+
+  verify_status check_target(std::int32_t node) const {
+    return flag_unless(this->target_normalised(node), verify_status::not_normalised);
+  }
+  verify_status check_draft(std::int32_t node) const {
+    return flag_unless(this->draft_normalised(node), verify_status::not_normalised);
+  }
   std::vector<token_id> children;
 
   cd::greedy_row greedy(std::int32_t node) const {
@@ -232,13 +250,14 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
     return std::find(children.begin(), children.begin() + j, x) != children.begin() + j;
   }
   cd::residual_draw or_p(const specdec::sample_result& s, std::int32_t node, double u) const {
-    if (s.status == specdec::row_status::no_mass) return {located_of(specdec::sample_categorical(p(node), u)), true};
-    return {located_of(s), false};
+    if (s.status == specdec::row_status::no_mass)
+      return {verify_status::ok, located_of(specdec::sample_categorical(p(node), u)), true};
+    return {verify_status::ok, located_of(s), false};
   }
   cd::residual_draw strict_residual(std::int32_t node, double u) const {
     const auto r = specdec::sample_residual(
         p(node), q(node), [](double pv, double qv) { return specdec::strict.accepted_mass(pv, qv); }, u);
-    return {located_of(r.sample), r.used_fallback};
+    return {verify_status::ok, located_of(r.sample), r.used_fallback};
   }
   specdec::residual_result scaled(std::int32_t node, double scale, double u) const {
     const specdec::scaled_draft_residual rule{scale};
@@ -251,7 +270,7 @@ struct host_tree_ops : host_row_ops<specdec::tree_batch<T>, T> {
   }
   cd::residual_draw scaled_residual(std::int32_t node, double scale, double u) const {
     const auto r = scaled(node, scale, u);
-    return {located_of(r.sample), r.used_fallback};
+    return {verify_status::ok, located_of(r.sample), r.used_fallback};
   }
   cd::residual_draw sample_without_children(std::int32_t node, std::int32_t k, double u) const {
     std::vector<token_id> masked(children.begin(), children.begin() + k);
@@ -291,34 +310,48 @@ tree_result_rows replay_tree(const tree_case<T>& c, const specdec::verify_option
   const specdec::tree_batch<T> batch = c.view();
   for (std::size_t b = 0; b < c.layout.batch_size(); ++b) {
     host_tree_ops<T> ops{{batch, b, options}, {}, {}};
-    const cd::tree_walk_result r = cd::walk_tree<Method>(ops, view, b, c.tokens.data(), c.vocab, c.streams[b]);
-    cd::write_tree_row(view, b, c.tokens.data(), r, o.tokens.data() + b * width, o.path.data() + b * width, width);
+    const cd::request_tree tree{view, b, c.tokens.data()};
+    const cd::tree_walk_result r = cd::walk_tree<Method>(ops, tree, c.vocab, c.streams[b]);
+    cd::write_tree_row(tree, r, o.tokens.data() + b * width, o.path.data() + b * width, width);
     o.accepted[b] = r.depth;
     o.status[b] = r.status;
   }
   return o;
 }
 
-//! The row operations of `walk_block` (verify_block.cuh) on the host with seq's functions.
+//! The row operations of `walk_block` (backend/walks/block.hpp) as the kernel's `block_request_ops`
+//! does them (the mass in pass 1, then the token located), on the host with seq's functions.
 template <class T>
 struct host_block_ops : host_row_ops<specdec::chain_batch<T>, T> {
-  using host_row_ops<specdec::chain_batch<T>, T>::p;
-  using host_row_ops<specdec::chain_batch<T>, T>::q;
-  using host_row_ops<specdec::chain_batch<T>, T>::batch;
+  using base = host_row_ops<specdec::chain_batch<T>, T>;
+  using base::batch;
+  using base::p;
+  using base::q;
+  using base::flag_unless;
 
-  bool draft_has_mass(std::int32_t i) const { return specdec::backend::seq::seq_kernels::has_mass(q(i)); }
-  cd::residual_pass residual_mass(std::int32_t i, double inverse) const {
+  specdec::backend::walks::row_scalar target_at(std::int32_t i, token_id x) const {
+    return {flag_unless(this->target_normalised(i), verify_status::not_normalised), base::target_at(i, x)};
+  }
+  specdec::backend::walks::row_scalar draft_at(std::int32_t i, token_id x) const {
+    return {flag_unless(this->draft_normalised(i), verify_status::not_normalised), base::draft_at(i, x)};
+  }
+  verify_status draft_has_mass(std::int32_t i) const {
+    return flag_unless(specdec::backend::seq::seq_kernels::has_mass(q(i)), verify_status::invalid_row);
+  }
+  specdec::backend::walks::residual_mass residual_mass(std::int32_t i, double inverse, double) const {
+    if (!this->target_normalised(i) || !this->draft_normalised(i)) return {verify_status::not_normalised};
     const specdec::block_residual rule{inverse};
-    return contract_mass(batch.vocab_size, [&](std::size_t v) {
+    const residual_pass m = contract_mass(batch.vocab_size, [&](std::size_t v) {
       return specdec::detail::residual_weight(static_cast<double>(p(i)[v]), static_cast<double>(q(i)[v]),
                                               [&](double pv, double qv) { return rule.accepted_mass(pv, qv); });
     });
+    return {verify_status::ok, m.total, specdec::backend::walks::residual_falls_back(m.usable, m.total)};
   }
-  cd::residual_draw locate_residual(std::int32_t i, double inverse, double u, bool) const {
+  specdec::backend::walks::row_draw<cd::located> draw_residual(std::int32_t i, double inverse, double u) const {
     const specdec::block_residual rule{inverse};
     const auto r = specdec::sample_residual(
         p(i), q(i), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
-    return {located_of(r.sample), r.used_fallback};
+    return {verify_status::ok, located_of(r.sample), r.used_fallback};
   }
   void barrier() const {}
 };

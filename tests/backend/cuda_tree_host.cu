@@ -1,8 +1,8 @@
 // Host-side checks of the cuda tree and block verifiers (backend/cuda/verify_tree.cuh,
 // verify_block.cuh) that need no GPU and no CUDA driver (built with the ordinary Catch2 main):
-//  - the kernels' walks (`walk_tree` for every rule the backend implements, `walk_block`), which are
-//    written once for host and device, replayed on the host with row operations built from seq's
-//    functions, against seq's verify_tree / verify(block): tokens, paths, counts and statuses, on
+//  - the kernels' walks (`walk_tree` for every rule the backend implements, `walk_block`: backend/walks/,
+//    the walks seq runs too), replayed on the host with host versions of the kernels' row operations built
+//    from seq's functions, against seq's verify_tree / verify(block): tokens, paths, counts and statuses, on
 //    random trees of every shape and on chains, with spoiled requests and normalisation checks. This
 //    validates everything but the device row operations (primitives/request_block.cuh's block passes, which
 //    follow the sampling contract; tests/backend/cuda_tree.cu compares them with seq on a GPU);

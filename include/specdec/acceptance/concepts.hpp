@@ -1,6 +1,7 @@
 //! \file acceptance/concepts.hpp
 //! \brief What an acceptance rule is. Every rule plugs into the same `verify` entry point and
-//! the same outputs; its `family` tells the verifier which scalar test and which correction it needs.
+//! the same outputs; its `family` tells the verifier which scalar test and which correction it needs,
+//! and its `method`, when it has one, how it verifies a token tree. A rule declares both on itself.
 #pragma once
 
 #include <concepts>
@@ -16,6 +17,18 @@ enum class rule_family {
   sample_and_match,  //!< the target samples y ~ p; accept x iff x == y; on rejection emit y
   block,             //!< block verification (acceptance/block.hpp): the whole chain is decided jointly
   typical,           //!< typical acceptance (acceptance/typical.hpp, lossy): accept x iff p(x) > a threshold from H(p)
+};
+
+//! How a rule decides a node's children on a token tree (acceptance/multi_candidate.hpp's table): a
+//! rule that verifies trees names its method as `static constexpr tree_method method` (`tree_method_of`).
+enum class tree_method : unsigned char {
+  multi_step,           //!< `strict` on a tree (SpecInfer's multi-step sampling)
+  recursive_rejection,  //!< `recursive_rejection`
+  k_seq,                //!< `k_seq`
+  target_only,          //!< `target_only`
+  greedy,               //!< `greedy`
+  sample_and_match,     //!< `sample_and_match`
+  typical,              //!< `typical_rule` (lossy, acceptance/typical.hpp)
 };
 
 //! A rejection-family rule: a test on the two scalars p(x), q(x) and a uniform u, and the mass

@@ -13,6 +13,8 @@ namespace specdec {
 struct greedy_rule {
   //! Decided by argmax p, without q or random numbers (rule_family::greedy).
   static constexpr rule_family family = rule_family::greedy;
+  //! On a tree: descend into the child equal to argmax p.
+  static constexpr tree_method method = tree_method::greedy;
 };
 
 //! The greedy rule, as a value to pass to `verify` or `verify_tree`.

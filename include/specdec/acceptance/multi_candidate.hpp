@@ -38,17 +38,6 @@
 
 namespace specdec {
 
-//! How a node's children are decided (see the table above).
-enum class tree_method : unsigned char {
-  multi_step,           //!< `strict` on a tree
-  recursive_rejection,  //!< `recursive_rejection`
-  k_seq,                //!< `k_seq`
-  target_only,          //!< `target_only`
-  greedy,               //!< `greedy`
-  sample_and_match,     //!< `sample_and_match`
-  typical,              //!< `typical_rule` (lossy, acceptance/typical.hpp)
-};
-
 //! Recursive rejection sampling: candidates drawn from q without replacement.
 struct recursive_rejection_rule {
   //! Verified with `tree_method::recursive_rejection`.
@@ -73,40 +62,16 @@ struct target_only_rule {
 //! The target-only rule, as a value to pass to `verify_tree`.
 inline constexpr target_only_rule target_only{};
 
-//! The tree method of a rule: the rules above name theirs; `strict`, `greedy`, `sample_and_match`
-//! and `typical_rule` are chain rules that also verify trees.
+//! The tree method of a rule: its own `Rule::method` (every rule that verifies trees declares one:
+//! the three above, and the chain rules `strict`, `greedy`, `sample_and_match` and `typical_rule`).
 template <class Rule>
 struct tree_method_of {};
-//! The rules that name their method (`Rule::method`): the three above.
+//! A rule that names its method.
 template <class Rule>
   requires requires { Rule::method; }
 struct tree_method_of<Rule> {
   //! The rule's own `Rule::method`.
   static constexpr tree_method value = Rule::method;
-};
-//! `strict` on a tree: SpecInfer's multi-step sampling.
-template <>
-struct tree_method_of<strict_rule> {
-  //! tree_method::multi_step.
-  static constexpr tree_method value = tree_method::multi_step;
-};
-//! `greedy` on a tree: descend into the child equal to argmax p.
-template <>
-struct tree_method_of<greedy_rule> {
-  //! tree_method::greedy.
-  static constexpr tree_method value = tree_method::greedy;
-};
-//! `sample_and_match` on a tree: descend into the child equal to the node's sample y ~ p.
-template <>
-struct tree_method_of<sample_and_match_rule> {
-  //! tree_method::sample_and_match.
-  static constexpr tree_method value = tree_method::sample_and_match;
-};
-//! `typical_rule` on a tree (lossy).
-template <>
-struct tree_method_of<typical_rule> {
-  //! tree_method::typical.
-  static constexpr tree_method value = tree_method::typical;
 };
 
 //! Any rule `specdec::verify_tree` accepts.

@@ -15,6 +15,8 @@ namespace specdec {
 struct sample_and_match_rule {
   //! Decided by the target's own sample, without q (rule_family::sample_and_match).
   static constexpr rule_family family = rule_family::sample_and_match;
+  //! On a tree: descend into the child equal to the node's sample y ~ p.
+  static constexpr tree_method method = tree_method::sample_and_match;
 };
 
 //! The sample-and-match rule, as a value to pass to `verify` or `verify_tree`.

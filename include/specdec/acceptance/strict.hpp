@@ -20,6 +20,8 @@ namespace specdec {
 struct strict_rule {
   //! A rejection-family rule (acceptance/concepts.hpp).
   static constexpr rule_family family = rule_family::rejection;
+  //! On a tree: SpecInfer's multi-step sampling (acceptance/multi_candidate.hpp).
+  static constexpr tree_method method = tree_method::multi_step;
   //! True iff u * q < p: accepts x with probability min(1, p / q), where p = p(x), q = q(x), u ~ U[0, 1).
   SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * q < p; }
   //! q(v) min(1, p(v)/q(v)) = min(p(v), q(v)): the residual is norm(max(0, p - q)).

@@ -40,6 +40,8 @@ enum class typical_correction : unsigned char {
 struct typical_rule {
   //! Decided by p alone against the entropy threshold (rule_family::typical).
   static constexpr rule_family family = rule_family::typical;
+  //! On a tree: the deepest passing path (lossy, acceptance/typical.hpp).
+  static constexpr tree_method method = tree_method::typical;
   double epsilon = 0.09;    //!< the hard threshold (Medusa's posterior_threshold)
   double delta = 0.3;       //!< the entropy-scaled threshold's factor (Medusa's posterior_alpha)
   double log_offset = 0.0;  //!< H uses log(p + log_offset); Medusa and vLLM V0 use 1e-5

@@ -25,7 +25,6 @@
 #include "specdec/contracts.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/simulate/chain.hpp"
-#include "specdec/simulate/detail/host_device.hpp"
 #include "specdec/simulate/detail/position.hpp"
 #include "specdec/simulate/options.hpp"
 #include "specdec/simulate/tally.hpp"

@@ -4,7 +4,7 @@
 //! seq's `verify_block_one` (backend/seq/verify.hpp) for the same streams, bit for bit.
 //!
 //! Kernel (`block_verify_kernel`, one block of `block_threads` threads per request): every thread
-//! runs the walk (`detail::walk_block`, written once for host and device) on block-uniform values.
+//! runs the walk (`walk_block`, backend/walks/block.hpp: the one seq runs) on block-uniform values.
 //!  1. The forward pass gathers p_i(X_i), q_i(X_i) and computes the weights a_i = min(1, a_{i-1} p / q)
 //!     (`block_weight`, the same host/device function as seq); thread 0 stores them for the scan.
 //!  2. tau = n is tested on scalars alone (eta q < a_{n-1} p, strict's test for n = 1): then the bonus

@@ -9,7 +9,7 @@
 //! fail at compile time, naming the rule and the backend.
 //!
 //! Kernel (`tree_walk_kernel`, one block of `block_threads` threads per request): every thread runs
-//! the walk (`detail::walk_tree`, written once for host and device) on block-uniform values: the
+//! the walk (`walk_tree`, backend/walks/tree.hpp: the one seq runs) on block-uniform values: the
 //! node tokens and the scalars p(x), q(x) it gathers, and the uniforms of the request's stream at
 //! seq's addresses (node, accept / resample / target_sample). Whole-row work at the nodes it visits is
 //! done by the block (primitives/request_block.cuh), in the orders of the determinism contract

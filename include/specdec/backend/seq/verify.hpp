@@ -24,6 +24,8 @@
 #include "specdec/acceptance/position_test.hpp"
 #include "specdec/acceptance/status.hpp"
 #include "specdec/acceptance/typical.hpp"
+#include "specdec/backend/walks/block.hpp"
+#include "specdec/backend/walks/steps.hpp"
 #include "specdec/core/batch.hpp"
 #include "specdec/distributions/softmax.hpp"
 #include "specdec/distributions/warp.hpp"
@@ -264,13 +266,7 @@ struct request_checks {
   }
   bool row(std::span<const T> values) { return row(row_ref<T>{values, true}); }
   //! Writes a sampled token, or flags the row it came from.
-  void emit(const sample_result& s, token_id& slot) {
-    if (s.status != row_status::ok || !in_vocabulary(s.token, vocab_size)) {
-      status |= verify_status::invalid_row;
-      return;
-    }
-    slot = s.token;
-  }
+  void emit(const sample_result& s, token_id& slot) { walks::emit_sample(s, vocab_size, slot, status); }
   //! Whether every id is in [0, V); flags `bad_draft_token` otherwise.
   bool ids(std::span<const token_id> drafts) {
     for (const token_id x : drafts)
@@ -280,6 +276,28 @@ struct request_checks {
       }
     return true;
   }
+};
+
+//! The row checks of one operation of a walk's `Ops` (backend/walks/): `request_checks` on flags of
+//! their own, which the operation returns (`take`) instead of adding them to the request's status.
+template <class K, class T>
+class operation_checks {
+ public:
+  operation_checks(const verify_options& options, std::size_t vocab_size) : checks_{flags_, options, vocab_size} {}
+  operation_checks(const operation_checks&) = delete;  // `checks_` refers to `flags_`
+  operation_checks& operator=(const operation_checks&) = delete;
+
+  request_checks<K, T>& checks() { return checks_; }
+  //! The flags set since the last call.
+  verify_status take() {
+    const verify_status f = flags_;
+    flags_ = verify_status::ok;
+    return f;
+  }
+
+ private:
+  verify_status flags_ = verify_status::ok;
+  request_checks<K, T> checks_;
 };
 
 //! The draft's q at position i of a walk: q_i(x_i) from the caller when the rows provider has it, and
@@ -346,74 +364,73 @@ std::optional<sample_result> target_sample(Rows& rows, request_checks<K, T>& che
   }
 }
 
-//! Block verification of one chain (acceptance/block.hpp): a forward pass for the weights a_i, then
-//! the scan from i = n down to the first passing prefix. Every row is read: an unusable one, or an
-//! unusable scalar, makes the request invalid before anything is emitted.
+//! The rows of one chain as block verification's walk reads them (backend/walks/block.hpp, `Ops`):
+//! seq's row checks, its draft side (q_i(x_i) given or read, acceptance/draft_side.hpp) and the
+//! residual sampler of the row kernels `K`. Each operation returns the flags of the rows it read.
+template <class K, class T, class Rows>
+class chain_walk_ops {
+ public:
+  chain_walk_ops(Rows& rows, const verify_options& options, std::size_t vocab_size) : rows_(rows), op_(options, vocab_size) {}
+
+  walks::row_scalar target_at(std::int32_t i, token_id x) {
+    const target_probabilities<T> p = rows_.probabilities(index(i));
+    if (!op_.checks().row(p.values)) return {op_.take()};
+    return {verify_status::ok, p.at(x)};
+  }
+  walks::row_scalar draft_at(std::int32_t i, token_id x) {
+    draft_.emplace(rows_, op_.checks(), index(i));
+    const std::optional<double> q = draft_->at(x);
+    if (!q) return {op_.take()};
+    return {verify_status::ok, *q};
+  }
+  //! \pre `draft_at(i, ...)` was the last draft read
+  verify_status draft_has_mass(std::int32_t) {
+    const row_ref<T>* row = draft_->row();
+    if (row != nullptr && !K::has_mass(row->values)) op_.checks().status |= verify_status::invalid_row;
+    return op_.take();
+  }
+  walks::row_draw<sample_result> sample_target(std::int32_t i, double u) {
+    const std::optional<sample_result> y = target_sample(rows_, op_.checks(), index(i), u);
+    if (!y) return {op_.take()};
+    return {verify_status::ok, *y};
+  }
+  //! Samples the residual at once with u (seq's sampler returns the token with the mass) and keeps it
+  //! for `draw_residual`.
+  walks::residual_mass residual_mass(std::int32_t i, double inverse_weight, double u) {
+    const target_probabilities<T> p = rows_.probabilities(index(i));
+    if (!op_.checks().row(p.values)) return {op_.take()};
+    const row_ref<T> q = rows_.draft(index(i));
+    if (!op_.checks().row(q)) return {op_.take()};
+    residual_ = sample_residual_of<K>(p, q.values, block_residual{inverse_weight}, u);
+    return {verify_status::ok, residual_.sample.mass, residual_.used_fallback};
+  }
+  walks::row_draw<sample_result> draw_residual(std::int32_t, double, double) const {
+    return {verify_status::ok, residual_.sample, residual_.used_fallback};
+  }
+  void barrier() const {}
+
+ private:
+  static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
+
+  Rows& rows_;
+  operation_checks<K, T> op_;
+  std::optional<draft_position<K, T, Rows>> draft_;  // the last position whose q was read
+  residual_result residual_;                         // the last residual drawn
+};
+
+//! Block verification of one chain (acceptance/block.hpp): the walk of backend/walks/block.hpp on
+//! the rows `rows`. Writes tokens[0..] and returns the accepted count.
 template <class K, class T, class Rows>
 std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, const random::request_stream& stream,
                               std::span<token_id> tokens, request_checks<K, T>& checks) {
-  using random::purpose;
-  const std::size_t n = drafts.size();
-  thread_local std::vector<double> weight, target_at_draft, draft_at_draft;
-  weight.assign(n + 1, 1.0);
-  target_at_draft.resize(n);
-  draft_at_draft.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const target_probabilities<T> p = rows.probabilities(i);
-    if (!checks.row(p.values)) return 0;
-    target_at_draft[i] = p.at(drafts[i]);
-    draft_position<K, T, Rows> q(rows, checks, i);
-    const std::optional<double> qx = q.at(drafts[i]);
-    if (!qx) return 0;
-    draft_at_draft[i] = *qx;
-    if (!usable_scalar(target_at_draft[i]) || !usable_scalar(draft_at_draft[i])) {
-      checks.status |= verify_status::invalid_row;
-      return 0;
-    }
-    if (draft_at_draft[i] == 0.0) {
-      checks.status |= verify_status::draft_prob_zero;
-      const row_ref<T>* row = q.row();
-      if (row == nullptr) return 0;
-      if (!K::has_mass(row->values)) {  // as for strict: a q without mass is unusable, not a residual of p
-        checks.status |= verify_status::invalid_row;
-        return 0;
-      }
-    }
-    weight[i + 1] = block_weight(weight[i], target_at_draft[i], draft_at_draft[i]);
-  }
-  const auto accept_drafts = [&](std::size_t tau) {
-    for (std::size_t i = 0; i < tau; ++i) tokens[i] = drafts[i];
-    return static_cast<std::int32_t>(tau);
-  };
-  // tau = n: eta_n < a_n, written as eta q < a_{n-1} p so that n = 1 is strict's test to the bit
-  // (and always for n = 0: the bonus).
-  if (n == 0 || (draft_at_draft[n - 1] > 0.0 &&
-                 stream.open(static_cast<std::uint32_t>(n - 1), purpose::accept).uniform() * draft_at_draft[n - 1] <
-                     weight[n - 1] * target_at_draft[n - 1])) {
-    const std::optional<sample_result> bonus =
-        target_sample(rows, checks, n, stream.open(static_cast<std::uint32_t>(n), purpose::resample).uniform());
-    if (bonus) checks.emit(*bonus, tokens[n]);
-    return accept_drafts(n);
-  }
-  for (std::size_t i = n; i-- > 0;) {
-    // R_i <= a_i (each term of R_i is at most a_i p(v)), so h_i <= a_i: when eta_i >= a_i the prefix
-    // fails whatever R_i is, and its rows are not read (a_i = 0 included). Prefix 0 always passes.
-    if (i > 0 && !(stream.open(static_cast<std::uint32_t>(i - 1), purpose::accept).uniform() < weight[i])) continue;
-    const target_probabilities<T> p = rows.probabilities(i);
-    if (!checks.row(p.values)) return 0;
-    const row_ref<T> q = rows.draft(i);
-    if (!checks.row(q)) return 0;
-    const auto pos = static_cast<std::uint32_t>(i);
-    const residual_result r =
-        sample_residual_of<K>(p, q.values, block_residual{1.0 / weight[i]}, stream.open(pos, purpose::resample).uniform());
-    // The sampler's mass is sum max(0, p - q / a_i) = R_i / a_i (0 when it fell back to p).
-    const double h = block_stop_probability(r.used_fallback ? 0.0 : weight[i] * r.sample.mass, weight[i]);
-    if (i > 0 && !(stream.open(pos - 1, purpose::accept).uniform() < h)) continue;
-    if (r.used_fallback) checks.status |= verify_status::residual_fallback;
-    checks.emit(r.sample, tokens[i]);
-    return is_valid(checks.status) ? accept_drafts(i) : 0;
-  }
-  return 0;  // unreachable for usable rows: i = 0 always passes
+  thread_local std::vector<double> weight;
+  weight.resize(drafts.size() + 1);
+  chain_walk_ops<K, T, Rows> ops(rows, checks.options, checks.vocab_size);
+  const walks::block_walk_result r = walks::walk_block(ops, drafts.data(), static_cast<std::int32_t>(drafts.size()),
+                                                       checks.vocab_size, stream, weight.data(), true);
+  checks.status |= r.status;
+  for (std::size_t j = 0; j < tokens.size(); ++j) tokens[j] = walks::block_output_token(drafts.data(), r, j);
+  return r.accepted;
 }
 
 //! Verifies one request's chain of `n` drafts with the row kernels `K`. Writes tokens[0..] and

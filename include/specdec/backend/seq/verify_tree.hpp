@@ -1,18 +1,15 @@
 //! \file backend/seq/verify_tree.hpp
-//! \brief The sequential tree verifier: the reference walk of every tree rule
-//! (acceptance/multi_candidate.hpp), run with seq's row kernels or any backend's (simd passes its
-//! `verify_kernels`, as for chains).
+//! \brief The sequential tree verifier: every tree rule (acceptance/multi_candidate.hpp) run with seq's
+//! row kernels or any backend's (simd passes its `verify_kernels`, as for chains).
 //!
-//! Per request: the ids of all nodes are checked, then the walk starts at the root; at each node the
-//! rule accepts a child (descend) or emits one token and stops; a leaf emits the bonus from its row.
-//! Randomness of node n (local id): the sibling tests read the stream (n, accept) in sibling order,
-//! the emitted token (n, resample), sample-and-match's target sample (n, target_sample). On a chain
-//! (node id = depth) these are the chain verifier's addresses, so a chain tree yields its tokens.
-//! Multi-step sampling's residual after j rejected siblings is max(0, p - s_j q) (acceptance/
-//! multi_candidate.hpp, `scaled_draft_residual`): each rejection costs one pass over (p, q) for the
-//! next mass, and nothing is written. Recursive rejection's residual (q changes with every draw) is
-//! materialised in a thread-local row of doubles by a scalar loop shared by every backend. Every row
-//! draw and every mass follows the determinism contract: seq and simd emit the same tokens.
+//! Per request: the walk of backend/walks/tree.hpp (the one the cuda kernel runs), through
+//! `tree_walk_ops` over the rows and the kernels `K`; typical acceptance, which finds every passing
+//! path, has its own walk here (`verify_typical_tree`). Multi-step sampling's residual after j
+//! rejected siblings is max(0, p - s_j q) (acceptance/multi_candidate.hpp, `scaled_draft_residual`):
+//! each rejection costs one pass over (p, q) for the next mass, and nothing is written. Recursive
+//! rejection's residual (q changes with every draw) is materialised in a thread-local row of doubles
+//! by a scalar loop shared by every host backend. Every row draw and every mass follows the
+//! determinism contract: seq and simd emit the same tokens.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +25,8 @@
 #include "specdec/acceptance/status.hpp"
 #include "specdec/acceptance/typical.hpp"
 #include "specdec/backend/seq/verify.hpp"
+#include "specdec/backend/walks/steps.hpp"
+#include "specdec/backend/walks/tree.hpp"
 #include "specdec/core/tree.hpp"
 #include "specdec/random/stream.hpp"
 
@@ -47,12 +46,6 @@ struct tree_outputs {
 
 namespace specdec::backend::seq {
 namespace detail {
-
-//! One node's decision: the accepted child, or `no_node` and the emitted token.
-struct node_decision {
-  std::int32_t child = no_node;
-  token_id emitted = no_token;
-};
 
 //! Thread-local rows and lists a walk reuses from call to call (no allocation once warm).
 struct tree_scratch {
@@ -141,116 +134,114 @@ struct carried_residual {
   }
 };
 
-//! The child of `node` whose token is `token` (the target's choice), or, when none is, that choice emitted.
+//! One request's tree of a batch as the walk reads it (backend/walks/tree.hpp, `Tree`).
 template <class T>
-node_decision child_with_token(const tree_batch<T>& batch, std::size_t b, std::size_t node, token_id token) {
-  for (std::int32_t c = batch.layout.first_child(b, node); c != no_node;
-       c = batch.layout.next_sibling(b, static_cast<std::size_t>(c)))
-    if (batch.token(b, static_cast<std::size_t>(c)) == token) return {c, no_token};
-  return {no_node, token};
-}
+struct batch_request_tree {
+  const tree_batch<T>& batch;
+  std::size_t b;
 
-//! The coin-based rules at a node with children (acceptance/multi_candidate.hpp's table).
-template <class K, TreeRule Rule, class T, class Rows>
-node_decision decide_by_coins(const tree_batch<T>& batch, Rows& rows, std::size_t b, std::size_t node, std::span<const T> p,
-                              const random::request_stream& stream, request_checks<K, T>& checks, tree_scratch& s) {
-  using random::purpose;
-  constexpr tree_method method = tree_method_of<Rule>::value;
-  const tree_layout& tree = batch.layout;
-  const auto pos = static_cast<std::uint32_t>(node);
-  std::span<const T> q;
-  if constexpr (tree_reads_draft<Rule>) {
-    q = rows.draft(node);
-    if (!checks.row(q)) return {};
-  }
-  const std::size_t k = tree.num_children(b, node);
-  const double rho = method == tree_method::k_seq ? k_seq_rho(p, q, k) : 1.0;
-  carried_residual<T> r{p, s.residual};  // recursive rejection's r; the others use its mass only
-  double scale = 0.0;                    // multi-step sampling: r = max(0, p - scale q) (scaled_draft_residual)
-  double remaining_draft = 1.0;          // recursive rejection: the draft mass not yet drawn, Q_j
-  s.rejected.clear();
-  if constexpr (method == tree_method::recursive_rejection) s.drawn.assign(p.size(), 0);
-  random::philox_stream coins = stream.open(pos, purpose::accept);
+  static std::size_t index(std::int32_t node) { return static_cast<std::size_t>(node); }
+  std::int32_t num_nodes() const { return static_cast<std::int32_t>(batch.layout.num_nodes(b)); }
+  std::int32_t first_child(std::int32_t node) const { return batch.layout.first_child(b, index(node)); }
+  std::int32_t next_sibling(std::int32_t node) const { return batch.layout.next_sibling(b, index(node)); }
+  std::int32_t parent(std::int32_t node) const { return batch.layout.parent(b, index(node)); }
+  token_id token(std::int32_t node) const { return batch.token(b, index(node)); }
+};
 
-  for (std::int32_t c = tree.first_child(b, node); c != no_node; c = tree.next_sibling(b, static_cast<std::size_t>(c))) {
-    const auto x = static_cast<std::size_t>(batch.token(b, static_cast<std::size_t>(c)));
-    const double u = coins.uniform();
-    const double px = static_cast<double>(p[x]);
-    if (!usable_scalar(px)) {
-      checks.status |= verify_status::invalid_row;
-      return {};
+//! The rows of one request's tree as the walk reads them (backend/walks/tree.hpp, `Ops`): seq's row
+//! checks and the row kernels `K`, on the rows of the node last checked. Recursive rejection's residual
+//! is materialised in `tree_scratch::residual` by `carried_residual`, a scalar loop every backend shares.
+template <class K, class T, class Rows>
+class tree_walk_ops {
+ public:
+  tree_walk_ops(Rows& rows, const verify_options& options, std::size_t vocab_size, tree_scratch& scratch)
+      : rows_(rows), op_(options, vocab_size), s_(scratch) {}
+
+  verify_status check_target(std::int32_t node) {
+    const row_ref<T> target = rows_.target(index(node));
+    p_ = target.values;
+    op_.checks().row(target);
+    return op_.take();
+  }
+  walks::greedy_row greedy(std::int32_t) const {
+    if (!K::greedy_usable(p_)) return {false, no_token};
+    return {true, static_cast<token_id>(K::argmax(p_))};
+  }
+  walks::row_draw<sample_result> sample_target(std::int32_t node, double u) {
+    const std::optional<sample_result> y = target_sample(rows_, op_.checks(), index(node), u);
+    if (!y) return {op_.take()};
+    return {verify_status::ok, *y};
+  }
+  verify_status check_draft(std::int32_t node) {
+    q_ = rows_.draft(index(node));
+    op_.checks().row(q_);
+    return op_.take();
+  }
+  double target_at(std::int32_t, token_id x) const { return static_cast<double>(p_[index(x)]); }
+  double draft_at(std::int32_t, token_id x) const { return static_cast<double>(q_[index(x)]); }
+  bool draft_has_mass(std::int32_t) const { return K::has_mass(q_); }
+  void stage_children(std::int32_t node) {
+    s_.rejected.clear();  // the children's tokens, in sibling order
+    for (std::int32_t c = rows_.batch.layout.first_child(rows_.b, index(node)); c != no_node;
+         c = rows_.batch.layout.next_sibling(rows_.b, index(c)))
+      s_.rejected.push_back(rows_.batch.token(rows_.b, index(c)));
+    drawn_ = -1;
+  }
+  bool child_token_in(token_id x, std::int32_t j) const {
+    const auto first = s_.rejected.begin();
+    return std::find(first, first + j, x) != first + j;
+  }
+  double k_seq_rho(std::int32_t, std::int32_t k) const { return specdec::k_seq_rho(p_, q_, index(k)); }
+  walks::row_draw<sample_result> strict_residual(std::int32_t, double u) const {
+    return draw(K::sample_residual(p_, q_, strict, u));
+  }
+  double scaled_residual_mass(std::int32_t, double scale) const {
+    const residual_result next = K::sample_residual(p_, q_, scaled_draft_residual{scale}, 0.0);
+    return next.used_fallback ? 0.0 : next.sample.mass;
+  }
+  walks::row_draw<sample_result> scaled_residual(std::int32_t, double scale, double u) const {
+    return draw(K::sample_residual(p_, q_, scaled_draft_residual{scale}, u));
+  }
+  //! p without the first k children's tokens, read in place.
+  walks::row_draw<sample_result> sample_without_children(std::int32_t, std::int32_t k, double u) {
+    s_.rejected.resize(index(k));
+    std::sort(s_.rejected.begin(), s_.rejected.end());
+    s_.rejected.erase(std::unique(s_.rejected.begin(), s_.rejected.end()), s_.rejected.end());
+    return or_p(K::sample_masked(p_, std::span<const token_id>(s_.rejected), u), u);
+  }
+  double subtract(std::int32_t, double scale, std::int32_t j, bool materialised) {
+    if (drawn_ < 0) {
+      s_.drawn.assign(p_.size(), 0);
+      drawn_ = 0;
     }
-    if constexpr (method == tree_method::target_only) {
-      // q_j = delta_c: r(c) is p(c) until c is rejected, then 0; r's mass drops by what it held.
-      const bool seen = std::find(s.rejected.begin(), s.rejected.end(), static_cast<token_id>(x)) != s.rejected.end();
-      const double rx = seen ? 0.0 : px;
-      if (u * r.mass < rx) return {c, no_token};
-      if (!seen) {
-        s.rejected.push_back(static_cast<token_id>(x));
-        r.mass -= rx;
-      }
-      continue;
-    } else {
-      const double qx = static_cast<double>(q[x]);
-      if (!usable_scalar(qx)) {
-        checks.status |= verify_status::invalid_row;
-        return {};
-      }
-      const bool was_drawn = method == tree_method::recursive_rejection && s.drawn[x] != 0;
-      const double q_now = was_drawn || !(remaining_draft > 0.0) ? 0.0 : qx;  // q_j(c) Q_j
-      if (q_now == 0.0) {
-        checks.status |= verify_status::draft_prob_zero;
-        if (!K::has_mass(q)) {  // as for chains: a q without mass is unusable, not a residual of p
-          checks.status |= verify_status::invalid_row;
-          return {};
-        }
-      } else {
-        double rx = r.at(x);  // r(c), the weight the residual sampler gives c
-        if constexpr (method == tree_method::multi_step)
-          rx = scale == 0.0 ? px : px - scaled_draft_residual{scale}.accepted_mass(px, qx);
-        if (method == tree_method::k_seq ? u * rho * qx < px : u * r.mass * q_now < rx * remaining_draft) return {c, no_token};
-      }
-      if constexpr (method == tree_method::k_seq) continue;  // K-SEQ's residual is taken once, below
-      if (k == 1) break;                                     // a single child: strict's residual, read in one pass below
-      if constexpr (method == tree_method::multi_step) {
-        // s_{j+1} = s_j + M_j; M_{j+1} is the residual sampler's mass (0 when it has none).
-        scale += r.mass;
-        const residual_result next = K::sample_residual(p, q, scaled_draft_residual{scale}, 0.0);
-        r.mass = next.used_fallback ? 0.0 : next.sample.mass;
-      } else {
-        if (remaining_draft > 0.0) r.subtract(q, r.mass / remaining_draft, s.drawn);
-        if (!was_drawn) remaining_draft -= qx;
-        s.drawn[x] = 1;
-      }
-    }
+    for (; drawn_ < j; ++drawn_) s_.drawn[index(s_.rejected[index(drawn_)])] = 1;
+    carried_residual<T> r{p_, s_.residual, 1.0, materialised};
+    r.subtract(q_, scale, s_.drawn);
+    return r.mass;
+  }
+  double residual_at(token_id x) const { return s_.residual[index(x)]; }
+  walks::row_draw<sample_result> sample_residual_row(std::int32_t, double u) const {
+    return or_p(K::sample_categorical(std::span<const double>(s_.residual), u), u);
   }
 
-  // Every child was rejected: one token from the last residual.
-  const double u = stream.open(pos, purpose::resample).uniform();
-  node_decision d;
-  residual_result res;
-  if constexpr (method == tree_method::k_seq) {
-    res = K::sample_residual(p, q, scaled_draft_residual{rho}, u);
-  } else if (method == tree_method::multi_step && scale > 0.0) {
-    res = K::sample_residual(p, q, scaled_draft_residual{scale}, u);
-  } else if (method != tree_method::target_only && !r.materialised) {
-    res = K::sample_residual(p, q, strict, u);
-  } else {
-    if constexpr (method == tree_method::target_only) {  // p without the rejected siblings, read in place
-      std::sort(s.rejected.begin(), s.rejected.end());
-      res.sample = K::sample_masked(p, std::span<const token_id>(s.rejected), u);
-    } else {
-      res.sample = K::sample_categorical(std::span<const double>(s.residual), u);
-    }
-    if (res.sample.status == row_status::no_mass) {
-      res.sample = K::sample_categorical(p, u);
-      res.used_fallback = true;
-    }
+ private:
+  template <class I>
+  static std::size_t index(I i) {
+    return static_cast<std::size_t>(i);
   }
-  if (res.used_fallback) checks.status |= verify_status::residual_fallback;
-  checks.emit(res.sample, d.emitted);
-  return d;
-}
+  static walks::row_draw<sample_result> draw(const residual_result& r) { return {verify_status::ok, r.sample, r.used_fallback}; }
+  //! A sample of a residual, else (no mass) of p with the fallback flag.
+  walks::row_draw<sample_result> or_p(const sample_result& s, double u) const {
+    if (s.status == row_status::no_mass) return {verify_status::ok, K::sample_categorical(p_, u), true};
+    return {verify_status::ok, s, false};
+  }
+
+  Rows& rows_;
+  operation_checks<K, T> op_;
+  tree_scratch& s_;
+  std::span<const T> p_, q_;  // the rows of the node last checked
+  std::int32_t drawn_ = -1;   // recursive rejection: how many children `s_.drawn` marks (-1: not reset)
+};
 
 //! Typical acceptance on a tree (acceptance/typical.hpp): every node whose path passes is found in
 //! node order (parents first); the deepest wins, then the larger sum of log p, then the lower id.
@@ -310,7 +301,6 @@ template <class K, TreeRule Rule, class T, class Rows>
 std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, Rows& rows, std::size_t b,
                              const random::request_stream& stream, std::span<token_id> tokens, std::span<std::int32_t> path,
                              verify_status& status, const verify_options& options) {
-  using random::purpose;
   constexpr tree_method method = tree_method_of<Rule>::value;
   const tree_layout& tree = batch.layout;
   const std::size_t n = tree.num_nodes(b), V = batch.vocab_size;
@@ -323,45 +313,12 @@ std::int32_t verify_tree_one(const Rule& rule, const tree_batch<T>& batch, Rows&
   if constexpr (method == tree_method::typical) {
     return verify_typical_tree<K>(rule, batch, rows, b, stream, tokens, path, checks, s);
   } else {
-    std::size_t node = 0, depth = 0;
-    for (;;) {
-      const bool leaf = tree.first_child(b, node) == no_node;
-      node_decision d;
-      if constexpr (method == tree_method::greedy) {  // the argmax: the matching child, or emitted
-        const row_ref<T> target = rows.target(node);
-        if (!checks.row(target)) return static_cast<std::int32_t>(depth);
-        if (!K::greedy_usable(target.values)) {
-          status |= verify_status::invalid_row;
-          return static_cast<std::int32_t>(depth);
-        }
-        const auto best = static_cast<token_id>(K::argmax(target.values));
-        d = leaf ? node_decision{no_node, best} : child_with_token(batch, b, node, best);
-      } else {
-        constexpr bool samples_target = method == tree_method::sample_and_match;
-        if (samples_target || leaf) {
-          // A target sample: sample-and-match's at every node (the matching child, or emitted); the
-          // other rules' bonus at a leaf, drawn as the chain rule draws it.
-          const auto what = samples_target ? purpose::target_sample : purpose::resample;
-          const std::optional<sample_result> y =
-              target_sample(rows, checks, node, stream.open(static_cast<std::uint32_t>(node), what).uniform());
-          if (!y) return static_cast<std::int32_t>(depth);
-          checks.emit(*y, d.emitted);
-          if (!leaf && d.emitted != no_token) d = child_with_token(batch, b, node, d.emitted);
-        } else if constexpr (!samples_target) {
-          const row_ref<T> target = rows.target(node);
-          if (!checks.row(target)) return static_cast<std::int32_t>(depth);
-          d = decide_by_coins<K, Rule>(batch, rows, b, node, target.values, stream, checks, s);
-        }
-      }
-      if (!is_valid(status)) return static_cast<std::int32_t>(depth);
-      if (d.child == no_node) {
-        tokens[depth] = d.emitted;
-        return static_cast<std::int32_t>(depth);
-      }
-      node = static_cast<std::size_t>(d.child);
-      tokens[depth] = batch.token(b, node);
-      path[++depth] = d.child;
-    }
+    tree_walk_ops<K, T, Rows> ops(rows, options, V, s);
+    const batch_request_tree<T> request{batch, b};
+    const walks::tree_walk_result r = walks::walk_tree<method>(ops, request, V, stream);
+    walks::write_tree_row(request, r, tokens.data(), path.data(), tokens.size());
+    status |= r.status;
+    return r.depth;
   }
 }
 

@@ -21,7 +21,6 @@
 #include "specdec/core/token.hpp"
 #include "specdec/sampling/categorical.hpp"
 #include "specdec/sampling/residual.hpp"
-#include "specdec/simulate/detail/host_device.hpp"
 #include "specdec/theory/detail/numeric.hpp"
 
 namespace specdec::simulate::detail {

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "specdec/acceptance/status.hpp"
+#include "specdec/backend/walks/steps.hpp"
 #include "specdec/backend/cuda/primitives/block.cuh"
 #include "specdec/backend/cuda/primitives/categorical.cuh"
 #include "specdec/backend/cuda/primitives/warp.cuh"
@@ -32,6 +33,14 @@
 
 namespace specdec::backend::cuda::detail {
 
+// The steps every walk shares (backend/walks/steps.hpp), as this backend's kernels name them.
+using walks::emit_sample;
+using walks::first_uniform;
+using walks::greedy_row;
+using walks::product_rn;
+//! A located token and whether it came from the zero-residual fallback to p.
+using residual_draw = walks::row_draw<located>;
+
 //! Shared memory of one request block. Trivially constructible (a __shared__ variable cannot have a
 //! constructor): no default member initialisers.
 struct request_shared {
@@ -41,19 +50,6 @@ struct request_shared {
   double value;                          //!< a double broadcast from warp 0
   token_id found_token;                  //!< `block_locate`'s result, broadcast from warp 0
   row_status found_status;
-};
-
-//! Greedy's view of a row: usable (no NaN, infinite or negative entry, and some entry > 0, as seq's
-//! `greedy_usable`) and its argmax (the lowest index of the largest entry, as `specdec::argmax`).
-struct greedy_row {
-  bool usable;
-  token_id token;
-};
-
-//! A located token and whether it came from the zero-residual fallback to p.
-struct residual_draw {
-  located sample;
-  bool fallback;
 };
 
 //! Rules 1-3 of the contract for one row of `vocab` weights: the tile masses into `masses[0, tiles)`
@@ -143,30 +139,6 @@ __device__ bool block_any_positive(const Weight& row, std::size_t vocab) {
 template <class Weight>
 __device__ bool block_normalised(const Weight& row, std::size_t vocab, double tolerance, request_shared& sh) {
   return fabs(block_row_sum(row, vocab, sh) - 1.0) <= tolerance;
-}
-
-//! seq's `request_checks::emit` for a located token: the token, or `invalid_row` for an unusable row
-//! or a token outside [0, V).
-SPECDEC_HOST_DEVICE inline void emit_located(const located& s, std::size_t vocab, token_id& slot, verify_status& status) {
-  if (s.status != row_status::ok || !in_vocabulary(s.token, vocab))
-    status |= verify_status::invalid_row;
-  else
-    slot = s.token;
-}
-
-//! The first uniform of the request's stream at (position, what): seq's `stream.open(pos, what).uniform()`.
-SPECDEC_HOST_DEVICE inline double first_uniform(const random::request_stream& stream, std::int64_t position,
-                                                random::purpose what) {
-  return stream.open(static_cast<std::uint32_t>(position), what).uniform();
-}
-
-//! x * y rounded once, never contracted into an fma with a sum it feeds (host: the plain product).
-SPECDEC_HOST_DEVICE inline double product_rn(double x, double y) noexcept {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(x, y);
-#else
-  return x * y;
-#endif
 }
 
 }  // namespace specdec::backend::cuda::detail

@@ -1,0 +1,81 @@
+//! \file backend/walks/steps.hpp
+//! \brief The small steps every verification walk shares (backend/walks/), on the host and on the
+//! device: the first uniform of a stream address, a product rounded once, the emission of a sampled
+//! token, and the results a walk's row operations return (`row_scalar`, `row_draw`, `greedy_row`,
+//! `residual_mass`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "specdec/acceptance/status.hpp"
+#include "specdec/config.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/distributions/row_status.hpp"
+#include "specdec/random/stream.hpp"
+#include "specdec/sampling/categorical.hpp"
+
+namespace specdec::backend::walks {
+
+//! A scalar read from a row that was checked first: `flags` says why the row could not be used
+//! (ok: `value` is the entry).
+struct row_scalar {
+  verify_status flags = verify_status::ok;
+  double value = 0.0;
+};
+
+//! A token drawn from a row that was checked first, in the backend's sample type (with `token` and
+//! `status`); `fallback`: a residual without mass, so p itself was sampled.
+template <class Sample>
+struct row_draw {
+  verify_status flags = verify_status::ok;
+  Sample sample{};
+  bool fallback = false;
+};
+
+//! Greedy's view of a row: usable (no NaN, infinite or negative entry, and some entry > 0, as seq's
+//! `greedy_usable`) and its argmax (the lowest index of the largest entry, as `specdec::argmax`).
+struct greedy_row {
+  bool usable;
+  token_id token;
+};
+
+//! A residual's mass as the residual sampler sees it (sampling/residual.hpp): `fallback` when it has
+//! none and the sampler falls back to p (`mass` is then not used).
+struct residual_mass {
+  verify_status flags = verify_status::ok;
+  double mass = 0.0;
+  bool fallback = false;
+};
+
+//! Whether the residual sampler falls back to p for a residual whose weights were all usable (`usable`)
+//! and summed to `total`: exactly when that sum is finite and not positive (sampling/residual.hpp).
+SPECDEC_HOST_DEVICE inline bool residual_falls_back(bool usable, double total) noexcept {
+  return usable && specdec::detail::usable_weight(total) && !(total > 0.0);
+}
+
+//! The first uniform of the request's stream at (position, what): `stream.open(pos, what).uniform()`.
+SPECDEC_HOST_DEVICE inline double first_uniform(const random::request_stream& stream, std::int64_t position,
+                                                random::purpose what) {
+  return stream.open(static_cast<std::uint32_t>(position), what).uniform();
+}
+
+//! x * y rounded once, never contracted into an fma with a sum it feeds (host: the plain product).
+SPECDEC_HOST_DEVICE inline double product_rn(double x, double y) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(x, y);
+#else
+  return x * y;
+#endif
+}
+
+//! Writes a sampled token to `slot`, or flags `invalid_row` for an unusable row or a token outside [0, V).
+template <class Sample>
+SPECDEC_HOST_DEVICE void emit_sample(const Sample& s, std::size_t vocab, token_id& slot, verify_status& status) {
+  if (s.status != row_status::ok || !in_vocabulary(s.token, vocab))
+    status |= verify_status::invalid_row;
+  else
+    slot = s.token;
+}
+
+}  // namespace specdec::backend::walks
