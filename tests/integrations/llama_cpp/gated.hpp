@@ -106,9 +106,9 @@ inline std::vector<std::vector<token_id>> greedy_sv(const lc::model& target_mode
     lc::context profile_target_ctx(target_model, one), profile_draft_ctx(draft_model, one);
     lc::sequence_model profile_target(profile_target_ctx), profile_draft(profile_draft_ctx);
     const view target_lane(profile_target, 1), draft_lane(profile_draft, 1);
-    samples =
-        specdec::profile_sv_indicators(specdec::exec::seq, target_lane, draft_lane, {}, companion, prompts,
-                                       specdec::decode_options{.seed = 7}, {.gamma = gamma, .tokens_per_prompt = profile_tokens});
+    samples = specdec::profile_sv_indicators(specdec::exec::seq, target_lane, draft_lane, {}, companion,
+                                             {.gamma = gamma, .tokens_per_prompt = profile_tokens}, prompts,
+                                             specdec::decode_options{.seed = 7});
   }
   REQUIRE(samples.size() >= prompts.size() * profile_tokens / 2);  // at least gamma drafts per gamma + 1 tokens
   const auto estimator =
