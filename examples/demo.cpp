@@ -102,9 +102,9 @@ int main(int argc, char** argv) try {
   // target scores adds 1% (a memory-bound target); Leviathan's c = 0.05.
   specdec::decode_options options;
   options.max_new_tokens = args.tokens;
-  options.cost = specdec::cost_model{.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
+  const specdec::cost_model cost{.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
   std::printf("cost model: t_draft = %.2f, t_target(k) = %.2f + %.2f k; gamma = %zu, lenience l = %.2f, seed = %llu\n\n",
-              options.cost.t_draft, options.cost.t_target_base, options.cost.t_target_per_token, args.gamma, args.lenience,
+              cost.t_draft, cost.t_target_base, cost.t_target_per_token, args.gamma, args.lenience,
               static_cast<unsigned long long>(args.seed));
 
   const std::vector<std::string> prompts{"this license", "you may", "the software is provided",
@@ -133,11 +133,11 @@ int main(int argc, char** argv) try {
   profile_options.seed = args.seed + 1;
   const specdec::sv_profile_options profile{.gamma = args.gamma, .tokens_per_prompt = 200};
   const auto sv_samples = specdec::profile_sv_indicators(specdec::exec::seq, models.target, models.draft, sampled, companion,
-                                                         profile_prompts, profile_options, profile);
+                                                         profile, profile_prompts, profile_options);
   const auto estimator =
       specdec::estimate::acceptance_estimator::fit(sv_samples, specdec::estimate::binning::adaptive(sv_samples, 10, 10));
-  specdec::sv_options sv{.gamma_max = args.gamma, .t_companion = options.cost.t_draft};
-  const specdec::sv_step_latency sv_latency{options.cost, sv.gamma_max, sv.t_companion};
+  specdec::sv_options sv{.gamma_max = args.gamma, .t_companion = cost.t_draft};
+  const specdec::sv_step_latency sv_latency{cost, sv.gamma_max, sv.t_companion};
   const specdec::lenient_rule lenient(args.lenience);
 
 #if SPECDEC_DEMO_SPRINTER
@@ -170,41 +170,42 @@ int main(int argc, char** argv) try {
     options.request_id = static_cast<std::uint32_t>(i);
 
     options.target_params = sampled;
-    const auto target_only = specdec::decode_target_only(models.target, prompt, options);
-    const auto strict =
-        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
-    const auto block_sd =
-        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::block, prompt, options);
+    const auto target_only = specdec::decode_target_only(models.target, prompt, options, cost);
+    const auto strict = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict,
+                                        prompt, options, cost);
+    const auto block_sd = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::block,
+                                          prompt, options, cost);
     const auto tree = specdec::decode_tree(specdec::exec::seq, models.target, eagle, specdec::eagle2_default_depth + 1,
-                                           specdec::target_only, prompt, options);
+                                           specdec::target_only, prompt, options, cost);
     const auto len =
-        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, lenient, prompt, options);
+        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, lenient, prompt, options, cost);
     sv.mode = specdec::sv_mode::exact;
     const auto sv_exact = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled,
-                                             specdec::sv_setup{companion, estimator, sv_latency}, prompt, options, sv);
+                                             specdec::sv_setup{companion, estimator, sv_latency}, sv, prompt, options, cost);
     sv.mode = specdec::sv_mode::paper;
     const auto sv_paper = specdec::decode_sv(specdec::exec::seq, models.target, models.draft, sampled,
-                                             specdec::sv_setup{companion, estimator, sv_latency}, prompt, options, sv);
+                                             specdec::sv_setup{companion, estimator, sv_latency}, sv, prompt, options, cost);
     // MTAD (seed 003): 8 sampled beams (top-20, top-p 0.9 on both sides), longest prefix whose joint
     // ratio p/q passes tau, then one token from p. Lossy; the draft's W beams per step count as one call.
     const specdec::mtad_options mtad_low{.gamma = args.gamma, .width = 8, .tau = 0.1};
     const specdec::mtad_options mtad_high{.gamma = args.gamma, .width = 8, .tau = 0.9};
-    const auto mtad_01 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_low, prompt, options);
-    const auto mtad_09 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_high, prompt, options);
+    const auto mtad_01 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_low, prompt, options, cost);
+    const auto mtad_09 = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad_high, prompt, options, cost);
     options.target_params = greedy_params;
     const auto greedy = specdec::decode(specdec::exec::seq, models.target, models.draft, greedy_params, args.gamma,
-                                        specdec::greedy, prompt, options);
+                                        specdec::greedy, prompt, options, cost);
 
     std::vector<const specdec::decode_result*> results{&target_only, &strict,   &block_sd, &tree,    &len,
                                                        &greedy,      &sv_exact, &sv_paper, &mtad_01, &mtad_09};
 #if SPECDEC_DEMO_SPRINTER
     options.target_params = sampled;
-    const auto sprinter = specdec::decode_sprinter(models.target, models.draft, sampled, specdec::draft_row_features{}, verifier,
-                                                   gating, prompt, options, sprinter_costs);
+    const auto sprinter =
+        specdec::decode_sprinter(specdec::exec::seq, models.target, models.draft, sampled, specdec::draft_row_features{},
+                                 verifier, gating, sprinter_costs, prompt, options, cost);
     results.push_back(&sprinter);  // a sprinter_result is a decode_result (plus sprinter_stats)
 #endif
     for (std::size_t m = 0; m < rows.size(); ++m) {
-      add(rows[m], *results[m], options.cost);
+      add(rows[m], *results[m], cost);
       if (i == 0) rows[m].sample = prompts[i] + " | " + one_line(vocab.decode(results[m]->tokens));
     }
   }

@@ -152,11 +152,11 @@ int main(int argc, char** argv) try {
   specdec::decode_options options;
   options.max_new_tokens = args.tokens;
   options.target_params = specdec::mtad_default_warp;
-  options.cost = specdec::cost_model{.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
+  const specdec::cost_model cost{.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
   std::printf("n-gram pair: 4-gram target, 2-gram draft, V = %zu; warping top-%d then top-p %.2f on p and q; cost model: "
               "t_draft = %.2f, t_target(k) = %.2f + %.2f k\n",
-              vocab.size(), options.target_params.top_k, options.target_params.top_p, options.cost.t_draft,
-              options.cost.t_target_base, options.cost.t_target_per_token);
+              vocab.size(), options.target_params.top_k, options.target_params.top_p, cost.t_draft, cost.t_target_base,
+              cost.t_target_per_token);
   std::printf("%zu prompts x %zu seeds x %zu tokens; gamma = %zu; MTAD beams: without = sampled without replacement, "
               "search = deterministic; perplexity under the unwarped target\n\n",
               args.prompts, args.seeds, args.tokens, args.gamma);
@@ -189,18 +189,18 @@ int main(int argc, char** argv) try {
       const auto quality = [&](const std::vector<specdec::token_id>& tokens) {
         return tokens.empty() ? 0.0 : sum_of(specdec::token_log_likelihoods(models.target, prompt, tokens));
       };
-      const auto target_only = specdec::decode_target_only(models.target, prompt, options);
-      rows[0].add(target_only, quality(target_only.tokens), options.cost);
+      const auto target_only = specdec::decode_target_only(models.target, prompt, options, cost);
+      rows[0].add(target_only, quality(target_only.tokens), cost);
       const auto sd = specdec::decode(specdec::exec::seq, models.target, models.draft, options.target_params, args.gamma,
-                                      specdec::strict, prompt, options);
-      rows[1].add(sd, quality(sd.tokens), options.cost);
+                                      specdec::strict, prompt, options, cost);
+      rows[1].add(sd, quality(sd.tokens), cost);
       for (std::size_t m = 2; m < rows.size(); ++m) {
         const specdec::mtad_options mtad{.gamma = args.gamma, .width = rows[m].width, .mode = rows[m].mode, .tau = rows[m].tau};
-        const auto r = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad, prompt, options);
-        rows[m].add(r, r.log_likelihood, options.cost);
+        const auto r = specdec::decode_mtad(specdec::exec::seq, models.target, models.draft, mtad, prompt, options, cost);
+        rows[m].add(r, r.log_likelihood, cost);
         // The same run charged one draft call per beam evaluation instead of one per step.
         rows[m].per_beam_time +=
-            r.stats.simulated_time + static_cast<double>(r.stats.draft_calls - r.stats.drafted) * options.cost.t_draft;
+            r.stats.simulated_time + static_cast<double>(r.stats.draft_calls - r.stats.drafted) * cost.t_draft;
       }
     }
   }

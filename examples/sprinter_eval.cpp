@@ -280,7 +280,7 @@ int main(int argc, char** argv) try {
   // 4. Decode.
   specdec::decode_options options;
   options.max_new_tokens = args.tokens;
-  options.cost = specdec::cost_model{.t_draft = t_draft, .t_target_base = t_target, .t_target_per_token = t_per_position};
+  const specdec::cost_model cost{.t_draft = t_draft, .t_target_base = t_target, .t_target_per_token = t_per_position};
   const specdec::sprinter_options sprinter_opt{.t_verifier = t_verifier};
   std::vector<std::vector<token_id>> prompts;
   for (std::size_t i = 0; i < args.prompts; ++i) {
@@ -340,16 +340,16 @@ int main(int argc, char** argv) try {
     options.request_id = static_cast<std::uint32_t>(i);
     const std::span<const token_id> prompt(prompts[i]);
     std::vector<const std::vector<token_id>*> outputs;
-    const auto target_only = specdec::decode_target_only(models.target, prompt, options);
+    const auto target_only = specdec::decode_target_only(models.target, prompt, options, cost);
     add(rows[0], target_only);
-    const auto sd =
-        specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt, options);
+    const auto sd = specdec::decode(specdec::exec::seq, models.target, models.draft, sampled, args.gamma, specdec::strict, prompt,
+                                    options, cost);
     add(rows[1], sd);
     std::vector<specdec::sprinter_result> sprinter_runs;
     for (std::size_t c = 0; c < configs.size(); ++c) {
       sprinter_runs.push_back(specdec::decode_sprinter(
-          models.target, models.draft, sampled, specdec::draft_row_features{}, configs[c].verifier->verifier,
-          specdec::gating_params{.tau = configs[c].tau, .max_run = 20}, prompt, options, sprinter_opt));
+          specdec::exec::seq, models.target, models.draft, sampled, specdec::draft_row_features{}, configs[c].verifier->verifier,
+          specdec::gating_params{.tau = configs[c].tau, .max_run = 20}, sprinter_opt, prompt, options, cost));
       add(rows[2 + c], sprinter_runs.back());
     }
     const auto draft_only = specdec::decode_target_only(models.draft, prompt, options);  // samples q

@@ -150,9 +150,9 @@ int main(int argc, char** argv) try {
   const std::span<const std::vector<token_id>> fit_prompts(profile_prompts.data(), n_profile / 2);
   const std::span<const std::vector<token_id>> held_prompts(profile_prompts.data() + n_profile / 2, n_profile - n_profile / 2);
   const auto samples =
-      specdec::profile_sv_indicators(specdec::exec::seq, target, draft, sampled, companion, fit_prompts, o, prof);
+      specdec::profile_sv_indicators(specdec::exec::seq, target, draft, sampled, companion, prof, fit_prompts, o);
   o.request_id = 1u << 20;  // the held-out run uses other request ids
-  const auto held = specdec::profile_sv_indicators(specdec::exec::seq, target, draft, sampled, companion, held_prompts, o, prof);
+  const auto held = specdec::profile_sv_indicators(specdec::exec::seq, target, draft, sampled, companion, prof, held_prompts, o);
   o.request_id = 0;
   const auto estimator = est::acceptance_estimator::fit(samples, est::binning::adaptive(samples, 10, 10));
   std::printf("profiling: SD gamma = 7, %zu + %zu prompts x %zu tokens -> %zu samples (+ %zu held out); mean acceptance %.3f\n\n",
@@ -229,7 +229,7 @@ int main(int argc, char** argv) try {
       b.t_draft_step = args.t_draft;
       b.t_companion_step = args.t_companion;
       const auto r = specdec::decode_sv_batch(specdec::exec::seq, target, draft, sampled,
-                                              specdec::sv_setup{companion, estimator, target_latency}, prompts, o, b);
+                                              specdec::sv_setup{companion, estimator, target_latency}, b, prompts, o);
       const double g = goodput[bi][i] = r.goodput();
       std::size_t accepted = 0, verified = 0, drafted = 0, dropped = 0, request_rounds = 0;
       for (const auto& q : r.requests) {

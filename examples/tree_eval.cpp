@@ -45,7 +45,7 @@ void evaluate(const char* pair, const M& target, const M& draft, const std::vect
               std::size_t tokens, const std::vector<std::size_t>& budgets) {
   specdec::decode_options options;
   options.max_new_tokens = tokens;
-  options.cost = specdec::cost_model{.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
+  const specdec::cost_model cost{.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
   for (const double temperature : {1.0, 0.0}) {
     const specdec::warp_params warp{.temperature = temperature};
     options.target_params = warp;
@@ -62,20 +62,22 @@ void evaluate(const char* pair, const M& target, const M& draft, const std::vect
         options.seed = 7;
         options.request_id = static_cast<std::uint32_t>(i);
         if (temperature > 0.0) {
-          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::strict, prompts[i], options),
-                    options.cost);
-          block.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::block, prompts[i], options),
-                    options.cost);
-          eagle.add(
-              specdec::decode_tree(specdec::exec::simd, target, eagle_drafter, gamma, specdec::target_only, prompts[i], options),
-              options.cost);
-          two.add(specdec::decode_tree(specdec::exec::simd, target, two_chains, gamma, specdec::strict, prompts[i], options),
-                  options.cost);
+          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::strict, prompts[i], options, cost),
+                    cost);
+          block.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::block, prompts[i], options, cost),
+                    cost);
+          eagle.add(specdec::decode_tree(specdec::exec::simd, target, eagle_drafter, gamma, specdec::target_only, prompts[i],
+                                         options, cost),
+                    cost);
+          two.add(
+              specdec::decode_tree(specdec::exec::simd, target, two_chains, gamma, specdec::strict, prompts[i], options, cost),
+              cost);
         } else {
-          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::greedy, prompts[i], options),
-                    options.cost);
-          eagle.add(specdec::decode_tree(specdec::exec::simd, target, eagle_drafter, gamma, specdec::greedy, prompts[i], options),
-                    options.cost);
+          chain.add(specdec::decode(specdec::exec::simd, target, draft, warp, gamma, specdec::greedy, prompts[i], options, cost),
+                    cost);
+          eagle.add(
+              specdec::decode_tree(specdec::exec::simd, target, eagle_drafter, gamma, specdec::greedy, prompts[i], options, cost),
+              cost);
         }
       }
       const auto print = [&](const char* method, const totals& t) {

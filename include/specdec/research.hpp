@@ -5,9 +5,10 @@
 //! adapters over `Model`s, models/kv_cache.hpp), the model-based drafters (draft/: chain, beams,
 //! trees, verifier-gated) and the single-request entry points `decode`, `decode_target_only`,
 //! `decode_tree`, `decode_mtad`, `decode_sprinter`, `decode_sv`, `decode_sv_batch` (decode/), each
-//! running its request on the engine's `batch_decoder`, with `decode_options` and a simulated clock
-//! (decode/cost_model.hpp) observing the steps. Each takes the execution policy first (exec::seq or
-//! exec::simd); `decode_target_only` and `decode_sprinter` also have overloads without it (exec::seq).
+//! running its request on the engine's `batch_decoder`, with `decode_options` (a subset of
+//! `request_options`) and a simulated clock (decode/cost_model.hpp) observing the steps. Each takes its
+//! arguments in one order: (policy, target, drafting, method options, prompt, options[, cost]);
+//! `decode_target_only` and `decode_sprinter` also have overloads without the policy (exec::seq).
 #pragma once
 
 #include "specdec/engine.hpp"

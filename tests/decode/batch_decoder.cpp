@@ -56,14 +56,14 @@ specdec::request_options options_for(std::uint32_t id, std::size_t gamma, double
   return o;
 }
 
-// decode()'s options for the same request (one stop token at most).
+// decode()'s options for the same request.
 specdec::decode_options decode_options_for(const specdec::request_options& r) {
   specdec::decode_options o;
   o.max_new_tokens = r.max_new_tokens;
   o.target_params = r.target_params;
   o.seed = r.seed;
   o.request_id = r.request_id;
-  if (!r.stop_tokens.empty()) o.stop_token = r.stop_tokens[0];
+  o.stop_tokens = r.stop_tokens;
   return o;
 }
 
@@ -405,13 +405,13 @@ TEST_CASE("decode()'s two overloads (chain drafting, a Drafter stage) give the s
   for (std::uint32_t id = 0; id < 8; ++id) {
     const auto opts = options_for(id, id % 6, id % 3 == 0 ? 0.0 : 1.0, 20 + 5 * id);
     auto o = decode_options_for(opts);
-    o.cost = specdec::cost_model{0.1, 1.0, 0.02};
-    if (id == 3) o.stop_token = 4;
+    const specdec::cost_model cost{0.1, 1.0, 0.02};
+    if (id == 3) o.stop_tokens = {4};
     const auto fast =
-        specdec::decode(specdec::exec::seq, target, draft, opts.draft_params, opts.gamma, specdec::strict, opts.prompt, o);
+        specdec::decode(specdec::exec::seq, target, draft, opts.draft_params, opts.gamma, specdec::strict, opts.prompt, o, cost);
     specdec::chain_drafter<decltype(draft)> drafter(draft, opts.draft_params);
-    const auto staged =
-        specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts.gamma}, specdec::strict, opts.prompt, o);
+    const auto staged = specdec::decode(specdec::exec::seq, target, drafter, specdec::fixed_length{opts.gamma}, specdec::strict,
+                                        opts.prompt, o, cost);
     CAPTURE(id);
     CHECK(fast.tokens == staged.tokens);
     CHECK(fast.status == staged.status);

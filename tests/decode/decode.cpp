@@ -136,18 +136,18 @@ TEST_CASE("stop token, zero budget and simulated time", "[decode]") {
       specdec::error);
   CHECK_THROWS_AS(specdec::decode_target_only(target, std::vector<token_id>{}, o), specdec::error);
   o.max_new_tokens = 200;
-  o.stop_token = 2;
+  o.stop_tokens = {2};
   const auto r = specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::lenient_rule(0.5),
                                  std::vector<token_id>{0}, o);
   REQUIRE(!r.tokens.empty());
   if (r.tokens.size() < o.max_new_tokens) CHECK(r.tokens.back() == 2);
   for (std::size_t i = 0; i + 1 < r.tokens.size(); ++i) CHECK(r.tokens[i] != 2);
   // simulated time = drafted * t_draft + sum over calls of t_target(k)
-  const double expected = double(r.stats.drafted) * o.cost.t_draft + double(r.stats.target_calls) * o.cost.t_target_base +
-                          double(r.stats.target_positions) * o.cost.t_target_per_token;
+  const specdec::cost_model cost{};  // the default the call above charged
+  const double expected = double(r.stats.drafted) * cost.t_draft + double(r.stats.target_calls) * cost.t_target_base +
+                          double(r.stats.target_positions) * cost.t_target_per_token;
   CHECK(r.stats.simulated_time == Approx(expected));
-  o.cost.t_draft = -1;
-  CHECK_THROWS_AS(
-      specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict, std::vector<token_id>{0}, o),
-      specdec::error);
+  CHECK_THROWS_AS(specdec::decode(specdec::exec::seq, target, draft, specdec::warp_params{}, 4, specdec::strict,
+                                  std::vector<token_id>{0}, o, specdec::cost_model{.t_draft = -1}),
+                  specdec::error);
 }

@@ -53,7 +53,7 @@ const specdec::estimate::acceptance_estimator& estimator() {
     p.tokens_per_prompt = 300;
     const auto& m = models();
     const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, m.target, m.draft, specdec::warp_params{},
-                                                        m.companion, prompts, specdec::decode_options{}, p);
+                                                        m.companion, p, prompts, specdec::decode_options{});
     return specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::uniform(4, 4));
   }();
   return e;
@@ -118,7 +118,7 @@ std::vector<token_id> alone(std::uint32_t id, pieces& p) {
   o.seed = r.seed;
   o.request_id = r.request_id;
   o.max_new_tokens = r.max_new_tokens;
-  if (!r.stop_tokens.empty()) o.stop_token = r.stop_tokens[0];
+  o.stop_tokens = r.stop_tokens;
   const std::span<const token_id> prompt(r.prompt);
   switch (method_of(id)) {
     case method::sd:
@@ -133,7 +133,7 @@ std::vector<token_id> alone(std::uint32_t id, pieces& p) {
     case method::sprinter: return specdec::decode_sprinter(m.target, p.gated, prompt, o).tokens;
     case method::sv:
       return specdec::decode_sv(specdec::exec::seq, m.target, m.draft, r.draft_params,
-                                specdec::sv_setup{m.companion, estimator(), sv_latency}, prompt, o, sv_opts)
+                                specdec::sv_setup{m.companion, estimator(), sv_latency}, sv_opts, prompt, o)
           .tokens;
     case method::joint_chain: {
       // The joint rule on chain drafts: the stage-drafted form of the same request.

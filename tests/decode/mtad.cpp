@@ -123,14 +123,14 @@ TEST_CASE("Theorem 3.6: tokens per iteration >= |log tau| / U", "[mtad][decode][
         const auto r = specdec::decode_mtad(specdec::exec::seq, target, draft, {.gamma = gamma, .width = 4, .tau = tau},
                                             std::vector<token_id>{3}, o);
         const double bound = specdec::theory::mtad::theorem_3_6_bound(tau, U);
-        const int every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, static_cast<int>(gamma));
+        const std::size_t every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, gamma);
         const auto& s = r.stats;
         std::cout << "Theorem 3.6: e = " << e << (swapped ? " (swapped)" : "") << ", U = " << U << ", tau = " << tau
                   << ": gamma_bar = " << r.block_efficiency() << " >= |log tau|/U = " << bound << " (every iteration >= " << every
                   << " tokens)\n";
         CAPTURE(e, swapped, U, tau, bound, every);
         // Every iteration but possibly the last (cut by the token budget) accepts every - 1 drafts.
-        if (every >= 2) CHECK(s.accepted_at[static_cast<std::size_t>(every - 2)] + 1 >= s.iterations);
+        if (every >= 2) CHECK(s.accepted_at[every - 2] + 1 >= s.iterations);
         // The mean over the iterations before the last (which emits at least one token):
         // emitted - 1 >= (tokens of those iterations) >= min(|log tau| / U, gamma + 1) (iterations - 1).
         CHECK(double(s.emitted - 1) >= std::min(bound, double(gamma + 1)) * double(s.iterations - 1));
@@ -161,11 +161,11 @@ TEST_CASE("Theorem 3.6 is tight when every token moves the log ratio by exactly 
     const auto r = specdec::decode_mtad(specdec::exec::seq, target, draft,
                                         {.gamma = gamma, .width = 2, .mode = specdec::beam_mode::search, .tau = tau},
                                         std::vector<token_id>{0}, o);  // context-free models
-    const int every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, static_cast<int>(gamma));
+    const std::size_t every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, gamma);
     std::cout << "Theorem 3.6 (tight): U = " << U << ", tau = " << tau << ": gamma_bar = " << r.block_efficiency()
               << ", |log tau|/U = " << specdec::theory::mtad::theorem_3_6_bound(tau, U) << ", per iteration " << every << "\n";
     CAPTURE(tau, every);
-    CHECK(r.stats.accepted == std::size_t(every - 1) * r.stats.iterations);
+    CHECK(r.stats.accepted == (every - 1) * r.stats.iterations);
     CHECK(r.block_efficiency() >= specdec::theory::mtad::theorem_3_6_bound(tau, U));
   }
 }
@@ -195,15 +195,15 @@ TEST_CASE("MTAD reports the output's log-likelihood and perplexity under the unw
   check_counters(r, o, 8);
 
   // A stop token cuts the output and its log-likelihoods alike.
-  o.stop_token = r.tokens[10];
+  o.stop_tokens = {r.tokens[10]};
   const auto stopped = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, {}, prompt, o);
   CHECK(stopped.tokens.size() <= 11);
-  CHECK(stopped.tokens.back() == *o.stop_token);
+  CHECK(stopped.tokens.back() == o.stop_tokens[0]);
   CHECK(stopped.token_log_probs.size() == stopped.tokens.size());
   check_counters(stopped, o, 8);
 
   // No tokens: perplexity is undefined (NaN); one token: one iteration without drafts.
-  o.stop_token.reset();
+  o.stop_tokens.clear();
   o.max_new_tokens = 0;
   const auto none = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, {}, prompt, o);
   CHECK(none.tokens.empty());
@@ -236,17 +236,23 @@ TEST_CASE("MTAD charges the beam draft per step or per beam", "[mtad][decode][co
   specdec::decode_options o;
   o.max_new_tokens = 60;
   o.seed = 4;
-  o.cost = {.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
+  const specdec::cost_model cost{.t_draft = 0.05, .t_target_base = 1.0, .t_target_per_token = 0.01};
   const specdec::mtad_options step{.gamma = 4, .width = 4, .tau = 0.5},
       beam{.gamma = 4, .width = 4, .tau = 0.5, .draft_cost = specdec::mtad_draft_cost::per_beam};
-  const auto a = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, step, std::vector<token_id>{0}, o);
-  const auto b = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, beam, std::vector<token_id>{0}, o);
+  const auto a = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, step, std::vector<token_id>{0}, o, cost);
+  const auto b = specdec::decode_mtad(specdec::exec::seq, pair.target, pair.draft, beam, std::vector<token_id>{0}, o, cost);
   CHECK(a.tokens == b.tokens);  // the cost model never changes the tokens
   const double targets = double(a.stats.iterations) * 1.0 + double(a.stats.target_positions) * 0.01;
   CHECK(a.stats.simulated_time == Approx(targets + 0.05 * double(a.stats.drafted)));
   CHECK(b.stats.simulated_time == Approx(targets + 0.05 * double(b.stats.draft_calls)));
   CHECK(b.stats.draft_calls > a.stats.drafted);
-  CHECK(specdec::simulated_speedup(a.stats, o.cost) > specdec::simulated_speedup(b.stats, o.cost));
+  CHECK(specdec::simulated_speedup(a.stats, cost) > specdec::simulated_speedup(b.stats, cost));
+  // The composing form takes the draft cost with the method's pieces, before the prompt.
+  specdec::beam_drafter<specdec::markov_model> drafter(pair.draft, {.width = 4, .warp = o.target_params});
+  const auto c = specdec::decode_mtad(specdec::exec::seq, pair.target, drafter, specdec::fixed_length{4}, specdec::mtad_rule(0.5),
+                                      specdec::mtad_draft_cost::per_beam, std::vector<token_id>{0}, o, cost);
+  CHECK(c.tokens == b.tokens);
+  CHECK(c.stats.simulated_time == b.stats.simulated_time);
 }
 
 TEST_CASE("MTAD composes from its pieces: beam drafter x length policy x rule", "[mtad][decode]") {

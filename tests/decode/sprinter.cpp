@@ -408,14 +408,15 @@ TEST_CASE("SPRINTER counts target calls, target positions, draft and verifier ca
   const auto target = chain_model(m.target, m.vocab);
   const auto draft = chain_model(m.draft, m.vocab);
   specdec::decode_options o;
-  o.cost = specdec::cost_model{.t_draft = 0.1, .t_target_base = 1.0, .t_target_per_token = 0.01};
+  const specdec::cost_model cost{.t_draft = 0.1, .t_target_base = 1.0, .t_target_per_token = 0.01};
   const specdec::sprinter_options so{.t_verifier = 0.001};
   const std::vector<token_id> start{0};
 
   SECTION("runs of 3: two verifier-accepted tokens, the third checked by the target") {
     o.max_new_tokens = 9;
-    const auto r = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(2),
-                                            specdec::gating_params{.tau = 0.5, .max_run = 20}, start, o, so);
+    const auto r =
+        specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(), accept_first(2),
+                                 specdec::gating_params{.tau = 0.5, .max_run = 20}, so, start, o, cost);
     CHECK(r.tokens.size() == 9);
     CHECK(r.stats.iterations == 3);
     CHECK(r.stats.target_calls == 3);
@@ -431,8 +432,9 @@ TEST_CASE("SPRINTER counts target calls, target positions, draft and verifier ca
   }
   SECTION("a run cut by the budget makes no target call") {
     o.max_new_tokens = 8;
-    const auto r = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(2),
-                                            specdec::gating_params{.tau = 0.5, .max_run = 20}, start, o, so);
+    const auto r =
+        specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(), accept_first(2),
+                                 specdec::gating_params{.tau = 0.5, .max_run = 20}, so, start, o, cost);
     CHECK(r.tokens.size() == 8);
     CHECK(r.stats.target_calls == 2);
     CHECK(r.stats.target_positions == 6);
@@ -441,8 +443,9 @@ TEST_CASE("SPRINTER counts target calls, target positions, draft and verifier ca
   }
   SECTION("the cap forces a target check without a verifier call") {
     o.max_new_tokens = 10;
-    const auto r = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(100),
-                                            specdec::gating_params{.tau = 0.5, .max_run = 4}, start, o, so);
+    const auto r =
+        specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(),
+                                 accept_first(100), specdec::gating_params{.tau = 0.5, .max_run = 4}, so, start, o, cost);
     CHECK(r.tokens.size() == 10);
     CHECK(r.stats.target_calls == 2);
     CHECK(r.sprinter.forced_checks == 2);
@@ -452,22 +455,22 @@ TEST_CASE("SPRINTER counts target calls, target positions, draft and verifier ca
   }
   SECTION("a stop token ends the generation") {
     o.max_new_tokens = 50;
-    const auto free_run = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(2),
-                                                   specdec::gating_params{}, start, o, so);
+    const auto free_run = specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(),
+                                                   accept_first(2), specdec::gating_params{}, so, start, o, cost);
     REQUIRE(free_run.tokens.size() == 50);
-    o.stop_token = free_run.tokens[4];
-    const auto r = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(2),
-                                            specdec::gating_params{}, start, o, so);
+    o.stop_tokens = {free_run.tokens[4]};
+    const auto r = specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(),
+                                            accept_first(2), specdec::gating_params{}, so, start, o, cost);
     REQUIRE(!r.tokens.empty());
-    CHECK(r.tokens.back() == *o.stop_token);
+    CHECK(r.tokens.back() == o.stop_tokens[0]);
     CHECK(r.tokens.size() <= 5);
   }
   SECTION("same seed, same tokens; another seed, other tokens") {
     o.max_new_tokens = 40;
     const auto run = [&](std::uint64_t seed) {
       o.seed = seed;
-      return specdec::decode_sprinter(target, draft, specdec::warp_params{}, specdec::oracle_features(target),
-                                      specdec::oracle_noise_verifier(0.8, 0.3), specdec::gating_params{}, start, o)
+      return specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, specdec::oracle_features(target),
+                                      specdec::oracle_noise_verifier(0.8, 0.3), specdec::gating_params{}, {}, start, o)
           .tokens;
     };
     CHECK(run(5) == run(5));
@@ -504,32 +507,34 @@ TEST_CASE("SPRINTER rejects bad input with clear errors", "[sprinter][errors]") 
   const auto nan_verifier =
       specdec::make_verifier(1, [](std::span<const float>) { return std::numeric_limits<double>::quiet_NaN(); });
   // A verifier's NaN or out-of-range score ends the generation: no token, `invalid_row`.
-  const auto nan_run = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), nan_verifier,
-                                                specdec::gating_params{}, start, o);
+  const auto nan_run = specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(),
+                                                nan_verifier, specdec::gating_params{}, {}, start, o);
   CHECK(nan_run.tokens.empty());
   CHECK(specdec::has_flag(nan_run.status, specdec::verify_status::invalid_row));
   const auto big = specdec::make_verifier(1, [](std::span<const float>) { return 1.5; });
-  const auto big_run = specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), big,
-                                                specdec::gating_params{}, start, o);
+  const auto big_run = specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(),
+                                                big, specdec::gating_params{}, {}, start, o);
   CHECK(big_run.tokens.empty());
   CHECK(specdec::has_flag(big_run.status, specdec::verify_status::invalid_row));
-  CHECK_THROWS_AS(specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(1),
-                                           specdec::gating_params{.tau = 1.5, .max_run = 20}, start, o),
+  CHECK_THROWS_AS(specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(),
+                                           accept_first(1), specdec::gating_params{.tau = 1.5, .max_run = 20}, {}, start, o),
                   specdec::error);
-  CHECK_THROWS_AS(specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(1),
-                                           specdec::gating_params{.tau = 0.5, .max_run = 0}, start, o),
+  CHECK_THROWS_AS(specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(),
+                                           accept_first(1), specdec::gating_params{.tau = 0.5, .max_run = 0}, {}, start, o),
                   specdec::error);
-  CHECK_THROWS_AS(specdec::decode_sprinter(target, draft, specdec::warp_params{}, position_features(), accept_first(1),
-                                           specdec::gating_params{}, start, o, specdec::sprinter_options{.t_verifier = -1.0}),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, position_features(), accept_first(1),
+                               specdec::gating_params{}, specdec::sprinter_options{.t_verifier = -1.0}, start, o),
+      specdec::error);
   // Features of the wrong size for the verifier.
-  CHECK_THROWS_AS(specdec::decode_sprinter(target, draft, specdec::warp_params{}, specdec::draft_row_features{}, accept_first(1),
-                                           specdec::gating_params{}, start, o),
-                  specdec::error);
+  CHECK_THROWS_AS(
+      specdec::decode_sprinter(specdec::exec::seq, target, draft, specdec::warp_params{}, specdec::draft_row_features{},
+                               accept_first(1), specdec::gating_params{}, {}, start, o),
+      specdec::error);
   // A draft model over another vocabulary.
   const auto other = specdec::markov_model::categorical({0.5, 0.5});
-  CHECK_THROWS_AS(specdec::decode_sprinter(target, other, specdec::warp_params{}, position_features(), accept_first(1),
-                                           specdec::gating_params{}, start, o),
+  CHECK_THROWS_AS(specdec::decode_sprinter(specdec::exec::seq, target, other, specdec::warp_params{}, position_features(),
+                                           accept_first(1), specdec::gating_params{}, {}, start, o),
                   specdec::error);
 }
 
@@ -547,10 +552,11 @@ TEST_CASE("decode_sprinter and decode_target_only take the policy first; every h
   o.max_new_tokens = 24;
   for (std::uint32_t id = 0; id < 16; ++id) {
     o.request_id = id;
-    const auto old_form = specdec::decode_sprinter(target, drafter, std::span<const token_id>(start), o, so);
+    const auto old_form = specdec::decode_sprinter(target, drafter, std::span<const token_id>(start), o);
     const auto seq = specdec::decode_sprinter(specdec::exec::seq, target, drafter, so, std::span<const token_id>(start), o);
-    CHECK(seq.tokens == old_form.tokens);
-    CHECK(seq.stats.simulated_time == old_form.stats.simulated_time);
+    CHECK(seq.tokens == old_form.tokens);  // t_verifier changes the simulated time only
+    CHECK(seq.stats.simulated_time ==
+          Approx(old_form.stats.simulated_time + so.t_verifier * static_cast<double>(seq.sprinter.verifier_calls)));
     const auto base = specdec::decode_target_only(target, std::span<const token_id>(start), o);
     CHECK(specdec::decode_target_only(specdec::exec::seq, target, std::span<const token_id>(start), o).tokens == base.tokens);
 #if SPECDEC_ENABLE_SIMD

@@ -85,7 +85,7 @@ const est::acceptance_estimator& estimator() {
     p.gamma = gamma_max;
     p.tokens_per_prompt = 1500;
     const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, models().target, models().draft,
-                                                        specdec::warp_params{}, models().companion, prompts, o, p);
+                                                        specdec::warp_params{}, models().companion, p, prompts, o);
     return est::acceptance_estimator::fit(samples, est::binning::uniform(5, 5));
   }();
   return e;
@@ -227,7 +227,7 @@ tally simulate_single(specdec::sv_mode mode, opt::token_counting counting, std::
   for (std::uint64_t i = 0; i < n; ++i) {
     o.request_id = static_cast<std::uint32_t>(i);
     t.add(specdec::decode_sv(specdec::exec::seq, models().target, drafter,
-                             specdec::sv_setup{models().companion, estimator(), latency}, prompt, o, sv));
+                             specdec::sv_setup{models().companion, estimator(), latency}, sv, prompt, o));
   }
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return t;
@@ -319,7 +319,7 @@ TEST_CASE("batched exact SV: every request follows the target distribution", "[s
   for (std::uint64_t i = 0; i < samples / 3; ++i) {
     o.request_id = static_cast<std::uint32_t>(3 * i);
     const auto r = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                            specdec::sv_setup{models().companion, estimator(), target_latency}, prompts, o, b);
+                                            specdec::sv_setup{models().companion, estimator(), target_latency}, b, prompts, o);
     rounds += r.rounds;
     for (const auto& x : r.requests) t.add(x);
   }
@@ -338,11 +338,12 @@ TEST_CASE("decode_sv: counters, reproducibility, budget and stop token", "[sv]")
   specdec::sv_options sv;
   sv.gamma_max = 4;
   const std::vector<token_id> prompt{1};
-  const auto step = specdec::sv_step_latency{o.cost, sv.gamma_max, sv.t_companion};
+  const specdec::cost_model cost{};  // the entry points' default
+  const auto step = specdec::sv_step_latency{cost, sv.gamma_max, sv.t_companion};
   const auto r = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                    specdec::sv_setup{models().companion, estimator(), step}, prompt, o, sv);
+                                    specdec::sv_setup{models().companion, estimator(), step}, sv, prompt, o);
   const auto again = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                        specdec::sv_setup{models().companion, estimator(), step}, prompt, o, sv);
+                                        specdec::sv_setup{models().companion, estimator(), step}, sv, prompt, o);
   CHECK(r.tokens == again.tokens);
   CHECK(r.tokens.size() == o.max_new_tokens);
   CHECK(r.stats.emitted == r.tokens.size());
@@ -354,21 +355,21 @@ TEST_CASE("decode_sv: counters, reproducibility, budget and stop token", "[sv]")
   CHECK(rounds == r.stats.iterations);
   CHECK(r.sv.mean_verified_length() == Approx(double(r.stats.drafted) / double(r.stats.iterations)));
   // Simulated time = drafts * t_draft + companion calls * t_companion + sum over calls of t_target(positions).
-  const double expected = double(r.sv.drafted) * o.cost.t_draft + double(r.sv.companion_calls) * sv.t_companion +
-                          double(r.stats.target_calls) * o.cost.t_target_base +
-                          double(r.stats.target_positions) * o.cost.t_target_per_token;
+  const double expected = double(r.sv.drafted) * cost.t_draft + double(r.sv.companion_calls) * sv.t_companion +
+                          double(r.stats.target_calls) * cost.t_target_base +
+                          double(r.stats.target_positions) * cost.t_target_per_token;
   CHECK(r.stats.simulated_time == Approx(expected));
   for (const token_id t : r.tokens) CHECK(specdec::in_vocabulary(t, V));
 
-  o.stop_token = 2;
+  o.stop_tokens = {2};
   o.max_new_tokens = 200;
   const auto s = specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                    specdec::sv_setup{models().companion, estimator(), step}, prompt, o, sv);
+                                    specdec::sv_setup{models().companion, estimator(), step}, sv, prompt, o);
   REQUIRE(!s.tokens.empty());
   if (s.tokens.size() < o.max_new_tokens) CHECK(s.tokens.back() == 2);
   o.max_new_tokens = 0;
   CHECK(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                           specdec::sv_setup{models().companion, estimator(), step}, prompt, o, sv)
+                           specdec::sv_setup{models().companion, estimator(), step}, sv, prompt, o)
             .tokens.empty());
 }
 
@@ -382,7 +383,7 @@ TEST_CASE("decode_sv_batch: fixed rule is SD, gamma 0 is target-only, counters a
   b.gamma_max = 4;
   b.rule = specdec::batch_length_rule::fixed;
   const auto sd = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                           specdec::sv_setup{models().companion, estimator(), target_latency}, prompts, o, b);
+                                           specdec::sv_setup{models().companion, estimator(), target_latency}, b, prompts, o);
   // Each request is exactly what single-request SD (decode) emits with the same seed and request id.
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     specdec::decode_options oi = o;
@@ -396,7 +397,7 @@ TEST_CASE("decode_sv_batch: fixed rule is SD, gamma 0 is target-only, counters a
   }
   b.gamma_max = 0;  // target-only
   const auto plain = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                              specdec::sv_setup{models().companion, estimator(), target_latency}, prompts, o, b);
+                                              specdec::sv_setup{models().companion, estimator(), target_latency}, b, prompts, o);
   CHECK(plain.rounds == o.max_new_tokens);
   CHECK(plain.simulated_time == Approx(double(o.max_new_tokens) * target_latency(static_cast<int>(prompts.size()))));
   CHECK(plain.emitted() == prompts.size() * o.max_new_tokens);
@@ -404,7 +405,7 @@ TEST_CASE("decode_sv_batch: fixed rule is SD, gamma 0 is target-only, counters a
   b.gamma_max = 5;
   b.rule = specdec::batch_length_rule::sv;
   const auto sv = specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                           specdec::sv_setup{models().companion, estimator(), target_latency}, prompts, o, b);
+                                           specdec::sv_setup{models().companion, estimator(), target_latency}, b, prompts, o);
   for (const auto& r : sv.requests) {
     CHECK(r.tokens.size() == o.max_new_tokens);  // every request makes progress to its budget
     CHECK(r.stats.iterations == r.stats.target_calls);
@@ -414,7 +415,7 @@ TEST_CASE("decode_sv_batch: fixed rule is SD, gamma 0 is target-only, counters a
   b.mode = specdec::sv_mode::exact;
   b.scheduler.stop = opt::stop_rule::best_prefix;
   CHECK_THROWS_AS(specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                           specdec::sv_setup{models().companion, estimator(), target_latency}, prompts, o, b),
+                                           specdec::sv_setup{models().companion, estimator(), target_latency}, b, prompts, o),
                   specdec::error);
 }
 
@@ -425,21 +426,21 @@ TEST_CASE("decode_sv: bad options are refused", "[sv][bad-input]") {
   sv.search = specdec::length_search::brute_force;
   const std::vector<token_id> prompt{0};
   CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                     specdec::sv_setup{models().companion, estimator(), latency}, prompt, o, sv),
+                                     specdec::sv_setup{models().companion, estimator(), latency}, sv, prompt, o),
                   specdec::error);
   sv.search = specdec::length_search::incremental;
   sv.t_companion = -1.0;
   CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                     specdec::sv_setup{models().companion, estimator(), latency}, prompt, o, sv),
+                                     specdec::sv_setup{models().companion, estimator(), latency}, sv, prompt, o),
                   specdec::error);
   sv.t_companion = 0.0;
   const auto decreasing = [](int k) { return 2.0 - 0.1 * k; };
   CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                     specdec::sv_setup{models().companion, estimator(), decreasing}, prompt, o, sv),
+                                     specdec::sv_setup{models().companion, estimator(), decreasing}, sv, prompt, o),
                   specdec::error);
   const auto wide =
       specdec::markov_model::chain(std::vector<double>(V + 1, 1.0 / (V + 1)), specdec_test::random_stochastic_table(V + 1, 3));
   CHECK_THROWS_AS(specdec::decode_sv(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
-                                     specdec::sv_setup{wide, estimator(), latency}, prompt, o, sv),
+                                     specdec::sv_setup{wide, estimator(), latency}, sv, prompt, o),
                   specdec::error);
 }

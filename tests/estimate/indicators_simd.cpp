@@ -72,7 +72,7 @@ TEST_CASE("decode_sv on exec::simd emits the tokens of exec::seq", "[decode][sv]
   o.seed = 0x51DE5;
   const std::vector<std::vector<token_id>> prompts{{0}, {1}, {2}};
   const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, target, draft, specdec::warp_params{}, companion,
-                                                      prompts, o, specdec::sv_profile_options{});
+                                                      specdec::sv_profile_options{}, prompts, o);
   const auto estimator = specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::uniform(5, 5));
   const auto latency = [](int k) { return 1.0 + 0.2 * k; };
   o.max_new_tokens = 30;
@@ -82,9 +82,9 @@ TEST_CASE("decode_sv on exec::simd emits the tokens of exec::seq", "[decode][sv]
     o.request_id = static_cast<std::uint32_t>(i);
     const std::vector<token_id> prompt{static_cast<token_id>(static_cast<std::size_t>(i) % V)};
     const auto a = specdec::decode_sv(specdec::exec::seq, target, draft, specdec::warp_params{},
-                                      specdec::sv_setup{companion, estimator, latency}, prompt, o, specdec::sv_options{});
+                                      specdec::sv_setup{companion, estimator, latency}, specdec::sv_options{}, prompt, o);
     const auto b = specdec::decode_sv(specdec::exec::simd, target, draft, specdec::warp_params{},
-                                      specdec::sv_setup{companion, estimator, latency}, prompt, o, specdec::sv_options{});
+                                      specdec::sv_setup{companion, estimator, latency}, specdec::sv_options{}, prompt, o);
     same += a.tokens == b.tokens;
   }
   // Only a float reduction that flips an acceptance test, a sample or a bin boundary can differ.

@@ -126,12 +126,12 @@ TEST_CASE("the linear verifier on the n-gram pair reaches the stated held-out AU
       o.request_id = i;
       const auto& doc = c.documents[i * 37];
       const std::vector<token_id> prompt(doc.begin(), doc.begin() + std::min<std::ptrdiff_t>(3, std::ssize(doc)));
-      const auto a =
-          specdec::decode_sprinter(c.models.target, c.models.draft, specdec::warp_params{}, specdec::draft_row_features{},
-                                   t.verifier, specdec::gating_params{.tau = tau, .max_run = 20}, prompt, o);
-      const auto b =
-          specdec::decode_sprinter(c.models.target, c.models.draft, specdec::warp_params{}, specdec::draft_row_features{},
-                                   reloaded, specdec::gating_params{.tau = tau, .max_run = 20}, prompt, o);
+      const auto a = specdec::decode_sprinter(specdec::exec::seq, c.models.target, c.models.draft, specdec::warp_params{},
+                                              specdec::draft_row_features{}, t.verifier,
+                                              specdec::gating_params{.tau = tau, .max_run = 20}, {}, prompt, o);
+      const auto b = specdec::decode_sprinter(specdec::exec::seq, c.models.target, c.models.draft, specdec::warp_params{},
+                                              specdec::draft_row_features{}, reloaded,
+                                              specdec::gating_params{.tau = tau, .max_run = 20}, {}, prompt, o);
       CHECK(a.tokens == b.tokens);
       CHECK(a.tokens.size() == 30);
       calls += a.stats.target_calls;

@@ -214,9 +214,9 @@ specdec::estimate::acceptance_estimator sv_estimator(Policy policy, lc::sequence
   {
     const llama_view target(target_seq, 1), draft(draft_seq, 1);
     samples = specdec::profile_sv_indicators(
-        policy, target, draft, o.draft_params, companion, prompts,
-        specdec::decode_options{.target_params = o.target_params, .seed = o.seed},
-        specdec::sv_profile_options{.gamma = o.gamma_max, .tokens_per_prompt = o.tokens_per_prompt});
+        policy, target, draft, o.draft_params, companion,
+        specdec::sv_profile_options{.gamma = o.gamma_max, .tokens_per_prompt = o.tokens_per_prompt}, prompts,
+        specdec::decode_options{.target_params = o.target_params, .seed = o.seed});
     target_seq.release(0);
     draft_seq.release(0);
   }

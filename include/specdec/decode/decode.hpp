@@ -3,6 +3,10 @@
 //! (decode/batch_decoder.hpp, the library's one loop) over recomputing adapters of `Model`s, and
 //! return its tokens, counters and status. `decode` composes a drafter, a length policy and an
 //! acceptance rule (docs/design.md, 'Decode'); `decode_target_only` is the baseline (one target call per token).
+//! Every research entry point (`decode`, `decode_target_only`, `decode_tree`, `decode_mtad`,
+//! `decode_sprinter`, `decode_sv`, `decode_sv_batch`) takes its arguments in one order: (policy, target,
+//! drafting, method options, prompt(s), options[, cost]), where `options` is a `decode_options` and
+//! `cost` the `cost_model` the simulated clock charges (`decode_stats::simulated_time`).
 //! Randomness: round r uses request_stream{seed, request_id, step = r}; drafts, accept tests and
 //! residuals use distinct purposes, so runs are reproducible and comparable across methods.
 #pragma once
@@ -34,16 +38,15 @@
 
 namespace specdec {
 
-//! Options of a generation.
+//! Options of a generation: the fields of `request_options` (decode/batch_decoder.hpp) that a single
+//! generation sets, with the same names, types and meanings. The cost model of the simulated clock is
+//! the research entry points' last argument, not an option of the request.
 struct decode_options {
-  std::size_t max_new_tokens = 64;       //!< the most tokens generated (fewer after the stop token)
-  warp_params target_params{};           //!< how the target's rows are warped before verification
-  std::uint64_t seed = 0;                //!< with `request_id`, names the request's random streams
-  std::uint32_t request_id = 0;          //!< with `seed`, names the request's random streams
-  std::optional<token_id> stop_token{};  //!< generation ends after emitting it
-  //! The times a `simulated_clock` charges the rounds (`decode_stats::simulated_time`); the decoder
-  //! itself keeps no clock.
-  cost_model cost{};
+  std::size_t max_new_tokens = 64;      //!< the most tokens generated (fewer after a stop token)
+  warp_params target_params{};          //!< how the target's rows are warped before verification
+  std::uint64_t seed = 0;               //!< with `request_id`, names the request's random streams
+  std::uint32_t request_id = 0;         //!< with `seed`, names the request's random streams
+  std::vector<token_id> stop_tokens{};  //!< generation ends after emitting one of them
 };
 
 //! The generated tokens (prompt excluded), the counters, and the status of the last verification.
@@ -62,17 +65,14 @@ inline void warp_rows(std::span<const float> logits, std::span<float> probs, std
       throw numerical_error("specdec::decode: the target returned a row without usable mass");
 }
 
-//! The step decoder's request for a single generation with `options` (seed, ids, target warp,
-//! budget, stop token).
+//! The step decoder's request for a single generation: `prompt` and the fields of `options`.
 inline request_options request_of(std::span<const token_id> prompt, const decode_options& options) {
-  request_options o;
-  o.prompt.assign(prompt.begin(), prompt.end());
-  o.seed = options.seed;
-  o.request_id = options.request_id;
-  o.target_params = options.target_params;
-  o.max_new_tokens = options.max_new_tokens;
-  if (options.stop_token) o.stop_tokens.push_back(*options.stop_token);
-  return o;
+  return {.prompt = {prompt.begin(), prompt.end()},
+          .seed = options.seed,
+          .request_id = options.request_id,
+          .target_params = options.target_params,
+          .max_new_tokens = options.max_new_tokens,
+          .stop_tokens = options.stop_tokens};
 }
 
 //! Runs one request on `decoder` to its end into `r` (tokens, counters, status, wall time, and the
@@ -109,7 +109,7 @@ void run_request(Decoder& decoder, request_options o, const cost_model& cost, de
 //!      prompt (a BOS token starts an unconditional generation).
 template <exec::ExecutionPolicy Policy, Model Target, Drafter D, LengthPolicy L, AcceptanceRule Rule>
 decode_result decode(const Policy& policy, const Target& target, D& drafter, const L& length, const Rule& rule,
-                     std::span<const token_id> prompt, const decode_options& options) {
+                     std::span<const token_id> prompt, const decode_options& options, const cost_model& cost = {}) {
   validate(options.target_params);
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(target.vocab_size());
@@ -118,7 +118,7 @@ decode_result decode(const Policy& policy, const Target& target, D& drafter, con
   o.drafter = drafter_stage(drafter);
   o.length = length_stage(length);
   decode_result r;
-  detail::run_request(decoder, std::move(o), options.cost, r);
+  detail::run_request(decoder, std::move(o), cost, r);
   return r;
 }
 
@@ -129,7 +129,8 @@ decode_result decode(const Policy& policy, const Target& target, D& drafter, con
 //! \throws specdec::error on bad options (the cost model included) or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, AcceptanceRule Rule>
 decode_result decode(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
-                     std::size_t gamma, const Rule& rule, std::span<const token_id> prompt, const decode_options& options) {
+                     std::size_t gamma, const Rule& rule, std::span<const token_id> prompt, const decode_options& options,
+                     const cost_model& cost = {}) {
   recomputing_sequence_model<Target> t(target);
   recomputing_sequence_model<Draft> q(draft);
   batch_decoder decoder(policy, t, q, rule);
@@ -137,7 +138,7 @@ decode_result decode(const Policy& policy, const Target& target, const Draft& dr
   o.draft_params = draft_params;
   o.gamma = gamma;
   decode_result r;
-  detail::run_request(decoder, std::move(o), options.cost, r);
+  detail::run_request(decoder, std::move(o), cost, r);
   return r;
 }
 
@@ -147,20 +148,21 @@ decode_result decode(const Policy& policy, const Target& target, const Draft& dr
 //! \throws specdec::error on bad options (the cost model included) or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target>
 decode_result decode_target_only(const Policy& policy, const Target& target, std::span<const token_id> prompt,
-                                 const decode_options& options) {
+                                 const decode_options& options, const cost_model& cost = {}) {
   recomputing_sequence_model<Target> t(target);
   no_sequence_model none(target.vocab_size());
   batch_decoder decoder(policy, t, none, sample_and_match);
   request_options o = detail::request_of(prompt, options);
   o.gamma = 0;
   decode_result r;
-  detail::run_request(decoder, std::move(o), options.cost, r);
+  detail::run_request(decoder, std::move(o), cost, r);
   return r;
 }
 //! `decode_target_only` on exec::seq.
 template <Model Target>
-decode_result decode_target_only(const Target& target, std::span<const token_id> prompt, const decode_options& options) {
-  return decode_target_only(exec::seq, target, prompt, options);
+decode_result decode_target_only(const Target& target, std::span<const token_id> prompt, const decode_options& options,
+                                 const cost_model& cost = {}) {
+  return decode_target_only(exec::seq, target, prompt, options, cost);
 }
 
 //! Simulated speedup of a speculative run over target-only decoding of the same number of tokens

@@ -4,10 +4,10 @@
 //! rule, with the counters of core/decode_stats.hpp plus block efficiency (Table 5) and
 //! the output's log-likelihood and perplexity under the target (eq. (1)).
 //!
-//! Two entry points: `decode_mtad(policy, target, drafter, length, rule, prompt, options)` composes the
-//! pieces (a `beam_drafter`, any `LengthPolicy`, an `mtad_rule`) like `decode` does for chain methods;
-//! `decode_mtad(policy, target, draft, mtad_options, prompt, options)` builds them from MTAD's
-//! parameters (fixed gamma). Each iteration r (randomness: request_stream{seed, request_id, step = r}):
+//! Two entry points: `decode_mtad(policy, target, drafter, length, rule[, draft_cost], prompt, options[,
+//! cost])` composes the pieces (a `beam_drafter`, any `LengthPolicy`, an `mtad_rule`) like `decode` does
+//! for chain methods; `decode_mtad(policy, target, draft, mtad_options, prompt, options[, cost])` builds
+//! them from MTAD's parameters (fixed gamma). Each iteration r (randomness: request_stream{seed, request_id, step = r}):
 //! 1. `beam_drafter` grows W beams for gamma' = min(gamma, tokens still wanted - 1) steps over the
 //!    draft model, its rows warped with `decode_options::target_params` (one warper for both sides, as
 //!    appendix F warps p and q alike), and returns the best beam x_{1:gamma'} with log q(x_{1:j});
@@ -91,8 +91,8 @@ struct mtad_result : decode_result {
 //! \throws specdec::error on bad options, vocabulary mismatch or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, LengthPolicy L>
 mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter<Draft>& drafter, const L& length,
-                        const mtad_rule& rule, std::span<const token_id> prompt, const decode_options& options,
-                        mtad_draft_cost draft_cost = mtad_draft_cost::per_step) {
+                        const mtad_rule& rule, mtad_draft_cost draft_cost, std::span<const token_id> prompt,
+                        const decode_options& options, const cost_model& cost = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::decode_mtad");
   SPECDEC_EXPECTS(draft_cost == mtad_draft_cost::per_step || draft_cost == mtad_draft_cost::per_beam, "unknown mtad_draft_cost");
   const std::size_t V = target.vocab_size();
@@ -106,7 +106,7 @@ mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter
   o.acceptance = rule;
   mtad_result r;
   // Emitted token k of a round was predicted by the round's target row k (unwarped log-softmax).
-  detail::run_request(decoder, std::move(o), options.cost, r, [&](const step_event& e) {
+  detail::run_request(decoder, std::move(o), cost, r, [&](const step_event& e) {
     for (std::size_t k = 0; k < e.tokens.size(); ++k) try {
         r.token_log_probs.push_back(log_softmax_at(e.target_logits.subspan(k * V, V), e.tokens[k]));
       } catch (const numerical_error&) {  // a row with NaN elsewhere: the request ends with invalid_row
@@ -119,6 +119,14 @@ mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter
   return r;
 }
 
+//! The overload above with drafting charged `mtad_draft_cost::per_step`.
+template <exec::ExecutionPolicy Policy, Model Target, Model Draft, LengthPolicy L>
+mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter<Draft>& drafter, const L& length,
+                        const mtad_rule& rule, std::span<const token_id> prompt, const decode_options& options,
+                        const cost_model& cost = {}) {
+  return decode_mtad(policy, target, drafter, length, rule, mtad_draft_cost::per_step, prompt, options, cost);
+}
+
 //! Multi-token assisted decoding of one request with MTAD's parameters: W beams of `mtad.mode` over
 //! `draft`, warped with `options.target_params` like the target, fixed gamma, threshold tau.
 //! \pre target and draft share the vocabulary.
@@ -126,11 +134,12 @@ mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter
 //!         returns an unusable row.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft>
 mtad_result decode_mtad(const Policy& policy, const Target& target, const Draft& draft, const mtad_options& mtad,
-                        std::span<const token_id> prompt, const decode_options& options) {
+                        std::span<const token_id> prompt, const decode_options& options, const cost_model& cost = {}) {
   validate(mtad);
   validate(options.target_params);
   beam_drafter<Draft> drafter(draft, beam_params{.width = mtad.width, .mode = mtad.mode, .warp = options.target_params});
-  return decode_mtad(policy, target, drafter, fixed_length{mtad.gamma}, mtad_rule(mtad.tau), prompt, options, mtad.draft_cost);
+  return decode_mtad(policy, target, drafter, fixed_length{mtad.gamma}, mtad_rule(mtad.tau), mtad.draft_cost, prompt, options,
+                     cost);
 }
 
 }  // namespace specdec

@@ -48,7 +48,7 @@
 
 namespace specdec {
 
-//! SPRINTER's extra cost parameter: `decode_options::cost` has the draft and target times.
+//! SPRINTER's extra cost parameter: the entry points' `cost_model` has the draft and target times.
 struct sprinter_options {
   double t_verifier = 0.0;  //!< simulated time of one verifier call (t_v <= t_d in the paper)
 };
@@ -68,7 +68,7 @@ struct sprinter_result : decode_result {
 template <exec::ExecutionPolicy Policy, Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
 sprinter_result decode_sprinter(const Policy& policy, const Target& target,
                                 verifier_gated_drafter<DraftModel, Features, V>& drafter, const sprinter_options& sprinter,
-                                std::span<const token_id> prompt, const decode_options& options) {
+                                std::span<const token_id> prompt, const decode_options& options, const cost_model& cost = {}) {
   SPECDEC_EXPECTS(std::isfinite(sprinter.t_verifier) && sprinter.t_verifier >= 0.0, "t_verifier must be finite and >= 0");
   const std::size_t Vn = static_cast<std::size_t>(target.vocab_size());
   SPECDEC_EXPECTS(drafter.vocab_size() == Vn, "the draft and target vocabularies differ");
@@ -80,7 +80,7 @@ sprinter_result decode_sprinter(const Policy& policy, const Target& target,
   o.drafter = gated_stage(drafter, &r.sprinter);
   o.gamma = std::numeric_limits<std::size_t>::max();  // a run is capped by max_run and the budget
   o.acceptance = last_token;
-  detail::run_request(decoder, std::move(o), options.cost, r,
+  detail::run_request(decoder, std::move(o), cost, r,
                       [&](const step_event& e) { r.sprinter.target_checks += !e.target_logits.empty(); });
   // Every run's drafts are kept by the verifier or judged by the target's check (decode_stats::accepted).
   r.sprinter.target_kept = r.stats.accepted - r.sprinter.verifier_accepted;
@@ -88,23 +88,23 @@ sprinter_result decode_sprinter(const Policy& policy, const Target& target,
   return r;
 }
 
-//! The overload above on exec::seq, with SPRINTER's options last.
+//! The overload above on exec::seq with SPRINTER's default options.
 template <Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
 sprinter_result decode_sprinter(const Target& target, verifier_gated_drafter<DraftModel, Features, V>& drafter,
-                                std::span<const token_id> prompt, const decode_options& options,
-                                const sprinter_options& sprinter = {}) {
-  return decode_sprinter(exec::seq, target, drafter, sprinter, prompt, options);
+                                std::span<const token_id> prompt, const decode_options& options, const cost_model& cost = {}) {
+  return decode_sprinter(exec::seq, target, drafter, sprinter_options{}, prompt, options, cost);
 }
 
 //! SPRINTER with a drafter built from `draft` (warped with `draft_params`), the feature extractor
 //! `features`, the verifier `verifier` and the gating parameters `gating` (tau, max_run).
-//! \throws as the constructor of `verifier_gated_drafter` and the overload above.
-template <Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
-sprinter_result decode_sprinter(const Target& target, const DraftModel& draft, const warp_params& draft_params, Features features,
-                                V verifier, const gating_params& gating, std::span<const token_id> prompt,
-                                const decode_options& options, const sprinter_options& sprinter = {}) {
+//! \throws as the constructor of `verifier_gated_drafter` and the first overload.
+template <exec::ExecutionPolicy Policy, Model Target, Model DraftModel, FeatureExtractor Features, Verifier V>
+sprinter_result decode_sprinter(const Policy& policy, const Target& target, const DraftModel& draft,
+                                const warp_params& draft_params, Features features, V verifier, const gating_params& gating,
+                                const sprinter_options& sprinter, std::span<const token_id> prompt, const decode_options& options,
+                                const cost_model& cost = {}) {
   verifier_gated_drafter<DraftModel, Features, V> drafter(draft, draft_params, std::move(features), std::move(verifier), gating);
-  return decode_sprinter(target, drafter, prompt, options, sprinter);
+  return decode_sprinter(policy, target, drafter, sprinter, prompt, options, cost);
 }
 
 }  // namespace specdec

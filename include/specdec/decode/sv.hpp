@@ -267,9 +267,10 @@ sv_result run_sv_request(Decoder& decoder, request_options o, const cost_model& 
 //! \param setup      the companion (run on the same contexts as the drafter), the estimator
 //!                   P(accept | S, A) and L(k), the latency of a step that verifies k drafts
 //!                   (e.g. `sv_step_latency`): `sv_setup{companion, estimator, latency}`
-//! \param prompt     the prompt, not empty
-//! \param options    max_new_tokens, seed, request_id, stop token, target warp and cost model
 //! \param sv         SV's options: gamma_max, mode, length search, companion warp and companion time
+//! \param prompt     the prompt, not empty
+//! \param options    max_new_tokens, seed, request_id, stop tokens and target warp
+//! \param cost       the draft and target times the simulated clock charges
 //!
 //! Randomness: round r uses request_stream{seed, request_id, r}, as `decode` does. A model's unusable
 //! row ends the generation with `invalid_row` in `status`; the companion's throws.
@@ -278,7 +279,8 @@ sv_result run_sv_request(Decoder& decoder, request_options o, const cost_model& 
 //!      specdec::numerical_error when the companion returns a row without usable mass.
 template <exec::ExecutionPolicy Policy, Model Target, Drafter D, Model Companion, theory::LatencyProfile L>
 sv_result decode_sv(const Policy& policy, const Target& target, D& drafter, const sv_setup<Companion, L>& setup,
-                    std::span<const token_id> prompt, const decode_options& options, const sv_options& sv) {
+                    const sv_options& sv, std::span<const token_id> prompt, const decode_options& options,
+                    const cost_model& cost = {}) {
   SPECDEC_EXPECTS(target.vocab_size() == setup.companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
   recomputing_sequence_model<Target> t(target);
@@ -287,15 +289,15 @@ sv_result decode_sv(const Policy& policy, const Target& target, D& drafter, cons
   decoder.set_verify_length_stage(sv_request_lengths(policy, setup, sv));
   request_options o = detail::request_of(prompt, options);
   o.drafter = drafter_stage(drafter);
-  return detail::run_sv_request(decoder, std::move(o), options.cost, sv);
+  return detail::run_sv_request(decoder, std::move(o), cost, sv);
 }
 
 //! Single-request SV with the decoder's chain drafting on `draft` warped with `draft_params`; the
 //! other arguments as in the overload above.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile L>
 sv_result decode_sv(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
-                    const sv_setup<Companion, L>& setup, std::span<const token_id> prompt, const decode_options& options,
-                    const sv_options& sv) {
+                    const sv_setup<Companion, L>& setup, const sv_options& sv, std::span<const token_id> prompt,
+                    const decode_options& options, const cost_model& cost = {}) {
   SPECDEC_EXPECTS(target.vocab_size() == setup.companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(sv.t_companion) && sv.t_companion >= 0.0, "t_companion must be finite and >= 0");
   recomputing_sequence_model<Target> t(target);
@@ -304,7 +306,7 @@ sv_result decode_sv(const Policy& policy, const Target& target, const Draft& dra
   decoder.set_verify_length_stage(sv_request_lengths(policy, setup, sv));
   request_options o = detail::request_of(prompt, options);
   o.draft_params = draft_params;
-  return detail::run_sv_request(decoder, std::move(o), options.cost, sv);
+  return detail::run_sv_request(decoder, std::move(o), cost, sv);
 }
 
 // ---- batches -------------------------------------------------------------------------------------
@@ -394,15 +396,15 @@ verify_length_stage sv_batch_lengths(Policy policy, const sv_setup<Companion, TL
 //! \param setup           the companion (run on the drafted positions, SV only), the estimator
 //!                        P(accept | S, A) and the target's latency for one call scoring P positions
 //!                        in all (P >= 1): `sv_setup{companion, estimator, target_latency}`
+//! \param batch           SV's batch options: gamma_max, the length rule, the scheduler, the round's costs
 //! \param prompts         one prompt per request, none empty
 //! \param options         what every request shares (request b's id is options.request_id + b)
-//! \param batch           SV's batch options: gamma_max, the length rule, the scheduler, the round's costs
 //! \pre the models share the vocabulary; options valid. \throws specdec::error on bad options,
 //!      `stop_rule::best_prefix` in exact mode, a bad latency profile, or an empty prompt.
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion, theory::LatencyProfile TL>
 sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, const Draft& draft, const warp_params& draft_params,
-                                const sv_setup<Companion, TL>& setup, std::span<const std::vector<token_id>> prompts,
-                                const decode_options& options, const sv_batch_options& batch) {
+                                const sv_setup<Companion, TL>& setup, const sv_batch_options& batch,
+                                std::span<const std::vector<token_id>> prompts, const decode_options& options) {
   SPECDEC_EXPECTS(target.vocab_size() == setup.companion.vocab_size(), "the target and the companion must share the vocabulary");
   SPECDEC_EXPECTS(std::isfinite(batch.t_draft_step) && batch.t_draft_step >= 0.0 && std::isfinite(batch.t_companion_step) &&
                       batch.t_companion_step >= 0.0,
@@ -437,7 +439,7 @@ sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, cons
     if (active == 0) continue;
     const double drafting =
         static_cast<double>(gamma_round) * batch.t_draft_step + (use_sv && gamma_round > 0 ? batch.t_companion_step : 0.0);
-    const double round_time = drafting + theory::latency_at(target_latency, static_cast<int>(active + verified));
+    const double round_time = drafting + theory::latency_at(target_latency, active + verified);
     out.simulated_time += round_time;
     ++out.rounds;
     for (const step_event& e : events) {
@@ -481,8 +483,9 @@ struct sv_profile_options {
 template <exec::ExecutionPolicy Policy, Model Target, Model Draft, Model Companion>
 std::vector<estimate::indicator_sample> profile_sv_indicators(const Policy& policy, const Target& target, const Draft& draft,
                                                               const warp_params& draft_params, const Companion& companion,
+                                                              const sv_profile_options& profile,
                                                               std::span<const std::vector<token_id>> prompts,
-                                                              const decode_options& options, const sv_profile_options& profile) {
+                                                              const decode_options& options) {
   validate(options.target_params);
   validate(profile.companion_params);
   SPECDEC_EXPECTS(target.vocab_size() == companion.vocab_size(), "the target and the companion must share the vocabulary");

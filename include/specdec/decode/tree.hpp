@@ -25,7 +25,7 @@ namespace specdec {
 //! \pre target and drafter share the vocabulary. \throws specdec::error on bad options or an empty prompt
 template <exec::ExecutionPolicy Policy, Model Target, TreeDrafter D, TreeRule Rule>
 decode_result decode_tree(const Policy& policy, const Target& target, D& drafter, std::size_t depth, const Rule& rule,
-                          std::span<const token_id> prompt, const decode_options& options) {
+                          std::span<const token_id> prompt, const decode_options& options, const cost_model& cost = {}) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::decode_tree");
   validate(options.target_params);
   recomputing_sequence_model<Target> t(target);
@@ -36,7 +36,7 @@ decode_result decode_tree(const Policy& policy, const Target& target, D& drafter
   o.gamma = depth;
   o.acceptance = tree_acceptance{rule};
   decode_result r;
-  detail::run_request(decoder, std::move(o), options.cost, r);
+  detail::run_request(decoder, std::move(o), cost, r);
   return r;
 }
 

@@ -97,9 +97,9 @@ inline specdec::estimate::acceptance_estimator profile_sv_pair(const lc::model& 
   lc::context target_ctx(target_model, one), draft_ctx(draft_model, one), companion_ctx(companion_model, one);
   lc::sequence_model target(target_ctx), draft(draft_ctx), companion(companion_ctx);
   const view target_lane(target, 1), draft_lane(draft, 1), companion_lane(companion, 1);
-  const auto samples =
-      specdec::profile_sv_indicators(specdec::exec::seq, target_lane, draft_lane, {}, companion_lane, prompts,
-                                     specdec::decode_options{.seed = 7}, {.gamma = gamma, .tokens_per_prompt = profile_tokens});
+  const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, target_lane, draft_lane, {}, companion_lane,
+                                                      {.gamma = gamma, .tokens_per_prompt = profile_tokens}, prompts,
+                                                      specdec::decode_options{.seed = 7});
   REQUIRE(samples.size() >= prompts.size() * profile_tokens / 2);  // at least gamma drafts per gamma + 1 tokens
   return specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::adaptive(samples, 4, 4));
 }
@@ -108,7 +108,7 @@ inline specdec::estimate::acceptance_estimator profile_sv_pair(const lc::model& 
 //! sets its own) with `estimator`, a target whose cost grows with the positions it scores (so that low
 //! estimates shorten the verified prefix), the companion read through a lane per request. Returns each
 //! request's tokens; SV's counters go to `sv`.
-inline std::vector<std::vector<token_id>> decode_sv(const lc::model& target_model, const lc::model& draft_model,
+inline std::vector<std::vector<token_id>> sv_decode(const lc::model& target_model, const lc::model& draft_model,
                                                     const lc::model& companion_model,
                                                     const specdec::estimate::acceptance_estimator& estimator,
                                                     std::vector<specdec::request_options> requests, std::size_t gamma,
@@ -139,7 +139,7 @@ inline std::vector<std::vector<token_id>> decode_sv(const lc::model& target_mode
   return got;
 }
 
-//! Greedy SV (`decode_sv`) with its estimator profiled on the pair from `prompts`: each prompt's `n`
+//! Greedy SV (`sv_decode`) with its estimator profiled on the pair from `prompts`: each prompt's `n`
 //! tokens.
 inline std::vector<std::vector<token_id>> greedy_sv(const lc::model& target_model, const lc::model& draft_model,
                                                     const lc::model& companion_model,
@@ -154,7 +154,7 @@ inline std::vector<std::vector<token_id>> greedy_sv(const lc::model& target_mode
     r.target_params = r.draft_params = greedy_warp;
     requests.push_back(std::move(r));
   }
-  return decode_sv(target_model, draft_model, companion_model, estimator, std::move(requests), gamma, sv);
+  return sv_decode(target_model, draft_model, companion_model, estimator, std::move(requests), gamma, sv);
 }
 
 }  // namespace specdec_test::llama

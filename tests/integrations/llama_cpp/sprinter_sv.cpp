@@ -118,7 +118,7 @@ t::two_token_cells<std::uint64_t> sv_first_two(specdec::request_acceptance accep
     return r;
   };
   const auto decode = [&](std::vector<specdec::request_options> requests) {
-    return t::decode_sv(t::model("target"), t::model("draft-noise-0.5"), t::model("draft-layers2"), estimator,
+    return t::sv_decode(t::model("target"), t::model("draft-noise-0.5"), t::model("draft-layers2"), estimator,
                         std::move(requests), 4, sv);
   };
   return t::count_first_two(samples, 64, request, decode);

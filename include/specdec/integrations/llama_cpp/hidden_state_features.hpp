@@ -46,7 +46,8 @@ class hidden_state_features {
   //! Writes s(x, prefix) for `query`. \pre out.size() == feature_size(); the draft's row after the
   //! prefix was the last thing computed on the lane that holds it. \throws specdec::error otherwise.
   void extract(const verifier_query& query, std::span<float> out) {
-    SPECDEC_EXPECTS(out.size() == feature_size(), "specdec::llama_cpp::hidden_state_features: out must hold feature_size() values");
+    SPECDEC_EXPECTS(out.size() == feature_size(),
+                    "specdec::llama_cpp::hidden_state_features: out must hold feature_size() values");
     context_.clear();
     if (lead_) context_.push_back(*lead_);
     context_.insert(context_.end(), query.prefix.begin(), query.prefix.end());
