@@ -39,9 +39,9 @@ namespace specdec::backend::walks {
 
 //! The outcome of one request's block verification.
 struct block_walk_result {
-  std::int32_t accepted = 0;    //!< drafts kept (0 on an error, except at the bonus)
-  token_id emitted = no_token;  //!< the residual or bonus token
-  verify_status status = verify_status::ok;
+  std::int32_t accepted = 0;                 //!< drafts kept (0 on an error, except at the bonus)
+  token_id emitted = no_token;               //!< the residual or bonus token
+  verify_status status = verify_status::ok;  //!< the request's status flags
 };
 
 //! Block verification of one chain of `n` drafts. `weight` holds n + 1 doubles; `leader` says whether

@@ -20,32 +20,32 @@ namespace specdec::backend::walks {
 //! A scalar read from a row that was checked first: `flags` says why the row could not be used
 //! (ok: `value` is the entry).
 struct row_scalar {
-  verify_status flags = verify_status::ok;
-  double value = 0.0;
+  verify_status flags = verify_status::ok;  //!< why the row could not be used (ok: it could)
+  double value = 0.0;                       //!< the entry, when `flags` is ok
 };
 
 //! A token drawn from a row that was checked first, in the backend's sample type (with `token` and
 //! `status`); `fallback`: a residual without mass, so p itself was sampled.
 template <class Sample>
 struct row_draw {
-  verify_status flags = verify_status::ok;
-  Sample sample{};
-  bool fallback = false;
+  verify_status flags = verify_status::ok;  //!< why the row could not be used (ok: it could)
+  Sample sample{};                          //!< the token drawn and its status
+  bool fallback = false;                    //!< the residual had no mass: p itself was sampled
 };
 
 //! Greedy's view of a row: usable (no NaN, infinite or negative entry, and some entry > 0, as seq's
 //! `greedy_usable`) and its argmax (the lowest index of the largest entry, as `specdec::argmax`).
 struct greedy_row {
-  bool usable;
-  token_id token;
+  bool usable;     //!< the row can be used by greedy
+  token_id token;  //!< its argmax (lowest index on ties)
 };
 
 //! A residual's mass as the residual sampler sees it (sampling/residual.hpp): `fallback` when it has
 //! none and the sampler falls back to p (`mass` is then not used).
 struct residual_mass {
-  verify_status flags = verify_status::ok;
-  double mass = 0.0;
-  bool fallback = false;
+  verify_status flags = verify_status::ok;  //!< why the rows could not be used (ok: they could)
+  double mass = 0.0;                        //!< the residual's mass Z
+  bool fallback = false;                    //!< no mass: the sampler falls back to p
 };
 
 //! Whether the residual sampler falls back to p for a residual whose weights were all usable (`usable`)

@@ -50,23 +50,24 @@ namespace specdec::backend::walks {
 
 //! One node's outcome: the accepted child, or `no_node` and the emitted token.
 struct tree_choice {
-  std::int32_t child = no_node;
-  token_id emitted = no_token;
+  std::int32_t child = no_node;  //!< the accepted child, or no_node
+  token_id emitted = no_token;   //!< the emitted token when no child was accepted
 };
 
 //! The outcome of one request's walk: where it ended and what it emits.
 struct tree_walk_result {
-  std::int32_t node = 0;   //!< the last accepted node (the root when nothing was accepted)
-  std::int32_t depth = 0;  //!< its depth: the accepted count
-  token_id emitted = no_token;
-  verify_status status = verify_status::ok;
-  bool ids_ok = true;  //!< false: a node token outside [0, V); nothing is written, not even the root
+  std::int32_t node = 0;                     //!< the last accepted node (the root when nothing was accepted)
+  std::int32_t depth = 0;                    //!< its depth: the accepted count
+  token_id emitted = no_token;               //!< the correction or bonus token
+  verify_status status = verify_status::ok;  //!< the request's status flags
+  bool ids_ok = true;                        //!< false: a node token outside [0, V); nothing is written, not even the root
 };
 
 //! `scaled_draft_residual::accepted_mass` with the product rounded once (never an fma), so that every
 //! backend's weights are the same doubles.
 struct scaled_accepted_mass {
-  double scale;
+  double scale;  //!< s, the draft's scale after the rejected siblings
+  //! min(p, s q), the product rounded once.
   SPECDEC_HOST_DEVICE double operator()(double p, double q) const noexcept {
     const double scaled = product_rn(scale, q);
     return scaled < p ? scaled : p;

@@ -29,6 +29,7 @@ namespace specdec::llama_cpp {
 //! `draft_row_features` (file comment).
 class hidden_state_features {
  public:
+  //! The draft model as its drafter reads it: lanes of a llama.cpp sequence model.
   using draft_view = prefix_cached_model<sequence_model>;
 
   //! Reads the hidden states of `model` (a context made with hidden states) behind `draft`, which
