@@ -74,12 +74,20 @@ inline bool same(const specdec::sample_result& a, const specdec::sample_result& 
   return a.token == b.token && a.status == b.status && (a.mass == b.mass || (std::isnan(a.mass) && std::isnan(b.mass)));
 }
 
-//! A rejection rule with no `vector_residual`: the simd residual must fall back to seq.
+//! A rejection rule whose accepted mass takes doubles only (no `HasVectorResidual`): the simd residual must fall back to seq.
 struct halfway_rule {
   static constexpr specdec::rule_family family = specdec::rule_family::rejection;
   bool accepts(double p, double q, double u) const noexcept { return u * q < 0.5 * (p + std::min(p, q)); }
   double accepted_mass(double p, double q) const noexcept { return 0.5 * (std::min(p, q) + std::min(q, 0.5 * (p + q))); }
 };
+
+// The shipped rejection rules' accepted mass is one template that the registers evaluate; a rule with a
+// double-only accepted mass is not taken for one.
+static_assert(specdec::backend::simd::HasVectorResidual<specdec::strict_rule> &&
+              specdec::backend::simd::HasVectorResidual<specdec::lenient_rule> &&
+              specdec::backend::simd::HasVectorResidual<specdec::block_residual> &&
+              specdec::backend::simd::HasVectorResidual<specdec::scaled_draft_residual>);
+static_assert(!specdec::backend::simd::HasVectorResidual<halfway_rule>);
 
 
 }  // namespace specdec_simd_test
@@ -177,7 +185,9 @@ TEMPLATE_LIST_TEST_CASE("simd sample_residual and the bonus give seq's tokens fo
     run(tag, specdec::strict);
     run(tag, specdec::lenient_rule{0.5});
     run(tag, specdec::lenient_rule{2.0});
-    run(tag, halfway_rule{});  // no vector_residual: falls back to seq
+    run(tag, specdec::block_residual{1.0 / 0.6});
+    run(tag, specdec::scaled_draft_residual{1.7});
+    run(tag, halfway_rule{});  // accepted mass on doubles only: falls back to seq
   }
   run(double{}, specdec::strict);
   run(double{}, specdec::lenient_rule{0.7});

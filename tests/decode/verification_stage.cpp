@@ -1,7 +1,8 @@
 // Verification stages of the step decoder (decode/verification_stage.hpp): a chain rule defined here
 // set per request gives the tokens of the library's rule it copies, on every host policy; a stage of
 // the user's own wrapping one is called once per group per step; add() refuses what a stage cannot
-// serve, with the reason; a last-token request whose length stage says 0 drafts a run of one; a
+// serve, with the reason; a value type of the user's own maps to its stage through
+// `verification_stage_for`; a last-token request whose length stage says 0 drafts a run of one; a
 // stage (or the verified-length stage) that throws for one request ends that request alone, with
 // `stage_error`, and the others' tokens are those of their runs alone.
 #include <catch2/catch.hpp>
@@ -47,12 +48,16 @@ struct my_lenient {
   bool operator==(const my_lenient&) const = default;
 };
 
+// An acceptance value of the user's own, mapped to a stage by specialising `verification_stage_for`.
+struct recorded_strict {};
+
 // A stage of the user's own: forwards to an inner stage and records every verify call's group size,
 // or throws for one request (as a rule that cannot judge it would).
 class recording_stage final : public specdec::verification_stage {
  public:
   explicit recording_stage(specdec::request_acceptance inner, specdec::request_handle throw_for = 0)
       : inner_(std::move(inner)), throw_for_(throw_for) {}
+  explicit recording_stage(recorded_strict /*unused*/) : inner_(specdec::strict), throw_for_(0) {}
   specdec::stage_traits traits() const override { return inner_.stage()->traits(); }
   bool check_draft(const specdec::stage_request& r, specdec::verification_buffers& b) const override {
     return inner_.stage()->check_draft(r, b);
@@ -70,6 +75,17 @@ class recording_stage final : public specdec::verification_stage {
   specdec::request_acceptance inner_;
   specdec::request_handle throw_for_;
 };
+
+}  // namespace
+
+template <>
+struct specdec::verification_stage_for<recorded_strict> {
+  using type = recording_stage;
+};
+
+namespace {
+static_assert(specdec::StageAcceptance<recorded_strict>);
+static_assert(!specdec::StageAcceptance<int>);
 
 const auto& target_model() {
   static const auto m = specdec::make_model(V, specdec_test::wave_logits(0.0));
@@ -155,6 +171,22 @@ TEST_CASE("a stage of the user's own is called once per group and step", "[decod
   REQUIRE(!stage->groups.empty());
   CHECK(stage->groups.front() == 3);  // the three requests, one call
   for (const std::size_t g : stage->groups) CHECK(g <= 3);
+}
+
+TEST_CASE("a value type of the user's own becomes an acceptance by specialising verification_stage_for",
+          "[decode][verification_stage]") {
+  const specdec::request_acceptance a{recorded_strict{}};
+  const auto* stage = dynamic_cast<const recording_stage*>(a.stage());
+  REQUIRE(stage != nullptr);
+  CHECK(specdec::request_acceptance{recorded_strict{}}.stage() == a.stage());  // stateless: one shared stage
+  std::vector<specdec::request_options> mine, plain;
+  for (std::uint32_t id = 0; id < 3; ++id) {
+    mine.push_back(request(id, recorded_strict{}));
+    plain.push_back(request(id, specdec::strict));
+  }
+  const auto before = stage->groups.size();
+  CHECK(run(specdec::exec::seq, mine).tokens == run(specdec::exec::seq, plain).tokens);
+  CHECK(stage->groups.size() > before);  // the user's stage verified them
 }
 
 TEST_CASE("add() refuses what a stage cannot serve, with the reason", "[decode][verification_stage][bad_input]") {

@@ -26,7 +26,10 @@
 //! row pair with probability at most a_i; token-wise verification reads one row pair in all.
 #pragma once
 
+#include <type_traits>
+
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/lane_ops.hpp"
 #include "specdec/config.hpp"
 
 namespace specdec {
@@ -62,9 +65,11 @@ struct block_residual {
   //! Accept with probability min(1, a p / q) (the rule whose residual this is).
   SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * q * inverse_weight < p; }
   //! min(p, q / a): the mass of a token the rule already emits, so the residual is norm(max(0, a p - q)).
-  SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept {
-    const double scaled = q * inverse_weight;
-    return scaled < p ? scaled : p;
+  //! (T: double, or a batch of doubles the simd backend evaluates it on: acceptance/lane_ops.hpp.)
+  template <class T = double>
+  SPECDEC_HOST_DEVICE constexpr T accepted_mass(std::type_identity_t<T> p, std::type_identity_t<T> q) const noexcept {
+    const T scaled = product_rn(q, T(inverse_weight));
+    return lane_min(scaled, p);
   }
 };
 

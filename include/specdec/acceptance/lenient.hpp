@@ -19,10 +19,12 @@
 //! (acceptance/distribution.hpp) gives the two parts a sequence-level enumeration needs.
 #pragma once
 
+#include <type_traits>
 #include <algorithm>
 #include <cmath>
 
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/lane_ops.hpp"
 #include "specdec/contracts.hpp"
 
 namespace specdec {
@@ -42,9 +44,11 @@ class lenient_rule {
   //! True iff u * l * q < p: accepts x with probability min(1, p / (l q)), where p = p(x), q = q(x), u ~ U[0, 1).
   SPECDEC_HOST_DEVICE bool accepts(double p, double q, double u) const noexcept { return u * l_ * q < p; }
   //! a = min(q, p / l), the mass of a token the test already emits; the residual is norm(max(0, p - a)).
-  SPECDEC_HOST_DEVICE double accepted_mass(double p, double q) const noexcept {
-    const double cap = p / l_;
-    return cap < q ? cap : q;
+  //! (T: double, or a batch of doubles the simd backend evaluates it on: acceptance/lane_ops.hpp.)
+  template <class T = double>
+  SPECDEC_HOST_DEVICE T accepted_mass(std::type_identity_t<T> p, std::type_identity_t<T> q) const noexcept {
+    const T cap = p / T(l_);
+    return lane_min(cap, q);
   }
 
   //! Equal lenience.

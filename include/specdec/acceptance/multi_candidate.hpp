@@ -23,6 +23,7 @@
 //! without replacement).
 #pragma once
 
+#include <type_traits>
 #include <cmath>
 #include <cstddef>
 #include <span>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/lane_ops.hpp"
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/sample_and_match.hpp"
 #include "specdec/acceptance/strict.hpp"
@@ -137,9 +139,11 @@ struct scaled_draft_residual {
   //! True iff u * s * q < p: accepts x with probability min(1, p / (s q)), where p = p(x), q = q(x), u ~ U[0, 1).
   SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * scale * q < p; }
   //! min(p, s q): the residual is norm(max(0, p - s q)).
-  SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept {
-    const double scaled = scale * q;
-    return scaled < p ? scaled : p;
+  //! (T: double, or a batch of doubles the simd backend evaluates it on: acceptance/lane_ops.hpp.)
+  template <class T = double>
+  SPECDEC_HOST_DEVICE constexpr T accepted_mass(std::type_identity_t<T> p, std::type_identity_t<T> q) const noexcept {
+    const T scaled = product_rn(T(scale), q);
+    return lane_min(scaled, p);
   }
 };
 

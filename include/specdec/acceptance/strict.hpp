@@ -12,7 +12,10 @@
 #pragma once
 
 
+#include <type_traits>
+
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/lane_ops.hpp"
 
 namespace specdec {
 
@@ -25,7 +28,11 @@ struct strict_rule {
   //! True iff u * q < p: accepts x with probability min(1, p / q), where p = p(x), q = q(x), u ~ U[0, 1).
   SPECDEC_HOST_DEVICE constexpr bool accepts(double p, double q, double u) const noexcept { return u * q < p; }
   //! q(v) min(1, p(v)/q(v)) = min(p(v), q(v)): the residual is norm(max(0, p - q)).
-  SPECDEC_HOST_DEVICE constexpr double accepted_mass(double p, double q) const noexcept { return q < p ? q : p; }
+  //! (T: double, or a batch of doubles the simd backend evaluates it on: acceptance/lane_ops.hpp.)
+  template <class T = double>
+  SPECDEC_HOST_DEVICE constexpr T accepted_mass(std::type_identity_t<T> p, std::type_identity_t<T> q) const noexcept {
+    return lane_min(q, p);
+  }
 };
 
 //! The strict rule, as a value to pass to `verify` or `verify_tree`.

@@ -22,10 +22,11 @@
 //! target's own samples are keyed by output position (chain rules, `request_options::sample_keys`)
 //! or by the round (the others).
 //!
-//! A `request_acceptance` converts from any `AcceptanceRule` (a chain rule, a user's own included:
-//! `chain_stage`), `tree_acceptance`, `mtad_rule`, `bild_rule`, `last_token`, or any class derived
-//! from `verification_stage` (a user's own kind of verification); empty (`chain_acceptance`) means
-//! the decoder's own chain rule. Stateless rules share one stage object; requests group by value.
+//! A `request_acceptance` converts from any type that `verification_stage_for` maps to a stage: an
+//! `AcceptanceRule` (a chain rule, a user's own included: `chain_stage`), `tree_acceptance`,
+//! `mtad_rule`, `bild_rule`, `last_token`, any class derived from `verification_stage` (a user's own
+//! kind of verification), or a type of the user's own for which `verification_stage_for` is
+//! specialised; empty (`chain_acceptance`) means the decoder's own chain rule. Stateless rules share one stage object; requests group by value.
 //! Adding a per-request chain rule touches no decoder code (give it `operator==` so that requests
 //! with equal parameters share a call); a new kind of verification is one class deriving from
 //! `verification_stage`.
@@ -556,32 +557,69 @@ class tree_stage final : public verification_stage {
 //! none.
 struct chain_acceptance {};
 
-//! What `request_acceptance` converts from: a chain rule, a tree rule set, MTAD's joint rule, BiLD's
-//! rollback rule, SPRINTER's last-token check, or a verification stage of the user's own.
+//! The verification stage that serves an acceptance value of type `A` (`type`, a `verification_stage`
+//! constructible from an `A`). The library's: a chain rule's `chain_stage`, a tree rule set's
+//! `tree_stage`, MTAD's and BiLD's `joint_stage`, SPRINTER's `last_token_stage`, and a stage itself.
+//! Specialising it for a type of one's own makes that type a `request_options::acceptance` value
+//! without a library edit (tests/decode/verification_stage.cpp shows one).
 template <class A>
-concept StageAcceptance = AcceptanceRule<A> || std::same_as<A, tree_acceptance> || std::same_as<A, mtad_rule> ||
-    std::same_as<A, bild_rule> || std::same_as<A, last_token_rule> || std::derived_from<A, verification_stage>;
+struct verification_stage_for {};
+
+//! A chain rule (a user's own included) is verified by `chain_stage`.
+template <AcceptanceRule A>
+  requires(!std::derived_from<A, verification_stage>)
+struct verification_stage_for<A> {
+  using type = chain_stage<A>;  //!< the stage
+};
+
+//! A stage of the user's own serves itself.
+template <std::derived_from<verification_stage> A>
+struct verification_stage_for<A> {
+  using type = A;  //!< the stage
+};
+
+//! A tree rule set is verified by `tree_stage`.
+template <>
+struct verification_stage_for<tree_acceptance> {
+  using type = tree_stage<tree_acceptance>;  //!< the stage
+};
+
+//! MTAD's joint rule is verified by `joint_stage`.
+template <>
+struct verification_stage_for<mtad_rule> {
+  using type = joint_stage<mtad_rule>;  //!< the stage
+};
+
+//! BiLD's rollback rule is verified by `joint_stage`.
+template <>
+struct verification_stage_for<bild_rule> {
+  using type = joint_stage<bild_rule>;  //!< the stage
+};
+
+//! SPRINTER's last-token check is verified by `last_token_stage`.
+template <>
+struct verification_stage_for<last_token_rule> {
+  using type = last_token_stage<last_token_rule>;  //!< the stage
+};
+
+//! What `request_acceptance` converts from: any type with a `verification_stage_for` stage (which
+//! must be constructible from it; not part of the concept, so that a stage may wrap a
+//! `request_acceptance` of its own).
+template <class A>
+concept StageAcceptance = requires {
+  typename verification_stage_for<A>::type;
+}
+&&std::derived_from<typename verification_stage_for<A>::type, verification_stage>;
 
 //! The verification stage of an acceptance value (`StageAcceptance`); stateless values share one.
 template <StageAcceptance A>
 std::shared_ptr<const verification_stage> make_verification_stage(A acceptance) {
-  const auto make = [](A a) -> std::shared_ptr<const verification_stage> {
-    if constexpr (std::derived_from<A, verification_stage>)
-      return std::make_shared<const A>(std::move(a));
-    else if constexpr (AcceptanceRule<A>)
-      return std::make_shared<const chain_stage<A>>(std::move(a));
-    else if constexpr (std::same_as<A, tree_acceptance>)
-      return std::make_shared<const tree_stage<A>>(std::move(a));
-    else if constexpr (std::same_as<A, last_token_rule>)
-      return std::make_shared<const last_token_stage<A>>(a);
-    else
-      return std::make_shared<const joint_stage<A>>(std::move(a));
-  };
+  using stage = typename verification_stage_for<A>::type;
   if constexpr (std::is_empty_v<A> && std::is_default_constructible_v<A>) {
-    static const std::shared_ptr<const verification_stage> shared = make(A{});
+    static const std::shared_ptr<const verification_stage> shared = std::make_shared<const stage>(A{});
     return shared;
   } else {
-    return make(std::move(acceptance));
+    return std::make_shared<const stage>(std::move(acceptance));
   }
 }
 

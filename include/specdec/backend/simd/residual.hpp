@@ -2,13 +2,13 @@
 //! \brief The residual sampler norm(max(0, p - a)) and the bonus sampler on the simd backend: one
 //! pass over the row pair, the same tokens as `specdec::sample_residual` (bit-identical).
 //!
-//! The accepted mass a(p, q) of a rule must be evaluated on registers; `vector_residual<Rule>` says
-//! how for the rules that ship with a closed form (strict: max(0, p - q); lenient: max(0, p -
-//! min(q, p / l))), with the same double operations as the scalar rule, so the weights are the same
-//! doubles. Strict on float rows computes max(0, p - q) as p - min(p, q) with the min taken in float
-//! (the same doubles, one conversion fewer and no max per pair: 15-30 % faster on SSE4.2).
-//! **Fallback:** a rejection rule without a `vector_residual` specialisation is sampled by
-//! the seq code (`specdec::sample_residual`), with the same result and seq's speed.
+//! The accepted mass a(p, q) is the rule's own `accepted_mass`, evaluated on registers when it is a
+//! template over the scalar type (`HasVectorResidual`: strict, lenient, block verification's and the
+//! tree rules' residuals), with the same double operations as the scalar rule, so the weights are the
+//! same doubles. Strict on float rows takes its min(p, q) in float (exact: the same doubles, one
+//! conversion fewer per pair: 15-30 % faster on SSE4.2).
+//! **Fallback:** a rejection rule whose `accepted_mass` takes doubles only is sampled by the seq code
+//! (`specdec::sample_residual`), with the same result and seq's speed.
 #pragma once
 
 #include <algorithm>
@@ -31,60 +31,20 @@
 
 namespace specdec::backend::simd {
 
-//! How a rule's residual weight max(0, p - a(p, q)) is computed on double registers; specialise it
-//! for a rule to give that rule a one-pass SIMD residual. The primary template has none.
-template <class Rule>
-struct vector_residual;
-
-//! Strict rule: a = min(p, q), so max(0, p - a) = max(0, p - q) (equal doubles: p - q is what
-//! p - min(p, q) computes when p > q, and both are <= 0 otherwise).
-template <>
-struct vector_residual<strict_rule> {
-  //! The residual weight max(0, p - q), per lane.
-  template <class B>
-  static B weight(const strict_rule&, const B& p, const B& q) noexcept {
-    return positive_part<typename B::arch_type>(p - q);
-  }
-};
-
-//! Lenient rule: a = min(q, p / l), the same division as `lenient_rule::accepted_mass`.
-template <>
-struct vector_residual<lenient_rule> {
-  //! The residual weight max(0, p - min(q, p / l)), per lane.
-  template <class B>
-  static B weight(const lenient_rule& rule, const B& p, const B& q) noexcept {
-    const B scaled = p / B(rule.lenience());
-    return positive_part<typename B::arch_type>(p - xsimd::min(q, scaled));
-  }
-};
-
-//! Block verification's residual: max(0, p - q / a) with the same product q * (1 / a) as
-//! `block_residual::accepted_mass`.
-template <>
-struct vector_residual<block_residual> {
-  //! The residual weight max(0, p - q / a), per lane.
-  template <class B>
-  static B weight(const block_residual& rule, const B& p, const B& q) noexcept {
-    return positive_part<typename B::arch_type>(p - q * B(rule.inverse_weight));
-  }
-};
-
-//! max(0, p - s q) (K-SEQ, multi-step sampling on trees), the product of
-//! `scaled_draft_residual::accepted_mass`.
-template <>
-struct vector_residual<scaled_draft_residual> {
-  //! The residual weight max(0, p - s q), per lane.
-  template <class B>
-  static B weight(const scaled_draft_residual& rule, const B& p, const B& q) noexcept {
-    return positive_part<typename B::arch_type>(p - B(rule.scale) * q);
-  }
-};
-
-//! Whether `Rule` has a SIMD residual.
+//! Whether `Rule`'s accepted mass a(p, q) is evaluated on double registers: its `accepted_mass` is a
+//! template over the scalar type (acceptance/lane_ops.hpp), as strict, lenient, block verification's
+//! and the tree rules' residuals are. The weight is then the scalar rule's, lane by lane.
 template <class Rule>
 concept HasVectorResidual = requires(const Rule& r, const dbatch<xsimd::default_arch>& b) {
-  { vector_residual<Rule>::weight(r, b, b) } -> std::convertible_to<dbatch<xsimd::default_arch>>;
+  { r.template accepted_mass<dbatch<xsimd::default_arch>>(b, b) } -> std::convertible_to<dbatch<xsimd::default_arch>>;
 };
+
+//! The residual weight max(0, p - a(p, q)) per lane, from the rule's own accepted mass: the same double
+//! operations as seq's `residual_weight`.
+template <class Rule, class B>
+B residual_weight_lanes(const Rule& rule, const B& p, const B& q) noexcept {
+  return positive_part<typename B::arch_type>(p - rule.template accepted_mass<B>(p, q));
+}
 
 namespace detail {
 
@@ -108,7 +68,7 @@ struct residual_step {
         const F pv = F::load_unaligned(pk), qv = F::load_unaligned(q + base + k * F::size);
         ok.add(pv);
         ok.add(qv);
-        const F m = xsimd::min(pv, qv);
+        const F m = rule->template accepted_mass<F>(pv, qv);  // min(q, p), exact in float
         acc[2 * k] += widen_lo<Arch>(pv) - widen_lo<Arch>(m);
         acc[2 * k + 1] += load_widen<Arch>(pk + n) - widen_hi<Arch>(m);
       }
@@ -116,7 +76,7 @@ struct residual_step {
       std::array<dbatch<Arch>, sampling_lanes / dbatch<Arch>::size> pd;
       for_each_double_batch<Arch>(p, base, ok, [&pd](std::size_t r, const dbatch<Arch>& v) { pd[r] = v; });
       for_each_double_batch<Arch>(
-          q, base, ok, [&](std::size_t r, const dbatch<Arch>& qv) { acc[r] += vector_residual<Rule>::weight(*rule, pd[r], qv); });
+          q, base, ok, [&](std::size_t r, const dbatch<Arch>& qv) { acc[r] += residual_weight_lanes(*rule, pd[r], qv); });
     }
   }
   bool usable() const { return ok.all() || (row_usable(p, size) && row_usable(q, size)); }

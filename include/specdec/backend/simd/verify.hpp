@@ -8,7 +8,7 @@
 //! rules, one pass), `sample_categorical` (bonus tokens, sample-and-match), `argmax` with the row
 //! checks fused (greedy). Kernels and their agreement with seq:
 //!  - residual / bonus / categorical sampling: bit-identical (sampling/categorical.hpp contract);
-//!    rejection rules without a `vector_residual` fall back to seq's residual sampler;
+//!    rejection rules whose `accepted_mass` takes doubles only fall back to seq's residual sampler;
 //!  - greedy: exact (comparisons only);
 //!  - the `check_normalisation` option sums rows in lane order: the flag can differ from seq's only
 //!    for a row whose sum is within ~1e-12 of 1 +- tolerance;

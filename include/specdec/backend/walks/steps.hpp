@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "specdec/acceptance/lane_ops.hpp"
 #include "specdec/acceptance/status.hpp"
 #include "specdec/config.hpp"
 #include "specdec/core/token.hpp"
@@ -58,15 +59,6 @@ SPECDEC_HOST_DEVICE inline bool residual_falls_back(bool usable, double total) n
 SPECDEC_HOST_DEVICE inline double first_uniform(const random::request_stream& stream, std::int64_t position,
                                                 random::purpose what) {
   return stream.open(static_cast<std::uint32_t>(position), what).uniform();
-}
-
-//! x * y rounded once, never contracted into an fma with a sum it feeds (host: the plain product).
-SPECDEC_HOST_DEVICE inline double product_rn(double x, double y) noexcept {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(x, y);
-#else
-  return x * y;
-#endif
 }
 
 //! Writes a sampled token to `slot`, or flags `invalid_row` for an unusable row or a token outside [0, V).

@@ -63,17 +63,6 @@ struct tree_walk_result {
   bool ids_ok = true;                        //!< false: a node token outside [0, V); nothing is written, not even the root
 };
 
-//! `scaled_draft_residual::accepted_mass` with the product rounded once (never an fma), so that every
-//! backend's weights are the same doubles.
-struct scaled_accepted_mass {
-  double scale;  //!< s, the draft's scale after the rejected siblings
-  //! min(p, s q), the product rounded once.
-  SPECDEC_HOST_DEVICE double operator()(double p, double q) const noexcept {
-    const double scaled = product_rn(scale, q);
-    return scaled < p ? scaled : p;
-  }
-};
-
 //! The child of `node` whose token is `token`, or, when none is, that token emitted.
 SPECDEC_DETAIL_EXEC_CHECK_DISABLE
 template <class Tree>
@@ -163,7 +152,8 @@ SPECDEC_HOST_DEVICE tree_choice decide_by_coins(Ops& ops, const Tree& tree, std:
         }
       } else {
         double rx = materialised ? ops.residual_at(x) : px;  // r(c), the weight the residual sampler gives c
-        if constexpr (Method == tree_method::multi_step) rx = scale == 0.0 ? px : px - scaled_accepted_mass{scale}(px, qx);
+        if constexpr (Method == tree_method::multi_step)
+          rx = scale == 0.0 ? px : px - scaled_draft_residual{scale}.accepted_mass(px, qx);
         if (by_k_seq ? u * rho * qx < px : u * mass * q_now < rx * remaining) return {c, no_token};
       }
       if constexpr (by_k_seq) continue;  // K-SEQ's residual is taken once, below

@@ -60,25 +60,9 @@ struct block_kernel_args {
   std::size_t out_stride = 0;
 };
 
-//! min(p, q / a) with q / a = q * (1 / a) rounded by itself (block_residual's accepted mass).
-struct block_accepted_mass {
-  double inverse_weight;
-  __device__ double operator()(double p, double q) const {
-    const double scaled = __dmul_rn(q, inverse_weight);
-    return scaled < p ? scaled : p;
-  }
-};
-
-//! w_v = max(0, p_v - min(p_v, q_v / a)), NaN for unusable entries (sampling/residual.hpp).
+//! w_v = max(0, p_v - min(p_v, q_v / a)), NaN for unusable entries: `block_residual`'s own accepted mass.
 template <class T>
-struct block_residual_weight {
-  const T* p;
-  const T* q;
-  block_accepted_mass mass;
-  __device__ double operator()(std::size_t v) const {
-    return specdec::detail::residual_weight(static_cast<double>(p[v]), static_cast<double>(q[v]), mass);
-  }
-};
+using block_residual_weight = residual_weight_of<row_weight<T>, row_weight<T>, block_residual>;
 
 //! The row operations of `walk_block` (backend/walks/block.hpp), done by the request's block.
 template <class T>
@@ -120,13 +104,14 @@ struct block_request_ops {
   //! Pass 1 over the residual (the tile masses into `masses`); its token is located by `draw_residual`.
   __device__ walks::residual_mass residual_mass(std::int32_t i, double inverse, double) {
     if (!target_normalised(i) || !draft_normalised(i)) return {verify_status::not_normalised};
-    residual_usable = block_tile_masses(block_residual_weight<T>{target(i), draft(i), {inverse}}, args.vocab, masses);
+    residual_usable =
+        block_tile_masses(block_residual_weight<T>{{target(i)}, {draft(i)}, {block_residual{inverse}}}, args.vocab, masses);
     const double total = tiles_total(masses, args.vocab);
     return {verify_status::ok, total, walks::residual_falls_back(residual_usable, total)};
   }
   __device__ walks::row_draw<located> draw_residual(std::int32_t i, double inverse, double u) {
-    const located s =
-        block_locate(block_residual_weight<T>{target(i), draft(i), {inverse}}, args.vocab, masses, residual_usable, u, sh);
+    const located s = block_locate(block_residual_weight<T>{{target(i)}, {draft(i)}, {block_residual{inverse}}}, args.vocab,
+                                   masses, residual_usable, u, sh);
     if (s.status == row_status::no_mass) return {verify_status::ok, sample_row(i, u), true};
     return {verify_status::ok, s, false};
   }

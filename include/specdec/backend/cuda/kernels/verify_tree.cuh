@@ -32,7 +32,6 @@
 
 namespace specdec::backend::cuda::detail {
 
-using walks::scaled_accepted_mass;
 using walks::tree_walk_result;
 using walks::walk_tree;
 using walks::write_tree_row;
@@ -48,15 +47,6 @@ struct request_tree {
   SPECDEC_HOST_DEVICE std::int32_t next_sibling(std::int32_t n) const { return tree.next_sibling(b, n); }
   SPECDEC_HOST_DEVICE std::int32_t parent(std::int32_t n) const { return tree.parent(b, n); }
   SPECDEC_HOST_DEVICE token_id token(std::int32_t n) const { return tokens[tree.node_row(b, n)]; }
-};
-
-//! The weight max(0, p - min(p, s q)) of a row pair, NaN for unusable inputs.
-template <class PWeight, class QWeight>
-struct scaled_residual_weight {
-  PWeight p;
-  QWeight q;
-  scaled_accepted_mass mass;
-  __device__ double operator()(std::size_t v) const { return specdec::detail::residual_weight(p(v), q(v), mass); }
 };
 
 //! w_v = x_v, except 0 at the first `count` tokens of `masked` (seq's `sample_masked` weights).
@@ -154,16 +144,17 @@ struct tree_block_ops {
     return sample_or_p(weight{target(node), draft(node), {strict_rule{}}}, node, u);
   }
   __device__ double scaled_residual_mass(std::int32_t node, double scale) {
-    using weight = scaled_residual_weight<row_weight<T>, row_weight<T>>;
-    const bool usable = block_tile_masses(weight{target(node), draft(node), {scale}}, args.vocab, masses());
+    using weight = residual_weight_of<row_weight<T>, row_weight<T>, scaled_draft_residual>;
+    const bool usable =
+        block_tile_masses(weight{target(node), draft(node), {scaled_draft_residual{scale}}}, args.vocab, masses());
     const double total = tiles_total(masses(), args.vocab);
     // seq: an unusable row's mass is NaN; a usable, finite row without mass falls back (mass 0).
     if (!usable) return __longlong_as_double(0x7FF8000000000000ll);
     return specdec::detail::usable_weight(total) && !(total > 0.0) ? 0.0 : total;
   }
   __device__ residual_draw scaled_residual(std::int32_t node, double scale, double u) {
-    using weight = scaled_residual_weight<row_weight<T>, row_weight<T>>;
-    return sample_or_p(weight{target(node), draft(node), {scale}}, node, u);
+    using weight = residual_weight_of<row_weight<T>, row_weight<T>, scaled_draft_residual>;
+    return sample_or_p(weight{target(node), draft(node), {scaled_draft_residual{scale}}}, node, u);
   }
   __device__ residual_draw sample_without_children(std::int32_t node, std::int32_t k, double u) {
     return sample_or_p(without_tokens<T>{args.target + row(node) * args.vocab, children(), k}, node, u);

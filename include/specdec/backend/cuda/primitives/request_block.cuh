@@ -37,7 +37,6 @@ namespace specdec::backend::cuda::detail {
 using walks::emit_sample;
 using walks::first_uniform;
 using walks::greedy_row;
-using walks::product_rn;
 //! A located token and whether it came from the zero-residual fallback to p.
 using residual_draw = walks::row_draw<located>;
 
