@@ -403,30 +403,22 @@ class model_stages {
     if (o_.method == "sprinter") {  // SPRINTER's drafter (seed 000, Algorithm 2), features of the draft's rows
       const auto warp = o_.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o_.warp;
       const specdec::gating_params gating{.tau = o_.verifier_tau, .max_run = o_.max_run};
-      if (o_.verifier_features == "hidden") {  // the draft's hidden state before its row's features
-        hidden_gated_.push_back(
-            std::make_unique<hidden_gated>(v, warp, specdec::llama_cpp::hidden_state_features(v, *draft_), *verifier_, gating));
-        return specdec::gated_stage(*hidden_gated_.back(), &sprinter_);
-      }
-      gated_.push_back(std::make_unique<gated>(v, warp, specdec::draft_row_features{}, *verifier_, gating));
-      return specdec::gated_stage(*gated_.back(), &sprinter_);
+      if (o_.verifier_features == "hidden")  // the draft's hidden state before its row's features
+        return sprinter_stage(v, warp, specdec::llama_cpp::hidden_state_features(v, *draft_), gating);
+      return sprinter_stage(v, warp, specdec::draft_row_features{}, gating);
     }
-    if (o_.method == "mtad") {
-      beams_.push_back(std::make_unique<specdec::beam_drafter<view>>(v, specdec::beam_params{.width = o_.beams}));
-      return specdec::beam_stage(*beams_.back());
-    }
+    if (o_.method == "mtad")
+      return specdec::beam_stage(keep(std::make_unique<specdec::beam_drafter<view>>(v, specdec::beam_params{.width = o_.beams})));
     if (o_.tree == "static") {
       const auto shape = specdec::tree_shape::full(std::vector<std::size_t>(std::max<std::size_t>(o_.gamma, 1), o_.tree_width));
-      statics_.push_back(
-          std::make_unique<specdec::static_tree_drafter<view>>(v, shape, tree_warp, specdec::tree_sampling::top_k));
-      return specdec::tree_drafter_stage(*statics_.back());
+      return specdec::tree_drafter_stage(
+          keep(std::make_unique<specdec::static_tree_drafter<view>>(v, shape, tree_warp, specdec::tree_sampling::top_k)));
     }
     const specdec::dynamic_tree_params params{.depth = std::max<std::size_t>(o_.gamma, 1) - 1,
                                               .top_k = o_.tree_width,
                                               .total_tokens = o_.tree_nodes,
                                               .warp = tree_warp};
-    dynamics_.push_back(std::make_unique<specdec::dynamic_tree_drafter<view>>(v, params));
-    return specdec::tree_drafter_stage(*dynamics_.back());
+    return specdec::tree_drafter_stage(keep(std::make_unique<specdec::dynamic_tree_drafter<view>>(v, params)));
   }
 
   // What every view asked of the draft model.
@@ -445,19 +437,29 @@ class model_stages {
   const specdec::sprinter_stats& sprinter() const noexcept { return sprinter_; }
 
  private:
-  using gated = specdec::verifier_gated_drafter<view, specdec::draft_row_features, specdec_llama::sprinter_verifier>;
-  using hidden_gated =
-      specdec::verifier_gated_drafter<view, specdec::llama_cpp::hidden_state_features, specdec_llama::sprinter_verifier>;
+  // Keeps `drafter` as long as the stages that read it; returns it.
+  template <class Drafter>
+  Drafter& keep(std::unique_ptr<Drafter> drafter) {
+    Drafter& kept = *drafter;
+    drafters_.emplace_back(std::move(drafter));
+    return kept;
+  }
+
+  // SPRINTER's verifier-gated drafter on `v` with `features` (the draft's rows, or its hidden states
+  // before them), counted in sprinter_.
+  template <class Features>
+  specdec::draft_stage sprinter_stage(view& v, const specdec::warp_params& warp, Features features,
+                                      const specdec::gating_params& gating) {
+    using gated = specdec::verifier_gated_drafter<view, Features, specdec_llama::sprinter_verifier>;
+    return specdec::gated_stage(keep(std::make_unique<gated>(v, warp, std::move(features), *verifier_, gating)), &sprinter_);
+  }
+
   const options& o_;
   const lc::sequence_model* draft_;
   const specdec_llama::sprinter_verifier* verifier_;
-  std::vector<std::unique_ptr<gated>> gated_;
-  std::vector<std::unique_ptr<hidden_gated>> hidden_gated_;
   specdec::sprinter_stats sprinter_;
   std::vector<std::unique_ptr<view>> views_;
-  std::vector<std::unique_ptr<specdec::beam_drafter<view>>> beams_;
-  std::vector<std::unique_ptr<specdec::static_tree_drafter<view>>> statics_;
-  std::vector<std::unique_ptr<specdec::dynamic_tree_drafter<view>>> dynamics_;
+  std::vector<std::shared_ptr<void>> drafters_;  // every request's drafter (SPRINTER's, MTAD's beams, a tree's)
 };
 
 // The root-to-leaf paths a request's tree can have (one llama.cpp sequence id each while it is scored).

@@ -11,10 +11,11 @@
 // lanes of contexts of their own, freed after training.
 //
 // SV (Kim et al., section 5 and 7.4): the acceptance estimator P(accept | S, A) is fitted on profiling
-// samples of the pair (profile_sv_indicators: standard SD with gamma_max drafts per round, S and A from
-// the companion, x = min(1, p/q) of every drafted position), on adaptive bins; the target's latency for
-// one call scoring P positions is measured on this machine (median of 3 forwards for P = 1, 2, 4, ...),
-// as are a draft step and a companion call, and SV's batch scheduler reads them.
+// samples of the pair (llama_cpp::profile_sv_estimator, integrations/llama_cpp/sv_profile.hpp: standard
+// SD with gamma_max drafts per round, S and A from the companion, x = min(1, p/q) of every drafted
+// position), on adaptive bins; the target's latency for one call scoring P positions is measured on
+// this machine (median of 3 forwards for P = 1, 2, 4, ...), as are a draft step and a companion call,
+// and SV's batch scheduler reads them.
 //
 // Training needs specdec::learn (Eigen): without it (SPECDEC_LLAMA_HAS_LEARN unset) the tool refuses
 // --method sprinter by name.
@@ -34,8 +35,6 @@
 #include <specdec/specdec.hpp>
 #include <specdec/decode/sv.hpp>
 #include <specdec/estimate/acceptance_estimator.hpp>
-#include <specdec/estimate/binning.hpp>
-#include <specdec/estimate/information_gain.hpp>
 #if defined(SPECDEC_LLAMA_HAS_LEARN)
 #include <specdec/learn/generate.hpp>
 #include <specdec/learn/roc.hpp>
@@ -44,6 +43,7 @@
 #include <specdec/model/prefix_cached_model.hpp>
 #include <specdec/optimize/latency_table.hpp>
 #include <specdec/integrations/llama_cpp.hpp>
+#include <specdec/integrations/llama_cpp/sv_profile.hpp>
 
 namespace specdec_llama {
 
@@ -210,30 +210,25 @@ specdec::estimate::acceptance_estimator sv_estimator(Policy policy, lc::sequence
                 static_cast<unsigned long long>(estimator.samples()), estimator.bins().name().c_str(), estimator.overall());
     return estimator;
   }
-  std::vector<specdec::estimate::indicator_sample> samples;
-  {
-    const llama_view target(target_seq, 1), draft(draft_seq, 1);
-    samples = specdec::profile_sv_indicators(
-        policy, target, draft, o.draft_params, companion,
-        specdec::sv_profile_options{.gamma = o.gamma_max, .tokens_per_prompt = o.tokens_per_prompt}, prompts,
-        specdec::decode_options{.target_params = o.target_params, .seed = o.seed});
-    target_seq.release(0);
-    draft_seq.release(0);
-  }
-  if (samples.empty()) throw specdec::error("SV's profile drew no drafted token (--sv-profile-tokens too small?)");
-  auto bins = specdec::estimate::binning::adaptive(samples, o.bins, o.bins);
-  const auto gain = specdec::estimate::information_gain(samples, bins);
-  auto estimator = specdec::estimate::acceptance_estimator::fit(samples, std::move(bins));
+  auto profile = lc::profile_sv_estimator(policy, target_seq, draft_seq, companion, prompts,
+                                          {.gamma = o.gamma_max,
+                                           .tokens_per_prompt = o.tokens_per_prompt,
+                                           .bins = o.bins,
+                                           .draft_params = o.draft_params,
+                                           .target_params = o.target_params,
+                                           .seed = o.seed});
+  const auto& estimator = profile.estimator;
   std::printf("sv profile: %zu drafted positions from %zu prompts, estimator on %s bins, mean acceptance %.3f, "
               "information gain I(X; S, A) %.3f of H(X) %.3f bits\n",
-              samples.size(), prompts.size(), estimator.bins().name().c_str(), estimator.overall(), gain.gain, gain.h_x);
+              static_cast<std::size_t>(profile.gain.samples), prompts.size(), estimator.bins().name().c_str(),
+              estimator.overall(), profile.gain.gain, profile.gain.h_x);
   if (!o.save_estimator.empty()) {
     std::ofstream out(o.save_estimator);
     estimator.save(out);
     if (!out) throw specdec::error("cannot write the SV profile " + o.save_estimator);
     std::printf("sv profile: estimator saved to %s\n", o.save_estimator.c_str());
   }
-  return estimator;
+  return std::move(profile.estimator);
 }
 
 // Profiles SV on the pair (file comment) with `companion` (a view over the companion's lanes): the

@@ -15,7 +15,7 @@
 #include "specdec/decode/sv.hpp"
 #include "specdec/draft/verifier.hpp"
 #include "specdec/draft/verifier_gated.hpp"
-#include "specdec/estimate/binning.hpp"
+#include "specdec/integrations/llama_cpp/sv_profile.hpp"
 #include "specdec/model/prefix_cached_model.hpp"
 
 namespace specdec_test::llama {
@@ -86,9 +86,9 @@ inline sprinter_stages<specdec::draft_row_features, decltype(constant_verifier(0
           .gating = {.tau = 0.5, .max_run = max_run}};
 }
 
-//! SV's acceptance estimator profiled on the pair (standard SD at temperature 1 from every prompt,
-//! `profile_tokens` each, gamma drafts a round; greedy's acceptances would all be 0 or 1), the
-//! companion read through a lane of its own context.
+//! SV's acceptance estimator profiled on the pair (llama_cpp::profile_sv_estimator: standard SD at
+//! temperature 1 from every prompt, `profile_tokens` each, gamma drafts a round, seed 7, 4 x 4 adaptive
+//! bins; greedy's acceptances would all be 0 or 1), the companion read through a lane of its own context.
 inline specdec::estimate::acceptance_estimator profile_sv_pair(const lc::model& target_model, const lc::model& draft_model,
                                                                const lc::model& companion_model,
                                                                const std::vector<std::vector<token_id>>& prompts,
@@ -96,12 +96,11 @@ inline specdec::estimate::acceptance_estimator profile_sv_pair(const lc::model& 
   const lc::context_options one{.context_per_sequence = 512, .sequences = 1, .threads = 1};
   lc::context target_ctx(target_model, one), draft_ctx(draft_model, one), companion_ctx(companion_model, one);
   lc::sequence_model target(target_ctx), draft(draft_ctx), companion(companion_ctx);
-  const view target_lane(target, 1), draft_lane(draft, 1), companion_lane(companion, 1);
-  const auto samples = specdec::profile_sv_indicators(specdec::exec::seq, target_lane, draft_lane, {}, companion_lane,
-                                                      {.gamma = gamma, .tokens_per_prompt = profile_tokens}, prompts,
-                                                      specdec::decode_options{.seed = 7});
-  REQUIRE(samples.size() >= prompts.size() * profile_tokens / 2);  // at least gamma drafts per gamma + 1 tokens
-  return specdec::estimate::acceptance_estimator::fit(samples, specdec::estimate::binning::adaptive(samples, 4, 4));
+  const view companion_lane(companion, 1);
+  auto profile = lc::profile_sv_estimator(specdec::exec::seq, target, draft, companion_lane, prompts,
+                                          {.gamma = gamma, .tokens_per_prompt = profile_tokens, .bins = 4, .seed = 7});
+  REQUIRE(profile.gain.samples >= prompts.size() * profile_tokens / 2);  // at least gamma drafts per gamma + 1 tokens
+  return std::move(profile.estimator);
 }
 
 //! SV on the step decoder (exact mode, the batch scheduler, the decoder's rule strict unless a request

@@ -5,6 +5,10 @@
 //   same tokens decoded at once in a fresh embeddings context (no specdec code; within 1e-3 of the
 //   largest entry), for several sequences decoded in one forward; the logits rows equal a context
 //   without hidden states'. Negative control: the state of a sequence one token shorter differs.
+// - A forward split into several llama_decode calls (a batch of 8 tokens) keeps each sequence's state
+//   at its last token, also one whose last token was in an earlier call than the forward's last, and
+//   a sequence's state stays valid across a later forward of another sequence (llama.cpp's buffer
+//   holds only the last call's states: the sequence model copies them).
 // - No state after a rollback (until the next append), on a tree append's sequence, or on a context
 //   without hidden states: a clear error.
 // - The feature extractor reads the state of the lane that holds the prefix: after the draft's row, the
@@ -73,6 +77,32 @@ TEST_CASE("a hidden-states context keeps llama.cpp's hidden state at each sequen
     }
     seq.forward(appends, rows);
   }
+}
+
+TEST_CASE("hidden states of a forward split into several llama_decode calls, kept across other sequences' forwards",
+          "[llama_cpp]") {
+  const auto& m = t::model("draft-layers2");
+  t::lc::context ctx(m, {.context_per_sequence = 64, .sequences = 2, .batch = 8, .threads = 1, .hidden_states = true});
+  t::lc::sequence_model seq(ctx);
+  auto first = t::lc::tokenize(m, t::prompts()[0] + ", " + t::prompts()[2]), second = t::lc::tokenize(m, t::prompts()[1]);
+  REQUIRE(first.size() >= 12);
+  REQUIRE(second.size() >= 6);
+  first.resize(12);  // calls [0, 8): first; [8, 16): first's last 4, second's first 4; [16, 18): second's last 2
+  second.resize(6);
+  const std::size_t V = seq.vocab_size();
+  std::vector<float> rows(2 * V);
+  const std::vector<specdec::sequence_append> both{{.sequence = 0, .tokens = first, .rows = 1},
+                                                   {.sequence = 1, .tokens = second, .rows = 1}};
+  seq.forward(both, rows);
+  CHECK(seq.engine_stats().decode_calls == 3);
+  CHECK(t::relative_difference(seq.hidden_state(0), llama_hidden_state(m, first)) < 1e-3);
+  CHECK(t::relative_difference(seq.hidden_state(1), llama_hidden_state(m, second)) < 1e-3);
+  second.push_back(first.front());  // another forward of sequence 1 only
+  const specdec::sequence_append one{.sequence = 1, .tokens = std::span<const token_id>(second).last(1), .rows = 1};
+  seq.forward(std::span(&one, 1), std::span<float>(rows).first(V));
+  CHECK(t::relative_difference(seq.hidden_state(1), llama_hidden_state(m, second)) < 1e-3);
+  CHECK(t::relative_difference(seq.hidden_state(0), llama_hidden_state(m, first)) < 1e-3);
+  CHECK(t::relative_difference(seq.hidden_state(0), llama_hidden_state(m, second)) > 1e-2);  // negative control
 }
 
 TEST_CASE("no hidden state where none was computed: a clear error", "[llama_cpp]") {

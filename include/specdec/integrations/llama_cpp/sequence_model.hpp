@@ -214,8 +214,9 @@ class sequence_model {
     std::size_t length = 0;  // positions in the KV cache (with an uncommitted tree's nodes)
     std::size_t before = 0;  // length before the current forward (to undo a failed one)
     tree_state tree;
-    std::vector<float> hidden;  // the hidden state at position hidden_at - 1 (hidden_states contexts)
-    std::size_t hidden_at = 0;  // the length when `hidden` was output (0: none)
+    std::vector<float> hidden;   // the hidden state at position hidden_at - 1 (hidden_states contexts)
+    std::size_t hidden_at = 0;   // the length when `hidden` was output (0: none)
+    std::size_t last_index = 0;  // the batch index of its last chain token in the pending batch
   };
 
   // Takes path ids for a tree and shares the state's cells with each (cells of one stream are shared).
@@ -289,7 +290,10 @@ class sequence_model {
     batch_.n_seq_id[i] = 1;
     batch_.seq_id[i][0] = s.id;
     mark(i, output);
-    if (ctx_->hidden_states()) hidden_of_[i] = &s;
+    if (ctx_->hidden_states()) {
+      hidden_of_[i] = &s;
+      s.last_index = i;
+    }
   }
 
   // Whether token i's row goes to the caller. A hidden-state context outputs every token (llama.cpp
@@ -319,10 +323,15 @@ class sequence_model {
     if (status != 0)
       throw engine_error("specdec::llama_cpp::sequence_model: llama_decode failed (status " + std::to_string(status) +
                          (status == 1 ? ": no room in the KV cache)" : ")"));
+    // A slot's hidden state is copied from its last chain token of this batch only (an earlier one's
+    // would be overwritten by it): one copy per sequence and llama_decode. It is copied now, not when
+    // asked, because the next llama_decode on the context (another chunk of this forward, or another
+    // sequence's forward) replaces llama.cpp's buffer, while `hidden_state(s)` stays valid until s
+    // itself changes.
     std::size_t k = 0;
     for (std::int32_t i = 0; i < batch_.n_tokens; ++i) {
       const auto u = static_cast<std::size_t>(i);
-      if (slot* owner = hidden_of_[u]; owner != nullptr) {
+      if (slot* owner = hidden_of_[u]; owner != nullptr && owner->last_index == u) {
         const float* h = llama_get_embeddings_ith(ctx_->get(), i);
         if (h == nullptr) throw engine_error("specdec::llama_cpp::sequence_model: llama.cpp returned no hidden state");
         owner->hidden.assign(h, h + ctx_->hidden_size());
