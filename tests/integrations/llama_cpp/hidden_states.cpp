@@ -128,6 +128,29 @@ TEST_CASE("no hidden state where none was computed: a clear error", "[llama_cpp]
   CHECK(t::relative_difference(seq.hidden_state(0), before) < 1e-3);
 }
 
+TEST_CASE("a rollback forgets the hidden state, even when a committed tree brings the length back", "[llama_cpp]") {
+  const auto& m = t::model("draft-layers2");
+  const auto prompt = t::lc::tokenize(m, t::prompts()[0]);
+  REQUIRE(prompt.size() >= 3);
+  t::lc::context ctx(m, {.context_per_sequence = 256, .sequences = 1, .threads = 1, .tree_paths = 2, .hidden_states = true});
+  t::lc::sequence_model seq(ctx);
+  std::vector<float> rows(2 * m.vocab_size());
+  const specdec::sequence_append chain{.sequence = 0, .tokens = prompt, .rows = 1};
+  seq.forward(std::span(&chain, 1), std::span<float>(rows).first(m.vocab_size()));
+  REQUIRE(seq.hidden_state(0).size() == seq.hidden_size());
+  seq.rollback(0, 2);
+  // The last two tokens again, as a tree of one path, committed whole: the length is back, but no chain
+  // append computed a hidden state there.
+  const std::vector<std::int32_t> parents{-1, 0};
+  const specdec::sequence_append tree{
+      .sequence = 0, .tokens = std::span<const token_id>(prompt).last(2), .rows = 2, .parents = parents};
+  seq.forward(std::span(&tree, 1), rows);
+  const std::vector<std::int32_t> keep{0, 1};
+  seq.commit_tree(0, 2, keep);
+  REQUIRE(seq.length(0) == prompt.size());
+  CHECK_THROWS_WITH(seq.hidden_state(0), Contains("no hidden state"));
+}
+
 TEST_CASE("hidden_state_features read the state of the lane that holds the prefix", "[llama_cpp][sprinter]") {
   const auto& m = t::model("draft-layers2");
   t::lc::context ctx(m, {.context_per_sequence = 256, .sequences = 2, .threads = 1, .hidden_states = true});

@@ -153,6 +153,7 @@ class sequence_model {
     if (!llama_memory_seq_rm(ctx_->memory(), sl.id, static_cast<llama_pos>(sl.length - n), -1))
       throw engine_error("specdec::llama_cpp::sequence_model::rollback: this model's memory cannot remove a suffix");
     sl.length -= n;
+    sl.hidden_at = 0;  // the state was past the new end: a tree committed back to that length must not revive it
     stats_.rolled_back += n;
   }
 
@@ -358,6 +359,7 @@ class sequence_model {
       free_tree(it->second);
       llama_memory_seq_rm(ctx_->memory(), it->second.id, static_cast<llama_pos>(it->second.before), -1);
       it->second.length = it->second.before;
+      if (it->second.hidden_at > it->second.length) it->second.hidden_at = 0;
       if (it->second.length == 0) {
         free_slots_.push_back(it->second.id);
         live_.erase(it);
