@@ -20,7 +20,11 @@
 //!   before anything is decoded.
 //! - On a context made with `context_options::hidden_states`, `hidden_state(s)` is the last-layer
 //!   hidden state at s's last position, kept from the chain append that ended there (SPRINTER's
-//!   verifier reads the draft model's; integrations/llama_cpp/hidden_state_features.hpp).
+//!   verifier reads the draft model's; integrations/llama_cpp/hidden_state_features.hpp). llama.cpp
+//!   outputs every token of a batch (logits and embeddings) while embeddings are on, so a forward
+//!   there is two `llama_decode`s: every token but each chain-appended sequence's last with
+//!   embeddings off (rows only where asked), then those last tokens with embeddings on. A catch-up of
+//!   n tokens so pays the output layer for the rows asked and one token, not for all n.
 #pragma once
 
 #include <llama.h>
@@ -57,6 +61,7 @@ class sequence_model {
     batch_ = llama_batch_init(static_cast<std::int32_t>(ctx.batch()), 0, static_cast<std::int32_t>(ids));
     wanted_.resize(ctx.batch());
     hidden_of_.resize(ctx.batch());
+    embeddings_on_ = ctx.hidden_states();
   }
   ~sequence_model() { llama_batch_free(batch_); }
   sequence_model(const sequence_model&) = delete;
@@ -107,23 +112,45 @@ class sequence_model {
     std::size_t row = 0;
     targets_.clear();
     done_ = 0;
+    // Hidden-state contexts: each sequence's last chain-appended token waits for the second decode.
+    deferred_.clear();
+    if (ctx_->hidden_states()) {
+      last_chain_append_.clear();
+      for (std::size_t j = 0; j < appends.size(); ++j)
+        if (appends[j].parents.empty() && !appends[j].tokens.empty()) last_chain_append_[appends[j].sequence] = j;
+      set_embeddings(false);
+    }
     try {
-      for (const auto& a : appends) {
+      for (std::size_t j = 0; j < appends.size(); ++j) {
+        const sequence_append& a = appends[j];
         slot& s = live_.at(a.sequence);
         if (!a.parents.empty()) begin_tree(a, s);
         const std::size_t first_row = a.tokens.size() - a.rows;
-        for (std::size_t i = 0; i < a.tokens.size(); ++i) {
+        const bool defer_last =
+            ctx_->hidden_states() && a.parents.empty() && !a.tokens.empty() && last_chain_append_.at(a.sequence) == j;
+        const std::size_t now = a.tokens.size() - (defer_last ? 1 : 0);
+        for (std::size_t i = 0; i < now; ++i) {
           if (batch_.n_tokens == static_cast<std::int32_t>(ctx_->batch())) decode(logits);
           const bool output = i >= first_row;
           if (a.parents.empty())
-            add(a.tokens[i], s, output);
+            add(a.tokens[i], s, output, false);
           else
             add_node(a.tokens[i], s, i, output);
           if (output) targets_.push_back(row++);
         }
+        if (defer_last) deferred_.push_back({a.tokens.back(), &s, a.rows > 0, a.rows > 0 ? row++ : 0});
         if (!a.parents.empty()) s.length += a.tokens.size();
         stats_.appended_positions += a.tokens.size();
         stats_.rows += a.rows;
+      }
+      if (!deferred_.empty()) {
+        if (batch_.n_tokens > 0) decode(logits);
+        set_embeddings(true);
+        for (const deferred_token& d : deferred_) {
+          if (batch_.n_tokens == static_cast<std::int32_t>(ctx_->batch())) decode(logits);
+          add(d.token, *d.owner, d.output, true);
+          if (d.output) targets_.push_back(d.row);
+        }
       }
       if (batch_.n_tokens > 0) decode(logits);
     } catch (...) {
@@ -215,9 +242,8 @@ class sequence_model {
     std::size_t length = 0;  // positions in the KV cache (with an uncommitted tree's nodes)
     std::size_t before = 0;  // length before the current forward (to undo a failed one)
     tree_state tree;
-    std::vector<float> hidden;   // the hidden state at position hidden_at - 1 (hidden_states contexts)
-    std::size_t hidden_at = 0;   // the length when `hidden` was output (0: none)
-    std::size_t last_index = 0;  // the batch index of its last chain token in the pending batch
+    std::vector<float> hidden;  // the hidden state at position hidden_at - 1 (hidden_states contexts)
+    std::size_t hidden_at = 0;  // the length when `hidden` was output (0: none)
   };
 
   // Takes path ids for a tree and shares the state's cells with each (cells of one stream are shared).
@@ -284,25 +310,31 @@ class sequence_model {
     for (const auto& [s, n] : grow) touched_.push_back(s);
   }
 
-  void add(token_id t, slot& s, bool output) {
+  // A chain token of s; `hidden`: its hidden state is kept as s's (a sequence's last token of a forward
+  // on a hidden-state context, decoded with embeddings on).
+  void add(token_id t, slot& s, bool output, bool hidden) {
     const auto i = static_cast<std::size_t>(batch_.n_tokens++);
     batch_.token[i] = t;
     batch_.pos[i] = static_cast<llama_pos>(s.length++);
     batch_.n_seq_id[i] = 1;
     batch_.seq_id[i][0] = s.id;
     mark(i, output);
-    if (ctx_->hidden_states()) {
-      hidden_of_[i] = &s;
-      s.last_index = i;
-    }
+    if (hidden) hidden_of_[i] = &s;
   }
 
-  // Whether token i's row goes to the caller. A hidden-state context outputs every token (llama.cpp
-  // computes them all then): every one is marked, and `wanted_` says which rows are the caller's.
+  // Whether token i's row goes to the caller. While embeddings are on llama.cpp outputs every token:
+  // every one is marked then, and `wanted_` says which rows are the caller's.
   void mark(std::size_t i, bool output) {
     wanted_[i] = output;
     hidden_of_[i] = nullptr;
-    batch_.logits[i] = output || ctx_->hidden_states() ? 1 : 0;
+    batch_.logits[i] = output || embeddings_on_ ? 1 : 0;
+  }
+
+  // Turns llama.cpp's embeddings output on or off (hidden-state contexts) for the next decodes.
+  void set_embeddings(bool on) {
+    if (on == embeddings_on_) return;
+    llama_set_embeddings(ctx_->get(), on);
+    embeddings_on_ = on;
   }
 
   // Node i of s's tree: at the state's length plus its depth, in every path through it (any of them
@@ -324,15 +356,14 @@ class sequence_model {
     if (status != 0)
       throw engine_error("specdec::llama_cpp::sequence_model: llama_decode failed (status " + std::to_string(status) +
                          (status == 1 ? ": no room in the KV cache)" : ")"));
-    // A slot's hidden state is copied from its last chain token of this batch only (an earlier one's
-    // would be overwritten by it): one copy per sequence and llama_decode. It is copied now, not when
-    // asked, because the next llama_decode on the context (another chunk of this forward, or another
-    // sequence's forward) replaces llama.cpp's buffer, while `hidden_state(s)` stays valid until s
-    // itself changes.
+    // A slot's hidden state is copied from its one deferred token (the forward's second decode): one
+    // copy per sequence and forward. It is copied now, not when asked, because the next llama_decode
+    // on the context (another sequence's forward) replaces llama.cpp's buffer, while
+    // `hidden_state(s)` stays valid until s itself changes.
     std::size_t k = 0;
     for (std::int32_t i = 0; i < batch_.n_tokens; ++i) {
       const auto u = static_cast<std::size_t>(i);
-      if (slot* owner = hidden_of_[u]; owner != nullptr && owner->last_index == u) {
+      if (slot* owner = hidden_of_[u]; owner != nullptr) {
         const float* h = llama_get_embeddings_ith(ctx_->get(), i);
         if (h == nullptr) throw engine_error("specdec::llama_cpp::sequence_model: llama.cpp returned no hidden state");
         owner->hidden.assign(h, h + ctx_->hidden_size());
@@ -379,6 +410,16 @@ class sequence_model {
   std::vector<char> wanted_;      // per batch token: whether its row goes to the caller
   std::vector<slot*> hidden_of_;  // per batch token: the slot whose hidden state it ends (chains, hidden-state contexts)
   std::size_t done_ = 0;          // outputs of this forward copied so far
+  // A sequence's last chain token of a forward on a hidden-state context, decoded after the others.
+  struct deferred_token {
+    token_id token;
+    slot* owner;
+    bool output;      // whether its row is asked for
+    std::size_t row;  // its row in the caller's logits (when asked for)
+  };
+  std::vector<deferred_token> deferred_;
+  std::unordered_map<sequence_id, std::size_t> last_chain_append_;  // per sequence: its last chain append's index
+  bool embeddings_on_ = false;                                      // llama.cpp's embeddings flag (hidden-state contexts)
   sequence_model_stats stats_;
   llama_calls engine_stats_;
 };
