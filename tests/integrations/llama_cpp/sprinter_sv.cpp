@@ -11,6 +11,9 @@
 //   tokens (temperature 1, top-k 8 on both models; the draft with noise 0.5, far from the target) pass
 //   a chi-squared test against the target's law at eta_fp = 0 and against the product of the
 //   mixtures at eta_fp = 0.5; the eta_fp = 0.5 samples against the target's law must fail.
+// - Theorem A.4 (same setting, eta_fp 0 and 0.5): the first drafted token is kept with probability
+//   1 - (1 - eta_fp) TV(p, q), p and q the two models' top-8 rows after the prompt (a z-test); the other
+//   rate's closed form must be rejected.
 // - SV (exact mode, the batch scheduler) with an estimator profiled on the pair: under greedy decoding
 //   its tokens are llama.cpp's greedy decoding of the target whatever lengths it verifies.
 // - SV's law: sampled (temperature 1, top-k 8; the draft with noise 0.5, so that many drafts are
@@ -18,6 +21,7 @@
 //   chi-squared test against the target's law; negative control: the same SV with the lossy lenient
 //   rule (l = 0.2, seed 004; it accepts the far draft's tokens far more often) fails it.
 // SPECDEC_TEST_LABELS: llama_cpp statistical
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,6 +30,8 @@
 #include "integrations/llama_cpp/gated.hpp"
 #include "integrations/llama_cpp/models.hpp"
 #include "integrations/llama_cpp/two_token_law.hpp"
+#include "specdec/distributions/divergence.hpp"
+#include "specdec/theory/sprinter.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sample_scale.hpp"
 
@@ -70,34 +76,75 @@ t::two_token_cells<double> mixture_law(const std::vector<token_id>& prompt, doub
   });
 }
 
+// SPRINTER request i: two tokens after "Once upon a time" (top-8 target), runs of up to 20.
+specdec::request_options sprinter_request(std::uint32_t i) {
+  specdec::request_options r;
+  r.prompt = t::lc::tokenize(t::model("target"), "Once upon a time");
+  r.seed = 20261129;
+  r.request_id = i;
+  r.gamma = 20;
+  r.max_new_tokens = 2;
+  r.target_params = top8;
+  r.acceptance = specdec::last_token;
+  return r;
+}
+
+// Decodes SPRINTER `requests` with the oracle verifier at false-positive rate eta (eta_tp 1, lambda 1),
+// the drafts of the noisy draft model (top 8); `first_drafts`, when given, receives each request's first
+// drafted token.
+std::vector<std::vector<token_id>> sprinter_decode(double eta, std::vector<specdec::request_options> requests,
+                                                   specdec::sprinter_stats& stats,
+                                                   std::vector<token_id>* first_drafts = nullptr) {
+  t::sprinter_stages<specdec::oracle_features<view>, specdec::oracle_noise_verifier> s{
+      .gate =
+          [eta](const view& target) {
+            return std::pair{specdec::oracle_features<view>(target, top8), specdec::oracle_noise_verifier(1.0, eta, 1.0)};
+          },
+      .warp = top8,
+      .gating = {.tau = 0.5, .max_run = 20}};
+  if (first_drafts != nullptr) first_drafts->assign(requests.size(), specdec::no_token);
+  const t::stage_factory make = [&s, first_drafts](const view& draft, const view& target, std::size_t i) {
+    specdec::draft_stage inner = s.factory()(draft, target, i);
+    if (first_drafts == nullptr) return inner;
+    return specdec::draft_stage([inner, first_drafts, i](std::span<const token_id> context, std::size_t gamma,
+                                                         const specdec::random::request_stream& stream,
+                                                         specdec::stage_draft& out) {
+      inner(context, gamma, stream, out);
+      if ((*first_drafts)[i] == specdec::no_token && !out.tokens.empty()) (*first_drafts)[i] = out.tokens.front();
+    });
+  };
+  auto tokens = t::decode_stages(t::model("target"), t::model("draft-noise-0.5"), std::move(requests), make);
+  stats.verifier_calls += s.stats.verifier_calls;
+  stats.verifier_accepted += s.stats.verifier_accepted;
+  return tokens;
+}
+
 // The first two tokens of `samples` SPRINTER requests with the oracle verifier at false-positive rate eta.
 t::two_token_cells<std::uint64_t> sprinter_first_two(double eta, std::size_t samples, specdec::sprinter_stats& stats) {
-  const std::vector<token_id> prompt = t::lc::tokenize(t::model("target"), "Once upon a time");
-  const auto request = [&](std::uint32_t i) {
-    specdec::request_options r;
-    r.prompt = prompt;
-    r.seed = 20261129;
-    r.request_id = i;
-    r.gamma = 20;
-    r.max_new_tokens = 2;
-    r.target_params = top8;
-    r.acceptance = specdec::last_token;
-    return r;
-  };
-  const auto decode = [&](std::vector<specdec::request_options> requests) {
-    t::sprinter_stages<specdec::oracle_features<view>, specdec::oracle_noise_verifier> s{
-        .gate =
-            [eta](const view& target) {
-              return std::pair{specdec::oracle_features<view>(target, top8), specdec::oracle_noise_verifier(1.0, eta, 1.0)};
-            },
-        .warp = top8,
-        .gating = {.tau = 0.5, .max_run = 20}};
-    auto tokens = t::decode_stages(t::model("target"), t::model("draft-noise-0.5"), std::move(requests), s.factory());
-    stats.verifier_calls += s.stats.verifier_calls;
-    stats.verifier_accepted += s.stats.verifier_accepted;
-    return tokens;
-  };
-  return t::count_first_two(samples, 64, request, decode);
+  return t::count_first_two(samples, 64, sprinter_request, [&](std::vector<specdec::request_options> requests) {
+    return sprinter_decode(eta, std::move(requests), stats);
+  });
+}
+
+// Of `samples` SPRINTER requests at false-positive rate eta, how many kept their first drafted token.
+std::size_t sprinter_first_kept(double eta, std::size_t samples) {
+  std::size_t kept = 0;
+  specdec::sprinter_stats stats;
+  for (std::size_t first = 0; first < samples; first += 64) {
+    std::vector<specdec::request_options> requests;
+    for (std::size_t i = first; i < std::min(samples, first + 64); ++i)
+      requests.push_back(sprinter_request(static_cast<std::uint32_t>(i)));
+    std::vector<token_id> drafted;
+    const auto tokens = sprinter_decode(eta, std::move(requests), stats, &drafted);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      REQUIRE(drafted[i] != specdec::no_token);
+      REQUIRE(!tokens[i].empty());
+      // A token the verifier keeps, or the target's check min(1, p/q) accepts, is emitted as drafted; a
+      // rejected one is replaced by a sample of norm(max(0, p - q)), which has no mass there.
+      if (tokens[i].front() == drafted[i]) ++kept;
+    }
+  }
+  return kept;
 }
 
 // The first two tokens of `samples` SV requests (the prompt "Once upon a time", top-8 on both
@@ -181,6 +228,29 @@ TEST_CASE("SPRINTER on llama.cpp: Theorem 3.1's law of the first two tokens", "[
   const auto control = t::two_token_gof(seen, target_law);
   INFO("negative control, eta_fp = 0.5 against the target's law: " << control);
   CHECK(control.p_value < specdec_test::gof_alpha);
+}
+
+TEST_CASE("SPRINTER on llama.cpp: Theorem A.4's acceptance rate 1 - (1 - eta_fp) TV(p, q) of the first draft",
+          "[llama_cpp][sprinter][statistical]") {
+  const std::size_t samples = static_cast<std::size_t>(specdec_test::scaled_sample_count(1000, 500));
+  const std::vector<token_id> prompt = t::lc::tokenize(t::model("target"), "Once upon a time");
+  const auto p = warped(t::fresh_logits(t::model("target"), prompt));
+  const auto q = warped(t::fresh_logits(t::model("draft-noise-0.5"), prompt));
+  const double tv = specdec::total_variation(std::span<const double>(p), std::span<const double>(q));
+  REQUIRE(tv > 0.1);  // a draft far enough from the target for the rates to differ
+  const auto z = [samples](std::size_t kept, double beta) {
+    return (static_cast<double>(kept) / static_cast<double>(samples) - beta) /
+           std::sqrt(beta * (1.0 - beta) / static_cast<double>(samples));
+  };
+  for (const double eta : {0.0, 0.5}) {
+    const std::size_t kept = sprinter_first_kept(eta, samples);
+    const double beta = specdec::theory::sprinter::acceptance_rate(eta, tv);
+    INFO("eta_fp " << eta << ": kept " << kept << " of " << samples << ", theory " << beta << " (TV " << tv << ")");
+    CHECK(std::abs(z(kept, beta)) < 5.0);
+    // Negative control: the other false-positive rate's closed form must be rejected.
+    const double other = specdec::theory::sprinter::acceptance_rate(0.5 - eta, tv);
+    CHECK(std::abs(z(kept, other)) > 5.0);
+  }
 }
 
 TEST_CASE("SV on llama.cpp: profiled on the pair, greedy SV gives greedy target decoding", "[llama_cpp][sv]") {
