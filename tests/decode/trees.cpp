@@ -239,6 +239,12 @@ TEST_CASE("a tree request needs a tree stage whose tree is well formed", "[decod
     out.tokens = {1, 2};
     out.parents = {0, 2};  // node 2's parent is itself
   };
-  decoder.add(o);
-  REQUIRE_THROWS_AS(decoder.step(), specdec::error);
+  const auto bad = decoder.add(o);
+  const auto events = decoder.step();  // a malformed tree ends its request alone, with stage_error
+  REQUIRE(events.size() == 1);
+  CHECK(events.front().request == bad);
+  CHECK(events.front().finished == specdec::finish_reason::error);
+  CHECK(specdec::has_flag(events.front().status, specdec::verify_status::stage_error));
+  CHECK(events.front().tokens.empty());
+  CHECK(decoder.active() == 0);
 }

@@ -29,8 +29,9 @@
 //! path, `TreeSequenceModel::commit_tree`).
 //! Faults stay with their request: a model's unusable row or a drafter stage's `numerical_error`
 //! ends it with `invalid_row`; a drafter stage's `specdec::error` (a tokenizer that cannot encode the
-//! request's text, draft/tli.hpp), or a `specdec::error` or `numerical_error` from its verification or
-//! from the verified-length stage, ends it with `stage_error` (a group call that throws is retried
+//! request's text, draft/tli.hpp), an output its verification stage cannot verify (`check_draft`), or
+//! a `specdec::error` or `numerical_error` from its verification or from the verified-length stage,
+//! ends it with `stage_error` (a group call that throws is retried
 //! request by request); `add()` refuses what the request's stage cannot serve, with the reason.
 //! Randomness: request r's round k uses `request_stream{seed, request_id, k}` (draft position j:
 //! purpose draft; accept tests and residuals as in `verify`; the target's own samples keyed by output
@@ -491,7 +492,8 @@ void batch_decoder<P, T, D>::choose_lengths() {
 
 //! The drafter stages, one call per request on its whole context. A stage's `numerical_error` ends its
 //! request (after a round with no drafts, `invalid_row`), its `specdec::error` ends it now
-//! (`stage_error`); an output its verification stage cannot verify (`check_draft`) is a bug: it throws.
+//! (`stage_error`), as does an output its verification stage cannot verify (`check_draft`: a bug in the
+//! drafter stage, reported on that request alone).
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
 void batch_decoder<P, T, D>::draft_with_stages() {
   const auto t0 = clock::now();
@@ -510,7 +512,15 @@ void batch_decoder<P, T, D>::draft_with_stages() {
         fault(*r);
       }
     }
-    const bool stoppable = r->stage->check_draft(*r, buffers_);
+    bool stoppable = false;
+    if (!r->faulted) {
+      try {
+        stoppable = r->stage->check_draft(*r, buffers_);
+      } catch (const error&) {
+        b.clear();
+        fault(*r);
+      }
+    }
     const std::size_t n = b.tokens.size();
     r->drafted = n;
     if (stoppable && r->options.stop && !b.q_rows.empty()) {

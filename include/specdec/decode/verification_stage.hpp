@@ -32,8 +32,8 @@
 //! `verification_stage`.
 //!
 //! Faults: `admit` throws `specdec::error` with the reason the stage cannot serve a request; a
-//! drafter stage's output that contradicts `check_draft` is a bug in the drafter and throws out of
-//! `step()`; a `specdec::error` or `specdec::numerical_error` thrown by `verify` (or by the
+//! drafter stage's output that contradicts `check_draft` (a bug in the drafter) ends that request
+//! alone; a `specdec::error` or `specdec::numerical_error` thrown by `verify` (or by the
 //! verified-length stage) ends only the requests it concerns, with `finish_reason::error` and
 //! `verify_status::stage_error` (a group call that throws is retried request by request to find them).
 #pragma once
