@@ -1,7 +1,7 @@
 // Verification stages of the step decoder (decode/verification_stage.hpp): a chain rule defined here
 // set per request gives the tokens of the library's rule it copies, on every host policy; a stage of
 // the user's own wrapping one is called once per group per step; add() refuses what a stage cannot
-// serve, with the reason; a value type of the user's own maps to its stage through
+// serve, with the reason, also a drafter stage whose declared output it cannot verify; a value type of the user's own maps to its stage through
 // `verification_stage_for`; a last-token request whose length stage says 0 drafts a run of one; a
 // stage (or the verified-length stage) that throws for one request ends that request alone, with
 // `stage_error`, and the others' tokens are those of their runs alone.
@@ -20,7 +20,12 @@
 
 #include "specdec/acceptance/lenient.hpp"
 #include "specdec/acceptance/strict.hpp"
+#include "specdec/acceptance/greedy.hpp"
+#include "specdec/acceptance/multi_candidate.hpp"
 #include "specdec/decode/batch_decoder.hpp"
+#include "specdec/draft/model_free.hpp"
+#include "specdec/draft/prompt_lookup.hpp"
+#include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/model/adapters.hpp"
 #include "support/wave_models.hpp"
 #include "support/host_policies.hpp"
@@ -206,6 +211,39 @@ TEST_CASE("add() refuses what a stage cannot serve, with the reason", "[decode][
   tree.drafter = any_stage;  // the recomputing adapter takes tree-shaped appends
   CHECK_NOTHROW(decoder.add(tree));
   CHECK(decoder.active() == 1);
+}
+
+TEST_CASE("add() refuses a drafter stage whose declared output the verification stage cannot verify",
+          "[decode][verification_stage][bad_input]") {
+  specdec::recomputing_sequence_model<model_t> t(target_model());
+  specdec::recomputing_sequence_model<model_t> q(draft_model());
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  const auto with = [](specdec::request_options o, specdec::draft_stage d) {
+    o.drafter = std::move(d);
+    return o;
+  };
+  const auto chain = specdec::prompt_lookup_stage({});
+  const auto tree = specdec::suffix_stage({.tree = true});
+  const specdec::draft_stage joint(
+      specdec::draft_output::joint,
+      [](std::span<const token_id>, std::size_t, const specdec::random::request_stream&, specdec::stage_draft&) {});
+  CHECK(chain.output() == specdec::draft_output::chain);
+  CHECK(tree.output() == specdec::draft_output::tree);
+  CHECK(specdec::suffix_stage({}).output() == specdec::draft_output::chain);
+  CHECK(specdec::with_one_hot_q(tree, V).output() == specdec::draft_output::tree);
+  CHECK_THROWS_WITH(decoder.add(with(request(0, specdec::strict), tree)), Contains("a token tree") && Contains("a chain rule"));
+  CHECK_THROWS_WITH(decoder.add(with(request(1, specdec::strict), joint)), Contains("joint log q") && Contains("a chain rule"));
+  CHECK_THROWS_WITH(decoder.add(with(request(2, specdec::last_token), chain)),
+                    Contains("a chain,") && Contains("last-token rule"));
+  CHECK_THROWS_WITH(decoder.add(with(request(3, specdec::tree_acceptance{specdec::target_only}), chain)),
+                    Contains("tree verification"));
+  CHECK_THROWS_WITH(decoder.add(with(request(4, specdec::mtad_rule(0.5)), tree)), Contains("the joint rule"));
+  CHECK(decoder.active() == 0);
+  // What each can verify is admitted: a chain rule that reads no q takes joint log q's chain.
+  CHECK_NOTHROW(decoder.add(with(request(5, specdec::greedy), joint)));
+  CHECK_NOTHROW(decoder.add(with(request(6, specdec::strict), chain)));
+  CHECK_NOTHROW(decoder.add(with(request(7, specdec::tree_acceptance{specdec::target_only}), tree)));
+  CHECK(decoder.active() == 3);
 }
 
 TEST_CASE("a last-token request whose length stage says 0 drafts a run of one; the batch runs on",

@@ -248,6 +248,7 @@ class batch_decoder {
     r.stage = options.acceptance.stage() != nullptr ? options.acceptance.stage() : default_stage_.get();
     r.traits = r.stage->traits();
     r.stage->admit({.drafter_stage = static_cast<bool>(options.drafter),
+                    .drafter_output = options.drafter.output(),
                     .tree_target = takes_tree_appends(*target_),
                     .length_stage = static_cast<bool>(options.length),
                     .gamma = options.gamma});

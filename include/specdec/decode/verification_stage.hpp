@@ -6,7 +6,7 @@
 //!
 //! | phase of a step | call | chain rule | joint (MTAD), BiLD | last token (SPRINTER) | tree |
 //! |---|---|---|---|---|---|
-//! | `add()` | `admit` | anything | anything | a drafter stage; gamma > 0 | a drafter stage; a `TreeSequenceModel` target |
+//! | `add()` | `admit` | no tree drafter; no joint log q for a rule reading q | no tree drafter | a drafter stage marking runs; gamma > 0 | a tree drafter stage; a `TreeSequenceModel` target |
 //! | grouping | `traits().order`, `same_group` | 0; equal rule and parameters | 1; equal parameters | 2 | 3 |
 //! | draft length | `draft_length` | remaining - 1 | remaining - 1 | at least 1, at most remaining | remaining - 1 |
 //! | drafter stage's output | `check_draft` | chain, q rows unless the rule reads none | chain, q rows or joint log q | a marked run with q rows | a tree (parents) |
@@ -46,6 +46,7 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -101,10 +102,11 @@ struct stage_traits {
 
 //! What `add()` tells a stage about a request, for it to refuse what it cannot serve.
 struct stage_admission {
-  bool drafter_stage = false;  //!< the request drafts through a drafter stage (else chain drafting)
-  bool tree_target = false;    //!< the decoder's target takes tree-shaped appends (`TreeSequenceModel`)
-  bool length_stage = false;   //!< a length stage chooses the draft length (else `gamma`)
-  std::size_t gamma = 0;       //!< `request_options::gamma`
+  bool drafter_stage = false;                               //!< the request drafts through a drafter stage (else chain drafting)
+  draft_output drafter_output = draft_output::unspecified;  //!< what its drafter stage writes (`draft_stage::output`)
+  bool tree_target = false;   //!< the decoder's target takes tree-shaped appends (`TreeSequenceModel`)
+  bool length_stage = false;  //!< a length stage chooses the draft length (else `gamma`)
+  std::size_t gamma = 0;      //!< `request_options::gamma`
 };
 
 //! What a stage asks of the target for one request this round: the request's pending tokens then
@@ -250,6 +252,14 @@ inline void check_chain_draft(const stage_request& r, std::size_t vocab, bool re
       "none for a chain rule that does not read q)");
 }
 
+//! At `add()`: refuses a drafter stage that declares an output `verifies` rejects, naming both.
+template <class Verifies>
+void admit_drafter_output(const stage_admission& a, Verifies verifies, const char* stage) {
+  if (!a.drafter_stage || a.drafter_output == draft_output::unspecified || verifies(a.drafter_output)) return;
+  throw error(std::string("specdec::batch_decoder::add: the drafter stage writes ") + std::string(name_of(a.drafter_output)) +
+              ", which " + stage + " cannot verify");
+}
+
 //! Whether two rules (or tree rules, or parameters of a stage) are equal: by `==` when they have it,
 //! else only when stateless.
 template <class R>
@@ -283,6 +293,13 @@ class chain_stage final : public verification_stage {
   //! The rule.
   const Rule& params() const noexcept { return rule_; }
   stage_traits traits() const override { return {.order = 0, .reads_q_rows = reads_draft_distribution<Rule>}; }
+  //! Refuses a tree, and joint log q in place of the q rows the rule reads.
+  void admit(const stage_admission& a) const override {
+    detail::admit_drafter_output(
+        a,
+        [](draft_output o) { return o != draft_output::tree && (o != draft_output::joint || !reads_draft_distribution<Rule>); },
+        "a chain rule");
+  }
   bool same_group(const verification_stage& other) const override { return detail::same_stage(*this, other); }
   void verify(const host_policy& policy, std::span<stage_request* const> group, verification_buffers& b) const override {
     std::visit([&](const auto& p) { verify_group(p, group, b); }, policy);
@@ -346,6 +363,11 @@ class joint_stage final : public verification_stage {
   //! The rule.
   const Rule& params() const noexcept { return rule_; }
   stage_traits traits() const override { return {.order = 1, .output_keys = false}; }
+  //! Refuses a tree.
+  void admit(const stage_admission& a) const override {
+    detail::admit_drafter_output(
+        a, [](draft_output o) { return o != draft_output::tree; }, "the joint rule");
+  }
   bool same_group(const verification_stage& other) const override { return detail::same_stage(*this, other); }
   bool check_draft(const stage_request& r, verification_buffers& b) const override {
     detail::check_chain_draft(r, b.vocab, true, true);
@@ -402,6 +424,8 @@ class last_token_stage final : public verification_stage {
                     "specdec::batch_decoder::add: the last-token rule needs a drafter stage that marks the verifier's tokens");
     SPECDEC_EXPECTS(a.length_stage || a.gamma > 0,
                     "specdec::batch_decoder::add: the last-token rule drafts a run of at least one token: gamma must be > 0");
+    detail::admit_drafter_output(
+        a, [](draft_output o) { return o == draft_output::marked_run; }, "the last-token rule");
   }
   std::size_t draft_length(std::size_t wanted, std::size_t remaining) const override {
     return std::max<std::size_t>(std::min(wanted, remaining), 1);
@@ -491,6 +515,8 @@ class tree_stage final : public verification_stage {
     SPECDEC_EXPECTS(
         a.tree_target,
         "specdec::batch_decoder::add: tree verification needs a target that takes tree-shaped appends (TreeSequenceModel)");
+    detail::admit_drafter_output(
+        a, [](draft_output o) { return o == draft_output::tree; }, "tree verification");
   }
   //! A tree's block: parents before children, a q row per node or none, the depth within the round's length.
   bool check_draft(const stage_request& r, verification_buffers& buffers) const override {

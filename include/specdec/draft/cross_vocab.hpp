@@ -23,13 +23,14 @@ struct cross_vocab_options {
   retokenize_options context{};  //!< the draft's view of the target's text (prefix, look-behind)
 };
 
-//! A drafter held by a shared pointer as a drafter stage (the caller may keep the pointer to read the
-//! drafter's statistics). \throws specdec::error when `drafter` is null.
+//! A drafter held by a shared pointer as a drafter stage that writes `output` (the caller may keep the
+//! pointer to read the drafter's statistics). \throws specdec::error when `drafter` is null.
 template <class D>
-draft_stage shared_stage(std::shared_ptr<D> drafter) {
+draft_stage shared_stage(std::shared_ptr<D> drafter, draft_output output = draft_output::unspecified) {
   SPECDEC_EXPECTS(drafter != nullptr, "specdec::shared_stage: the drafter is null");
-  return [d = std::move(drafter)](std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
-                                  stage_draft& out) { (*d)(context, gamma, stream, out); };
+  return draft_stage(
+      output, [d = std::move(drafter)](std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
+                                       stage_draft& out) { (*d)(context, gamma, stream, out); });
 }
 
 }  // namespace specdec

@@ -44,11 +44,12 @@ inline void write_model_free_chain(std::span<const token_id> tokens, std::size_t
 //! A model-free chain stage whose drafts a rule reading q verifies: `stage`'s drafts with one-hot q
 //! rows over `vocab` tokens (V floats per draft).
 inline draft_stage with_one_hot_q(draft_stage stage, std::size_t vocab) {
-  return [stage = std::move(stage), vocab](std::span<const token_id> context, std::size_t gamma,
-                                           const random::request_stream& stream, stage_draft& out) {
+  const draft_output output = stage.output();
+  return draft_stage(output, [stage = std::move(stage), vocab](std::span<const token_id> context, std::size_t gamma,
+                                                               const random::request_stream& stream, stage_draft& out) {
     stage(context, gamma, stream, out);
     write_one_hot_q(vocab, out);
-  };
+  });
 }
 
 }  // namespace specdec

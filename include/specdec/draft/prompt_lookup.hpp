@@ -75,11 +75,12 @@ inline std::size_t prompt_lookup(std::span<const token_id> context, const prompt
 //! \throws specdec::error on invalid options (validate).
 inline draft_stage prompt_lookup_stage(prompt_lookup_options o) {
   validate(o);
-  return [o, found = std::vector<token_id>{}](std::span<const token_id> context, std::size_t gamma,
-                                              const random::request_stream& /*stream*/, stage_draft& out) mutable {
-    prompt_lookup(context, o, gamma, found);
-    write_model_free_chain(std::span<const token_id>(found), o.one_hot_vocab, out);
-  };
+  return draft_stage(draft_output::chain,
+                     [o, found = std::vector<token_id>{}](std::span<const token_id> context, std::size_t gamma,
+                                                          const random::request_stream& /*stream*/, stage_draft& out) mutable {
+                       prompt_lookup(context, o, gamma, found);
+                       write_model_free_chain(std::span<const token_id>(found), o.one_hot_vocab, out);
+                     });
 }
 
 }  // namespace specdec

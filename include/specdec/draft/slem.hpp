@@ -176,7 +176,8 @@ template <StatefulModel Draft, TextTokenizer TargetTokenizer, TextTokenizer Draf
 draft_stage slem_stage(Draft draft, const TargetTokenizer& target_tokenizer, const DraftTokenizer& draft_tokenizer,
                        cross_vocab_options options = {}, slem_options slem = {}) {
   return shared_stage(std::make_shared<slem_drafter<Draft, TargetTokenizer, DraftTokenizer>>(
-      std::move(draft), target_tokenizer, draft_tokenizer, std::move(options), slem));
+                          std::move(draft), target_tokenizer, draft_tokenizer, std::move(options), slem),
+                      draft_output::chain);
 }
 
 }  // namespace specdec

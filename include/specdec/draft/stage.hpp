@@ -4,10 +4,14 @@
 //! draft `SequenceModel` (any `Drafter`, beam drafting for MTAD, SPRINTER's verifier-gated runs).
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "specdec/core/token.hpp"
@@ -49,26 +53,81 @@ struct stage_draft {
   }
 };
 
+//! What a drafter stage writes each round (`draft_stage::output`): `add()` refuses a request whose
+//! verification stage cannot verify it (`verification_stage::admit`), before any step.
+enum class draft_output : unsigned char {
+  unspecified,  //!< not declared (a callable of the user's own): checked each round by `check_draft` only
+  chain,        //!< a chain, with a q row per token or none (model-free drafters)
+  joint,        //!< a chain with the joint log q of its prefixes and no q rows (MTAD's beams)
+  marked_run,   //!< a chain with q rows whose leading `kept` tokens are final (SPRINTER's gated drafter)
+  tree,         //!< a token tree (`parents`)
+};
+
+//! The name of a drafter output, for error messages.
+constexpr std::string_view name_of(draft_output o) noexcept {
+  switch (o) {
+    case draft_output::chain: return "a chain";
+    case draft_output::joint: return "a chain with joint log q";
+    case draft_output::marked_run: return "a run marked by a verifier";
+    case draft_output::tree: return "a token tree";
+    case draft_output::unspecified: break;
+  }
+  return "an undeclared draft";
+}
+
+//! The call of a drafter stage: `stage(context, gamma, stream, out)`.
+using draft_function = std::function<void(std::span<const token_id> context, std::size_t gamma,
+                                          const random::request_stream& stream, stage_draft& out)>;
+
 //! A drafter stage: `stage(context, gamma, stream, out)` drafts at most gamma tokens after `context`
-//! (the request's prompt and every token it emitted), drawing from `stream` (the request's round).
-//! A `specdec::numerical_error` it throws ends its request with `invalid_row` (the drafts it wrote
-//! are dropped); a `specdec::error`, with `stage_error` (no tokens that round: a tokenizer that cannot
-//! encode the request's text, draft/tli.hpp). Both leave the other requests of the batch alone; any
-//! other exception leaves `step()`.
-using draft_stage = std::function<void(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
-                                       stage_draft& out)>;
+//! (the request's prompt and every token it emitted), drawing from `stream` (the request's round),
+//! and says what it writes (`output`; the library's stages declare it, a plain callable converts with
+//! `draft_output::unspecified`). A `specdec::numerical_error` it throws ends its request with
+//! `invalid_row` (the drafts it wrote are dropped); a `specdec::error`, with `stage_error` (no tokens
+//! that round: a tokenizer that cannot encode the request's text, draft/tli.hpp). Both leave the other
+//! requests of the batch alone; any other exception leaves `step()`.
+class draft_stage {
+ public:
+  //! No stage: the request drafts by chain drafting on the decoder's draft model.
+  draft_stage() = default;
+  //! A callable of the user's own, its output undeclared.
+  template <class F>
+    requires(!std::same_as<std::remove_cvref_t<F>, draft_stage>)
+  &&std::constructible_from<draft_function, F> draft_stage(
+      F&& f)  // NOLINT(google-explicit-constructor): a plain callable is a stage
+      : call_(std::forward<F>(f)) {}
+  //! A callable that writes `output`.
+  template <class F>
+    requires std::constructible_from<draft_function, F> draft_stage(draft_output output, F&& f)
+        : call_(std::forward<F>(f)), output_(output) {}
+
+    //! Drafts one round (see the class comment).
+    void operator()(std::span<const token_id> context, std::size_t gamma, const random::request_stream& stream,
+                    stage_draft& out) const {
+      call_(context, gamma, stream, out);
+    }
+    //! Whether a stage is set.
+    explicit operator bool() const noexcept { return static_cast<bool>(call_); }
+    //! What it writes.
+    draft_output output() const noexcept { return output_; }
+
+   private:
+    draft_function call_;
+    draft_output output_ = draft_output::unspecified;
+};
 
 //! Any `Drafter` (e.g. `chain_drafter`) as a drafter stage, charged one draft step per token. The
 //! stage refers to `drafter`, which must outlive it.
 template <Drafter D>
 draft_stage drafter_stage(D& drafter) {
-  return [d = &drafter, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
-                                               const random::request_stream& stream, stage_draft& out) mutable {
-    out.model_calls = static_cast<std::size_t>(d->draft(context, gamma, stream, block));
-    out.tokens.swap(block.tokens);  // swaps keep both buffers: no copy, no allocation once warm
-    out.q_rows.swap(block.q_rows);
-    out.charged_steps = out.tokens.size();
-  };
+  return draft_stage(draft_output::chain,
+                     [d = &drafter, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
+                                                           const random::request_stream& stream, stage_draft& out) mutable {
+                       out.model_calls = static_cast<std::size_t>(d->draft(context, gamma, stream, block));
+                       out.tokens.swap(block.tokens);  // swaps keep both buffers: no copy, no allocation once warm
+                       out.q_rows.swap(block.q_rows);
+                       out.charged_steps = out.tokens.size();
+                     });
 }
 
 }  // namespace specdec

@@ -288,25 +288,26 @@ inline draft_stage suffix_stage(const suffix_options& o, std::shared_ptr<suffix_
     suffix_draft mine, theirs;
     suffix_workspace work;
   };
-  return [o, global = std::move(global), s = state{suffix_tree(o.max_depth), {}, {}, {}}](
-             std::span<const token_id> context, std::size_t gamma, const random::request_stream& /*stream*/,
-             stage_draft& out) mutable {
-    index_context(s.local, context);
-    suffix_speculate(s.local, context, gamma, o, s.mine, s.work);
-    if (global) {
-      global->speculate(context, gamma, o, s.theirs, s.work);
-      if (s.theirs.score > s.mine.score) std::swap(s.mine, s.theirs);
-    }
-    out.tokens.assign(s.mine.tokens.begin(), s.mine.tokens.end());
-    if (o.tree)
-      out.parents.assign(s.mine.parents.begin(), s.mine.parents.end());
-    else
-      out.parents.clear();
-    out.q_rows.clear();
-    out.log_q.clear();
-    out.model_calls = 0;
-    out.charged_steps = 0;
-  };
+  return draft_stage(o.tree ? draft_output::tree : draft_output::chain,
+                     [o, global = std::move(global), s = state{suffix_tree(o.max_depth), {}, {}, {}}](
+                         std::span<const token_id> context, std::size_t gamma, const random::request_stream& /*stream*/,
+                         stage_draft& out) mutable {
+                       index_context(s.local, context);
+                       suffix_speculate(s.local, context, gamma, o, s.mine, s.work);
+                       if (global) {
+                         global->speculate(context, gamma, o, s.theirs, s.work);
+                         if (s.theirs.score > s.mine.score) std::swap(s.mine, s.theirs);
+                       }
+                       out.tokens.assign(s.mine.tokens.begin(), s.mine.tokens.end());
+                       if (o.tree)
+                         out.parents.assign(s.mine.parents.begin(), s.mine.parents.end());
+                       else
+                         out.parents.clear();
+                       out.q_rows.clear();
+                       out.log_q.clear();
+                       out.model_calls = 0;
+                       out.charged_steps = 0;
+                     });
 }
 
 }  // namespace specdec

@@ -143,7 +143,8 @@ template <StatefulModel Draft, TextTokenizer TargetTokenizer, TextTokenizer Draf
 draft_stage tli_stage(Draft draft, const vocab_map& map, const TargetTokenizer& target_tokenizer,
                       const DraftTokenizer& draft_tokenizer, cross_vocab_options options = {}) {
   return shared_stage(std::make_shared<tli_drafter<Draft, TargetTokenizer, DraftTokenizer>>(
-      std::move(draft), map, target_tokenizer, draft_tokenizer, std::move(options)));
+                          std::move(draft), map, target_tokenizer, draft_tokenizer, std::move(options)),
+                      draft_output::chain);
 }
 
 }  // namespace specdec

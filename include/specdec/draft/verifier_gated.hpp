@@ -178,8 +178,9 @@ class verifier_gated_drafter {
 //! The stage refers to `drafter` (and `stats`), which must outlive it.
 template <Model DraftModel, FeatureExtractor Features, Verifier V>
 draft_stage gated_stage(verifier_gated_drafter<DraftModel, Features, V>& drafter, sprinter_stats* stats = nullptr) {
-  return [d = &drafter, stats, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
-                                                      const random::request_stream& stream, stage_draft& out) mutable {
+  return draft_stage(draft_output::marked_run, [d = &drafter, stats, block = draft_block{}](
+                                                   std::span<const token_id> context, std::size_t gamma,
+                                                   const random::request_stream& stream, stage_draft& out) mutable {
     gated_run run;
     out.model_calls = d->draft(context, gamma, stream, block, run);
     out.tokens.swap(block.tokens);
@@ -193,7 +194,7 @@ draft_stage gated_stage(verifier_gated_drafter<DraftModel, Features, V>& drafter
     stats->run_lengths.push_back(run.verifier_accepted);
     stats->forced_checks += run.forced_check;
     stats->budget_ends += !run.needs_check();
-  };
+  });
 }
 
 }  // namespace specdec
