@@ -182,7 +182,7 @@ void simulate_case(const std::string& dir, const std::string& what, std::istream
   namespace sim = specdec::simulate;
   if (what == "simulate_tokens") {
     double lenience = 1;
-    int gamma = 0;
+    std::size_t gamma = 0;
     std::uint32_t stream = 0;
     std::uint64_t seed = 0, first = 0, draws = 0;
     meta >> lenience >> gamma >> stream >> seed >> first >> draws;
@@ -192,7 +192,7 @@ void simulate_case(const std::string& dir, const std::string& what, std::istream
                                    : sim::sd::token_process(specdec::lenient_rule{lenience}, p, q, gamma, o);
     std::vector<std::uint64_t> first_token, hist;
     for (std::size_t v = 0; v < p.size(); ++v) first_token.push_back(r.first_token.count_of(v));
-    for (int a = 0; a <= gamma; ++a) hist.push_back(r.chain.accepted.count_of(static_cast<std::uint64_t>(a)));
+    for (std::size_t a = 0; a <= gamma; ++a) hist.push_back(r.chain.accepted.count_of(a));
     save(dir, "out_first", first_token);
     save(dir, "out_hist", hist);
     save(dir, "out_first_accepted", std::vector<std::uint64_t>{r.first_accepted});
@@ -250,13 +250,13 @@ void theory_case(const std::string& dir, std::size_t K, std::size_t V) {
   each("sd.expected_tokens_rows", [&](std::size_t i) { return th::sd::expected_tokens(row(alphas, i, K)); });
   each("sd.tokens_variance", [&](std::size_t i) { return th::sd::tokens_variance(alpha[i], gamma[i]); });
   each("sd.speedup", [&](std::size_t i) { return th::sd::speedup(alpha[i], gamma[i], c[i]); });
-  each("sd.optimal_gamma", [&](std::size_t i) { return th::sd::optimal_gamma(alpha[i], c[i], 64); });
+  each("sd.optimal_gamma", [&](std::size_t i) { return static_cast<std::int32_t>(th::sd::optimal_gamma(alpha[i], c[i], 64)); });
   each("sd.acceptance_rate", [&](std::size_t i) { return th::sd::acceptance_rate(row(p, i, V), row(q, i, V)); });
   each("sprinter.expected_tokens", [&](std::size_t i) { return th::sprinter::expected_tokens(eta_tp[i], eta_fp[i], r[i]); });
   each("sprinter.tokens_variance", [&](std::size_t i) { return th::sprinter::tokens_variance(eta_tp[i], eta_fp[i], r[i]); });
   each("sprinter.prob_tokens", [&](std::size_t i) { return th::sprinter::prob_tokens(gamma[i], eta_tp[i], eta_fp[i], r[i]); });
-  each("sv.expected_accepted", [&](std::size_t i) { return th::sv::expected_accepted(row(alphas, i, K), static_cast<int>(K)); });
-  each("sv.variance_accepted", [&](std::size_t i) { return th::sv::variance_accepted(row(alphas, i, K), static_cast<int>(K)); });
+  each("sv.expected_accepted", [&](std::size_t i) { return th::sv::expected_accepted(row(alphas, i, K), K); });
+  each("sv.variance_accepted", [&](std::size_t i) { return th::sv::variance_accepted(row(alphas, i, K), K); });
   each("mtad.lemma_a1_bound", [&](std::size_t i) { return th::mtad::lemma_a1_bound(tau[i], 1.0 + c[i]); });
   each("mtad.theorem_3_6_bound", [&](std::size_t i) { return th::mtad::theorem_3_6_bound(tau[i], u[i]); });
   each("tree.complete_tree_expected_accepted",

@@ -65,7 +65,7 @@ TEST_CASE("SD chain with i.i.d. alpha: E[T] (eq. (1)), Var(T), law, speedup (Thm
       CAPTURE(alpha, gamma);
       const auto r = sim::sd::chain(alpha, gamma, {seed, stream++, 0, draws});
       std::cout << "alpha " << alpha << ", gamma " << gamma << "\n";
-      CHECK(r.gamma == gamma);
+      CHECK(r.gamma == static_cast<std::size_t>(gamma));
       // alpha = 1 - 1e-9: a rejection has probability <= 2e-8 per iteration, so 4e5 iterations most
       // likely see none (se = 0) while the closed forms differ from the degenerate law by < 1e-5.
       const double slack = alpha > 0.9999 && alpha < 1.0 ? 1e-5 : 1e-12;
@@ -198,7 +198,6 @@ TEST_CASE("SD simulators reject invalid arguments", "[simulate][sd]") {
   const double nan_v = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_AS(sim::sd::chain(1.5, 4, o), specdec::error);
   CHECK_THROWS_AS(sim::sd::chain(nan_v, 4, o), specdec::error);
-  CHECK_THROWS_AS(sim::sd::chain(0.5, -1, o), specdec::error);
   const std::vector<double> bad{0.5, -0.1};
   CHECK_THROWS_AS(sim::sd::chain(cspan(bad), o), specdec::error);
   CHECK_THROWS_AS(sim::sd::chain(0.5, 4, {1, 0, ~std::uint64_t{0}, 2}), specdec::error);

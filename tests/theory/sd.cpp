@@ -295,12 +295,11 @@ TEST_CASE("optimal_gamma maximises speedup, smallest on ties; Corollary 3.9", "[
   for (const double a : {0.0, 0.1, 0.3, 0.5, 0.6, 0.8, 0.9, 0.95, 0.99, 1.0}) {
     for (const double c : {0.0, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0}) {
       CAPTURE(a, c);
-      const int g = sd::optimal_gamma(a, c);
-      REQUIRE(g >= 0);
+      const std::size_t g = sd::optimal_gamma(a, c);
       REQUIRE(g <= 128);
       double best = -1;
-      int arg = -1;
-      for (int gamma = 0; gamma <= 128; ++gamma) {
+      std::size_t arg = 129;
+      for (std::size_t gamma = 0; gamma <= 128; ++gamma) {
         const double s = sd::speedup(a, gamma, c);
         if (s > best) {
           best = s;
@@ -320,7 +319,6 @@ TEST_CASE("optimal_gamma maximises speedup, smallest on ties; Corollary 3.9", "[
   CHECK(sd::optimal_gamma(1.0, 0.0, 7) == 7);
   CHECK(sd::optimal_gamma(0.0, 0.0) == 0);  // every gamma ties at speedup 1
   CHECK(sd::optimal_gamma(0.8, 0.05, 0) == 0);
-  CHECK_THROWS_AS(sd::optimal_gamma(0.8, 0.05, -1), specdec::error);
   CHECK_THROWS_AS(sd::optimal_gamma(1.2, 0.05), specdec::error);
   CHECK_THROWS_AS(sd::optimal_gamma(0.8, -0.05), specdec::error);
 }
@@ -378,14 +376,9 @@ TEST_CASE("invalid arguments throw specdec::error", "[theory][sd]") {
     CHECK_THROWS_AS(sd::tokens_variance(cspan(alphas)), specdec::error);
     CHECK_THROWS_AS(sd::speedup(cspan(alphas), 0.1), specdec::error);
   }
-  CHECK_THROWS_AS(sd::expected_tokens(0.5, -1), specdec::error);
-  CHECK_THROWS_AS(sd::tokens_variance(0.5, -1), specdec::error);
-  CHECK_THROWS_AS(sd::prob_tokens(-1, 0.5, 3), specdec::error);
-  CHECK_THROWS_AS(sd::prob_tokens(1, 0.5, -3), specdec::error);
   CHECK_THROWS_AS(sd::speedup(0.5, 3, -1.0), specdec::error);
   CHECK_THROWS_AS(sd::speedup(0.5, 3, nan_v), specdec::error);
   CHECK_THROWS_AS(sd::operations_factor(0.5, 3, inf_v), specdec::error);
-  CHECK_THROWS_AS(sd::speedup(0.5, -3, 0.1), specdec::error);
   // The message names the function.
   try {
     (void)sd::expected_tokens(2.0, 3);

@@ -318,7 +318,6 @@ TEST_CASE("FLOPs: eqs. (5), (6) and the catch-up variant", "[theory][sprinter]")
     CHECK(std::abs(sprinter::flops_sprinter_catch_up(gamma, fd, fv, ft) - sprinter::flops_sd(gamma, fd, ft) - gamma * fv) <
           1e-12);
   }
-  CHECK_THROWS_AS(sprinter::flops_sd(-1, fd, ft), specdec::error);
   CHECK_THROWS_AS(sprinter::flops_sd(2, -fd, ft), specdec::error);
   CHECK_THROWS_AS(sprinter::flops_sprinter(2, fd, nan_v, ft), specdec::error);
   CHECK_THROWS_AS(sprinter::flops_sprinter_catch_up(2, fd, fv, std::numeric_limits<double>::infinity()), specdec::error);

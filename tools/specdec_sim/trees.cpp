@@ -319,7 +319,7 @@ int run_block(std::span<const std::string> args) {
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const std::span<const double> p(pairs[i].p), q(pairs[i].q);
     const double alpha = specdec::theory::sd::acceptance_rate(p, q);
-    for (int gamma = 1; gamma <= mg[0]; ++gamma) {
+    for (std::size_t gamma = 1; gamma <= static_cast<std::size_t>(mg[0]); ++gamma) {
       const double token = block::token_wise_expected_accepted(p, q, gamma), exact = block::block_expected_accepted(p, q, gamma);
       std::vector<double> row{
           double(i), double(p.size()), double(gamma), alpha, token, exact, exact - token, nan_v, nan_v, nan_v, nan_v, nan_v,

@@ -71,7 +71,8 @@ struct monotone_reader {
   int last_k = -1;
   double last = 0.0;
   double operator()(int k) {
-    const double l = theory::latency_at(profile, k);
+    SPECDEC_EXPECTS(k >= 0, "k (the number of drafted tokens verified) must be >= 0");
+    const double l = theory::latency_at(profile, static_cast<std::size_t>(k));
     if (last_k >= 0 && k > last_k && l < last)
       throw error("specdec::optimize: the latency profile is not increasing: L(" + std::to_string(k) + ") < L(" +
                   std::to_string(last_k) + ")");
