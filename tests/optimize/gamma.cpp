@@ -110,7 +110,8 @@ TEST_CASE("optimal_gamma with position-dependent alphas and with a latency profi
     const auto growing = opt::sd::optimal_gamma(
         alpha, 0.05, [](int k) { return 1.0 + 0.1 * k; }, 60);
     CHECK(growing.x <= flat.x);
-    CHECK(growing.value == theory::sd::speedup(alpha, growing.x, 0.05, [](int k) { return 1.0 + 0.1 * k; }));
+    CHECK(growing.value ==
+          theory::sd::speedup(alpha, static_cast<std::size_t>(growing.x), 0.05, [](int k) { return 1.0 + 0.1 * k; }));
   }
   const std::vector<double> bad{0.5, 2.0};
   CHECK_THROWS_AS(opt::sd::optimal_gamma(cspan(bad), 0.1), specdec::error);
@@ -125,9 +126,9 @@ TEST_CASE("Monte-Carlo: the optimal gamma is the fastest in simulation", "[optim
   constexpr std::uint64_t draws = 400000;
   std::cout << "optimal gamma Monte-Carlo: seed " << seed << ", " << draws << " iterations per gamma\n";
   const double alpha = 0.8, c = 0.05;
-  const int best = opt::sd::integer_optimal_gamma(alpha, c).x;
+  const auto best = static_cast<std::size_t>(opt::sd::integer_optimal_gamma(alpha, c).x);  // x >= 0
   const auto at_best = specdec::simulate::sd::chain(alpha, best, {seed, 0, 0, draws}).speedup(c);
-  for (const int other : {1, 2, best / 2, best * 2, best + 6}) {
+  for (const std::size_t other : {std::size_t{1}, std::size_t{2}, best / 2, best * 2, best + 6}) {
     if (other == best) continue;
     const auto s = specdec::simulate::sd::chain(alpha, other, {seed, static_cast<std::uint32_t>(other + 1), 0, draws}).speedup(c);
     std::cout << "  gamma " << other << ": " << s.mean << " +- " << s.std_error << " vs optimum gamma " << best << ": "

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -40,6 +41,14 @@ constexpr bool all_probabilities(std::span<const double> a) noexcept {
   for (const double x : a)
     if (!theory::detail::is_probability(x)) return false;
   return true;
+}
+//! gamma as the signed 64-bit length of theory::detail's closed forms (geometric_sum,
+//! truncated_geometric_variance), clamped at INT64_MAX = 2^63 - 1. The clamp does not change their
+//! value for alpha < 1: alpha^(2^63) <= (1 - 2^-53)^(2^63) ~ e^-1024 underflows to 0 in double, so
+//! there they already equal their gamma -> infinity limits; alpha = 1 is handled by the callers.
+constexpr std::int64_t closed_form_length(std::size_t gamma) noexcept {
+  constexpr auto most = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  return static_cast<std::int64_t>(gamma < most ? gamma : most);
 }
 }  // namespace detail
 
@@ -80,8 +89,8 @@ constexpr double acceptance_rate(std::span<const float> p, std::span<const float
 //! \throws specdec::error otherwise.
 constexpr double prob_tokens(std::size_t k, double alpha, std::size_t gamma) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  if (k == 0 || k > gamma + 1) return 0.0;
-  if (k == gamma + 1) return theory::detail::pow_int(alpha, gamma);
+  if (k == 0 || k - 1 > gamma) return 0.0;  // k - 1, not gamma + 1: no wrap-around at gamma = SIZE_MAX
+  if (k - 1 == gamma) return theory::detail::pow_int(alpha, gamma);
   return theory::detail::pow_int(alpha, k - 1) * (1.0 - alpha);
 }
 
@@ -94,7 +103,8 @@ constexpr double prob_tokens(std::size_t k, double alpha, std::size_t gamma) {
 //! \throws specdec::error otherwise.
 constexpr double expected_tokens(double alpha, std::size_t gamma) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  return theory::detail::geometric_sum(alpha, static_cast<std::int64_t>(gamma));
+  if (alpha == 1.0) return static_cast<double>(gamma) + 1.0;  // exact for any gamma, unclamped
+  return theory::detail::geometric_sum(alpha, detail::closed_form_length(gamma));
 }
 
 //! Expected tokens per iteration with position-dependent acceptance (beyond the papers):
@@ -127,7 +137,7 @@ constexpr double expected_tokens(std::span<const double> alphas) {
 //! \throws specdec::error otherwise.
 constexpr double tokens_variance(double alpha, std::size_t gamma) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  return theory::detail::truncated_geometric_variance(alpha, static_cast<std::int64_t>(gamma));
+  return theory::detail::truncated_geometric_variance(alpha, detail::closed_form_length(gamma));
 }
 
 //! Var(T) with position-dependent acceptance (beyond the papers). With t_k = prod_{i<=k} alpha_i

@@ -195,11 +195,11 @@ inline std::vector<double> slot_model_alphas(const tree_layout& layout, std::siz
 }
 
 //! Nodes of a complete tree of arity k and depth d, the root included: (k^(d+1) - 1) / (k - 1).
-//! \pre k >= 1; d >= 0; the count fits in int32. \throws specdec::error otherwise.
-inline std::size_t complete_tree_nodes(int arity, int depth) {
-  SPECDEC_EXPECTS(arity >= 1 && depth >= 0, "arity must be >= 1 and depth >= 0");
+//! \pre k >= 1; the count fits in int32. \throws specdec::error otherwise.
+inline std::size_t complete_tree_nodes(int arity, std::size_t depth) {
+  SPECDEC_EXPECTS(arity >= 1, "arity must be >= 1");
   std::size_t nodes = 1, level = 1;
-  for (int d = 1; d <= depth; ++d) {
+  for (std::size_t d = 1; d <= depth; ++d) {
     SPECDEC_EXPECTS(level <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) / static_cast<std::size_t>(arity),
                     "the tree is too large");
     level *= static_cast<std::size_t>(arity);
@@ -212,7 +212,7 @@ inline std::size_t complete_tree_nodes(int arity, int depth) {
 //! The complete tree of arity k and depth d as a one-request layout, nodes in breadth-first order
 //! (children of a node in slot order). arity 1 is tree_layout::chains({d}).
 //! \pre as complete_tree_nodes. \throws specdec::error otherwise.
-inline tree_layout complete_tree(int arity, int depth) {
+inline tree_layout complete_tree(int arity, std::size_t depth) {
   const std::size_t nodes = complete_tree_nodes(arity, depth);
   std::vector<std::int32_t> parents(nodes, no_node);
   for (std::size_t n = 1; n < nodes; ++n) parents[n] = static_cast<std::int32_t>((n - 1) / static_cast<std::size_t>(arity));
