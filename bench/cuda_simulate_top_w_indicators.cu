@@ -117,7 +117,7 @@ void bm_simulator(benchmark::State& state, const char* family, int args, std::ui
 
 void BM_cuda_sd_chain(benchmark::State& state) {
   const double alpha = static_cast<double>(state.range(0)) / 100.0;
-  const int gamma = static_cast<int>(state.range(1));
+  const auto gamma = static_cast<std::size_t>(state.range(1));
   bm_simulator(state, "sd_chain", 2, gpu_draws, cpu_draws, 100000, [&](bool gpu, const sim::run_options& o) {
     return gpu ? sim::sd::chain(specdec::exec::cuda, alpha, gamma, o) : sim::sd::chain(alpha, gamma, o);
   });

@@ -111,7 +111,9 @@ void BM_row_sample(benchmark::State& state, std::size_t V, bool dram, bool bonus
 void register_all() {
   const std::tuple<std::size_t, std::size_t, std::size_t> shapes[] = {
       {1, 4, 128256}, {16, 4, 128256}, {64, 4, 128256}, {64, 8, 128256}, {64, 4, 32000}};
-  for (const auto& [B, gamma, V] : shapes)
+  for (const auto& shape : shapes) {
+    // Named, not a structured binding: clang < 16 cannot capture bindings in a lambda.
+    const std::size_t B = std::get<0>(shape), gamma = std::get<1>(shape), V = std::get<2>(shape);
     for_each_backend(
         [&](auto backend) {
           using Backend = decltype(backend);
@@ -120,6 +122,7 @@ void register_all() {
           benchmark::RegisterBenchmark(name.c_str(), BM_verify<Backend>, B, gamma, V)->Unit(benchmark::kMicrosecond);
         },
         true);
+  }
   for (const bool bonus : {false, true})
     for (const std::size_t V : {std::size_t{32000}, std::size_t{128256}})
       for (const bool dram : {true, false})

@@ -67,7 +67,7 @@ std::vector<double> decreasing_profile(std::size_t n) {
 // sd::chain(alpha, gamma): args alpha in percent, gamma.
 void BM_sd_chain(benchmark::State& state) {
   const double alpha = static_cast<double>(state.range(0)) / 100.0;
-  const int gamma = static_cast<int>(state.range(1));
+  const auto gamma = static_cast<std::size_t>(state.range(1));
   run(state, draws_per_call, [&](const sim::run_options& o) {
     const auto r = sim::sd::chain(alpha, gamma, o);
     benchmark::DoNotOptimize(r.accepted.histogram().data());
@@ -90,7 +90,7 @@ BENCHMARK(BM_sd_chain_positions)->Arg(8)->Arg(16);
 // sv::accepted(a, gamma) for the same profile (the same kernel, named in SV's terms).
 void BM_sv_accepted(benchmark::State& state) {
   const std::vector<double> a = decreasing_profile(16);
-  const int gamma = static_cast<int>(state.range(0));
+  const auto gamma = static_cast<std::size_t>(state.range(0));
   run(state, draws_per_call, [&](const sim::run_options& o) {
     const auto r = sim::sv::accepted(std::span<const double>(a), gamma, o);
     benchmark::DoNotOptimize(r.accepted.histogram().data());

@@ -197,7 +197,7 @@ struct sweep_point {
 // rules, and the cumulative rules' h. Fixed gamma comes from the main table.
 std::vector<sweep_point> sweeps(const specdec::learn::acceptance_head& head) {
   std::vector<sweep_point> out;
-  for (const std::size_t m : {1, 2, 4, 6, 8})
+  for (const std::size_t m : {1u, 2u, 4u, 6u, 8u})
     out.push_back({"heuristic (max length)", double(m), {"", [m](auto& o) {
                                                            o.length = specdec::length_stage(
                                                                specdec::heuristic_length(std::min<std::size_t>(5, m), 1, m));

@@ -418,15 +418,16 @@ int main(int argc, char** argv) try {
   std::printf("\nclosed forms per token at the measured tokens per target call g (eqs. (5), (6), catch-up):\n");
   for (std::size_t k = 1; k < rows.size() - 1; ++k) {
     const row& r = rows[k];
-    const int g = std::max(1, static_cast<int>(std::lround(double(r.tokens) / double(std::max<std::size_t>(1, r.target_calls)))));
+    const long rounded = std::lround(double(r.tokens) / double(std::max<std::size_t>(1, r.target_calls)));
+    const std::size_t g = rounded > 1 ? static_cast<std::size_t>(rounded) : 1;
     const double gd = static_cast<double>(g);
     if (r.sprinter)
-      std::printf("  %-22s g = %2d: SPRINTER-Flops/g = %.3f, catch-up/g = %.3f\n", r.method.c_str(), g,
+      std::printf("  %-22s g = %2zu: SPRINTER-Flops/g = %.3f, catch-up/g = %.3f\n", r.method.c_str(), g,
                   specdec::theory::sprinter::flops_sprinter(g, f_draft, f_verifier, f_target) / gd,
                   specdec::theory::sprinter::flops_sprinter_catch_up(g, f_draft, f_verifier, f_target) / gd);
     else
-      std::printf("  %-22s g = %2d: SD-Flops(gamma = %zu)/g = %.3f\n", r.method.c_str(), g, args.gamma,
-                  specdec::theory::sprinter::flops_sd(static_cast<int>(args.gamma), f_draft, f_target) / gd);
+      std::printf("  %-22s g = %2zu: SD-Flops(gamma = %zu)/g = %.3f\n", r.method.c_str(), g, args.gamma,
+                  specdec::theory::sprinter::flops_sd(args.gamma, f_draft, f_target) / gd);
   }
 
   std::printf("\nOne continuation per method (first prompt; '|' marks where generation starts):\n");

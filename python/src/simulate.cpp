@@ -96,7 +96,7 @@ void bind_simulate(nb::module_& m) {
          std::uint64_t first, std::uint64_t draws) {
         same_count(alpha.shape(0), {gamma.shape(0)});
         return run_all(alpha.shape(0), stream, seed, first, draws, [&](std::size_t i, const sim::run_options& o) {
-          auto r = sim::sd::chain(alpha.data()[i], gamma.data()[i], o);
+          auto r = sim::sd::chain(alpha.data()[i], specdec_python::non_negative(gamma.data()[i], "gamma"), o);
           return std::pair{std::move(r.accepted), r.draft_tokens};
         });
       },
@@ -134,8 +134,9 @@ void bind_simulate(nb::module_& m) {
         {
           nb::gil_scoped_release release;
           const sim::run_options o{.seed = seed, .stream = stream, .first = first, .draws = draws};
-          r = lenience == 1.0 ? sim::sd::token_process(specdec::strict, ps, qs, gamma, o)
-                              : sim::sd::token_process(specdec::lenient_rule{lenience}, ps, qs, gamma, o);
+          const std::size_t g = specdec_python::non_negative(gamma, "gamma");
+          r = lenience == 1.0 ? sim::sd::token_process(specdec::strict, ps, qs, g, o)
+                              : sim::sd::token_process(specdec::lenient_rule{lenience}, ps, qs, g, o);
         }
         nb::dict d = pack({r.chain.accepted}, {r.chain.draft_tokens});
         const auto hist = [](const sim::count_tally& t, std::size_t V) {

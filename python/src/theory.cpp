@@ -21,6 +21,7 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 namespace th = specdec::theory;
+using specdec_python::non_negative;
 using specdec_python::to_numpy;
 
 namespace {
@@ -73,26 +74,34 @@ void def_map(nb::module_& m, const char* name, R (*f)(A...)) {
 void bind_theory(nb::module_& m) {
   // sd: Leviathan et al. and its generalisations
   def_map(
-      m, "sd_prob_tokens", +[](int k, double alpha, int gamma) { return th::sd::prob_tokens(k, alpha, gamma); });
+      m, "sd_prob_tokens", +[](int k, double alpha, int gamma) {
+        return th::sd::prob_tokens(non_negative(k, "k"), alpha, non_negative(gamma, "gamma"));
+      });
   def_map(
-      m, "sd_expected_tokens", +[](double alpha, int gamma) { return th::sd::expected_tokens(alpha, gamma); });
+      m, "sd_expected_tokens",
+      +[](double alpha, int gamma) { return th::sd::expected_tokens(alpha, non_negative(gamma, "gamma")); });
   def_map(
       m, "sd_expected_tokens_rows", +[](row alphas) { return th::sd::expected_tokens(alphas); });
   def_map(
-      m, "sd_tokens_variance", +[](double alpha, int gamma) { return th::sd::tokens_variance(alpha, gamma); });
+      m, "sd_tokens_variance",
+      +[](double alpha, int gamma) { return th::sd::tokens_variance(alpha, non_negative(gamma, "gamma")); });
   def_map(
       m, "sd_tokens_variance_rows", +[](row alphas) { return th::sd::tokens_variance(alphas); });
   def_map(
-      m, "sd_speedup", +[](double alpha, int gamma, double c) { return th::sd::speedup(alpha, gamma, c); });
+      m, "sd_speedup",
+      +[](double alpha, int gamma, double c) { return th::sd::speedup(alpha, non_negative(gamma, "gamma"), c); });
   def_map(
       m, "sd_speedup_rows", +[](row alphas, double c) { return th::sd::speedup(alphas, c); });
   def_map(
-      m, "sd_operations_factor",
-      +[](double alpha, int gamma, double c_hat) { return th::sd::operations_factor(alpha, gamma, c_hat); });
+      m, "sd_operations_factor", +[](double alpha, int gamma, double c_hat) {
+        return th::sd::operations_factor(alpha, non_negative(gamma, "gamma"), c_hat);
+      });
   def_map(
       m, "sd_operations_factor_rows", +[](row alphas, double c_hat) { return th::sd::operations_factor(alphas, c_hat); });
   def_map(
-      m, "sd_optimal_gamma", +[](double alpha, double c, int max_gamma) { return th::sd::optimal_gamma(alpha, c, max_gamma); });
+      m, "sd_optimal_gamma", +[](double alpha, double c, int max_gamma) {
+        return static_cast<int>(th::sd::optimal_gamma(alpha, c, non_negative(max_gamma, "max_gamma")));
+      });
   def_map(
       m, "sd_acceptance_rate", +[](row p, row q) { return th::sd::acceptance_rate(p, q); });
   // sprinter
@@ -114,20 +123,24 @@ void bind_theory(nb::module_& m) {
         return th::sprinter::expected_stopping_time(eta_tp, eta_fp, r, t_d);
       });
   def_map(
-      m, "sprinter_flops_sd", +[](int gamma, double f_d, double f_t) { return th::sprinter::flops_sd(gamma, f_d, f_t); });
+      m, "sprinter_flops_sd",
+      +[](int gamma, double f_d, double f_t) { return th::sprinter::flops_sd(non_negative(gamma, "gamma"), f_d, f_t); });
   def_map(
-      m, "sprinter_flops_sprinter",
-      +[](int gamma, double f_d, double f_v, double f_t) { return th::sprinter::flops_sprinter(gamma, f_d, f_v, f_t); });
+      m, "sprinter_flops_sprinter", +[](int gamma, double f_d, double f_v, double f_t) {
+        return th::sprinter::flops_sprinter(non_negative(gamma, "gamma"), f_d, f_v, f_t);
+      });
   def_map(
-      m, "sprinter_flops_sprinter_catch_up",
-      +[](int gamma, double f_d, double f_v, double f_t) { return th::sprinter::flops_sprinter_catch_up(gamma, f_d, f_v, f_t); });
+      m, "sprinter_flops_sprinter_catch_up", +[](int gamma, double f_d, double f_v, double f_t) {
+        return th::sprinter::flops_sprinter_catch_up(non_negative(gamma, "gamma"), f_d, f_v, f_t);
+      });
   // sv: speculative verification
   def_map(
-      m, "sv_prob_accepted", +[](int n, row a, int gamma) { return th::sv::prob_accepted(n, a, gamma); });
+      m, "sv_prob_accepted",
+      +[](int n, row a, int gamma) { return th::sv::prob_accepted(non_negative(n, "n"), a, non_negative(gamma, "gamma")); });
   def_map(
-      m, "sv_expected_accepted", +[](row a, int gamma) { return th::sv::expected_accepted(a, gamma); });
+      m, "sv_expected_accepted", +[](row a, int gamma) { return th::sv::expected_accepted(a, non_negative(gamma, "gamma")); });
   def_map(
-      m, "sv_variance_accepted", +[](row a, int gamma) { return th::sv::variance_accepted(a, gamma); });
+      m, "sv_variance_accepted", +[](row a, int gamma) { return th::sv::variance_accepted(a, non_negative(gamma, "gamma")); });
   def_map(
       m, "sv_goodput", +[](double tokens, double latency) { return th::sv::goodput(tokens, latency); });
   // mtad
@@ -152,8 +165,9 @@ void bind_theory(nb::module_& m) {
   def_map(
       m, "mtad_theorem_3_6_bound", +[](double tau, double u) { return th::mtad::theorem_3_6_bound(tau, u); });
   def_map(
-      m, "mtad_guaranteed_tokens_per_iteration",
-      +[](double tau, double u, int gamma) { return th::mtad::guaranteed_tokens_per_iteration(tau, u, gamma); });
+      m, "mtad_guaranteed_tokens_per_iteration", +[](double tau, double u, int gamma) {
+        return static_cast<int>(th::mtad::guaranteed_tokens_per_iteration(tau, u, non_negative(gamma, "gamma")));
+      });
   def_map(
       m, "mtad_energy", +[](double pw_flop, double t_flop, double pw_mem, double t_mem) {
         return th::mtad::energy(pw_flop, t_flop, pw_mem, t_mem);
@@ -164,11 +178,13 @@ void bind_theory(nb::module_& m) {
   def_map(
       m, "tree_any_accepted", +[](row slot_alphas) { return th::tree::any_accepted(slot_alphas); });
   def_map(
-      m, "tree_complete_tree_expected_accepted",
-      +[](double alpha, int arity, int depth) { return th::tree::complete_tree_expected_accepted(alpha, arity, depth); });
+      m, "tree_complete_tree_expected_accepted", +[](double alpha, int arity, int depth) {
+        return th::tree::complete_tree_expected_accepted(alpha, arity, non_negative(depth, "depth"));
+      });
   def_map(
-      m, "tree_complete_tree_expected_accepted_slots",
-      +[](row slot_alphas, int depth) { return th::tree::complete_tree_expected_accepted(slot_alphas, depth); });
+      m, "tree_complete_tree_expected_accepted_slots", +[](row slot_alphas, int depth) {
+        return th::tree::complete_tree_expected_accepted(slot_alphas, non_negative(depth, "depth"));
+      });
   def_map(
       m, "tree_mss_acceptance", +[](row p, row q, std::size_t k) { return th::tree::mss_acceptance(p, q, k); });
   def_map(
@@ -191,8 +207,8 @@ void bind_theory(nb::module_& m) {
   // block
   def_map(
       m, "block_block_expected_accepted",
-      +[](row p, row q, int gamma) { return th::block::block_expected_accepted(p, q, gamma); });
+      +[](row p, row q, int gamma) { return th::block::block_expected_accepted(p, q, non_negative(gamma, "gamma")); });
   def_map(
       m, "block_token_wise_expected_accepted",
-      +[](row p, row q, int gamma) { return th::block::token_wise_expected_accepted(p, q, gamma); });
+      +[](row p, row q, int gamma) { return th::block::token_wise_expected_accepted(p, q, non_negative(gamma, "gamma")); });
 }

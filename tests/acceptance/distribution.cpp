@@ -42,7 +42,7 @@ const markov_pair& pair() {
 
 struct simulation {
   int horizon = 4;
-  int gamma = 2;
+  std::size_t gamma = 2;
   std::uint64_t seed = 1;
   std::uint64_t n = num_samples;
   //! When set, sequences are compared with this one (counted in `unexpected`) instead of being
@@ -66,7 +66,7 @@ template <class Rule>
 simulation_result simulate(const Rule& rule, const markov_pair& m, const std::vector<double>& declared_q, const simulation& sim) {
   using specdec::random::purpose;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::size_t V = m.vocab, G = static_cast<std::size_t>(sim.gamma);
+  const std::size_t V = m.vocab, G = sim.gamma;
   simulation_result r;
   if (!sim.expect_exactly) r.counts.assign(specdec_test::num_sequences(V, sim.horizon), 0);
   std::vector<token_id> drafts(G), sequence;
@@ -212,7 +212,7 @@ TEST_CASE("exact enumeration: lossless rules give the target's sequence distribu
     double sum = 0.0;
     for (const double x : target) sum += x;
     CHECK(std::abs(sum - 1.0) < 1e-12);
-    for (const int gamma : {0, 1, 2, 3, 4, 6}) {
+    for (const std::size_t gamma : {0u, 1u, 2u, 3u, 4u, 6u}) {
       CAPTURE(horizon, gamma);
       const auto strict = specdec_test::speculative_sequence_distribution(specdec::strict, pair(), prompt, horizon, gamma);
       CHECK(specdec_test::max_abs_difference(strict, target) < 1e-12);
@@ -235,7 +235,7 @@ TEST_CASE("exact enumeration: lossless rules give the target's sequence distribu
 }
 
 TEST_CASE("strict rule: sequences follow the target distribution", "[distribution][statistical]") {
-  const std::vector<std::pair<int, std::uint64_t>> configs{{1, 0x5EED0001}, {2, 0x5EED0002}, {4, 0x5EED0004}};
+  const std::vector<std::pair<std::size_t, std::uint64_t>> configs{{1, 0x5EED0001}, {2, 0x5EED0002}, {4, 0x5EED0004}};
   for (const auto& [gamma, seed] : configs) {
     const simulation sim{4, gamma, seed, num_samples};
     const auto r = simulate(specdec::strict, pair(), pair().draft, sim);
@@ -291,7 +291,7 @@ TEST_CASE("greedy: output is the target's argmax chain whatever the drafts", "[d
   for (const bool uniform_draft : {false, true}) {
     markov_pair m = pair();
     if (uniform_draft) m.draft = uniform;
-    for (const int gamma : {1, 2, 4}) {
+    for (const std::size_t gamma : {1u, 2u, 4u}) {
       CAPTURE(uniform_draft, gamma);
       simulation sim{horizon, gamma, 0x5EED0300u + static_cast<std::uint64_t>(gamma), 2000};
       sim.expect_exactly = &expected;  // only the argmax chain may appear

@@ -95,7 +95,7 @@ row correction_law(const typical_rule& rule, std::span<const double> p) {
 // At a drafted position the draft x ~ q is kept iff p(x) > threshold, otherwise the correction is
 // emitted and the block ends; after gamma kept drafts the "bonus" is the correction too.
 std::vector<double> typical_sequence_distribution(const typical_rule& rule, const markov_pair& m, std::size_t prompt, int horizon,
-                                                  int gamma) {
+                                                  std::size_t gamma) {
   const std::size_t V = m.vocab;
   std::vector<double> kept(V * V), corrected(V * V), bonus(V * V);
   for (std::size_t a = 0; a < V; ++a) {
@@ -129,9 +129,9 @@ std::vector<double> frequencies(const std::vector<std::uint64_t>& counts) {
 constexpr std::size_t prompt = 0;
 
 // Chain decoding with typical acceptance: drafts from q, verify_chain, append; counts of the first H tokens.
-std::vector<std::uint64_t> simulate_chain(const typical_rule& rule, const markov_pair& m, int horizon, int gamma,
+std::vector<std::uint64_t> simulate_chain(const typical_rule& rule, const markov_pair& m, int horizon, std::size_t gamma,
                                           std::uint64_t seed, std::uint64_t n) {
-  const std::size_t V = m.vocab, G = static_cast<std::size_t>(gamma);
+  const std::size_t V = m.vocab, G = gamma;
   std::vector<std::uint64_t> counts(specdec_test::num_sequences(V, horizon), 0);
   std::vector<token_id> drafts(G), sequence;
   row q_rows(G * V), p_rows((G + 1) * V);
@@ -436,7 +436,7 @@ TEST_CASE("typical acceptance is lossy: its total variation from the target, mea
               << " uniform, mean TV(p, q) = " << m.mean_total_variation() << "\n";
     for (const auto& [rule, name] :
          {std::pair{medusa_fast, "argmax correction (Medusa fast)"}, std::pair{medusa_sampled, "typical_sample correction"}}) {
-      for (const int gamma : {1, 3}) {
+      for (const std::size_t gamma : {1u, 3u}) {
         const auto exact = typical_sequence_distribution(rule, m, prompt, H, gamma);
         CHECK(std::abs(std::accumulate(exact.begin(), exact.end(), 0.0) - 1.0) < 1e-12);
         const double tv = total_variation(exact, target);
@@ -479,7 +479,7 @@ TEST_CASE("typical acceptance is exact on a one-hot target: total variation 0", 
     for (std::size_t b = 0; b < V; ++b) m.target[a * V + b] = b == (3 * a + 1) % V ? 1.0 : 0.0;
   const std::vector<double> target = specdec_test::target_sequence_distribution(m, prompt, H);
   for (const auto& rule : {medusa_fast, medusa_sampled}) {
-    for (const int gamma : {1, 3}) {
+    for (const std::size_t gamma : {1u, 3u}) {
       const double tv = total_variation(typical_sequence_distribution(rule, m, prompt, H, gamma), target);
       const auto counts = simulate_chain(rule, m, H, gamma, 0x7C80 + static_cast<std::uint64_t>(gamma), 20'000);
       const double tv_mc = total_variation(frequencies(counts), target);

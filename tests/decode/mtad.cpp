@@ -123,14 +123,14 @@ TEST_CASE("Theorem 3.6: tokens per iteration >= |log tau| / U", "[mtad][decode][
         const auto r = specdec::decode_mtad(specdec::exec::seq, target, draft, {.gamma = gamma, .width = 4, .tau = tau},
                                             std::vector<token_id>{3}, o);
         const double bound = specdec::theory::mtad::theorem_3_6_bound(tau, U);
-        const int every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, static_cast<int>(gamma));
+        const std::size_t every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, gamma);
         const auto& s = r.stats;
         std::cout << "Theorem 3.6: e = " << e << (swapped ? " (swapped)" : "") << ", U = " << U << ", tau = " << tau
                   << ": gamma_bar = " << r.block_efficiency() << " >= |log tau|/U = " << bound << " (every iteration >= " << every
                   << " tokens)\n";
         CAPTURE(e, swapped, U, tau, bound, every);
         // Every iteration but possibly the last (cut by the token budget) accepts every - 1 drafts.
-        if (every >= 2) CHECK(s.accepted_at[static_cast<std::size_t>(every - 2)] + 1 >= s.iterations);
+        if (every >= 2) CHECK(s.accepted_at[every - 2] + 1 >= s.iterations);
         // The mean over the iterations before the last (which emits at least one token):
         // emitted - 1 >= (tokens of those iterations) >= min(|log tau| / U, gamma + 1) (iterations - 1).
         CHECK(double(s.emitted - 1) >= std::min(bound, double(gamma + 1)) * double(s.iterations - 1));
@@ -161,11 +161,11 @@ TEST_CASE("Theorem 3.6 is tight when every token moves the log ratio by exactly 
     const auto r = specdec::decode_mtad(specdec::exec::seq, target, draft,
                                         {.gamma = gamma, .width = 2, .mode = specdec::beam_mode::search, .tau = tau},
                                         std::vector<token_id>{0}, o);  // context-free models
-    const int every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, static_cast<int>(gamma));
+    const std::size_t every = specdec::theory::mtad::guaranteed_tokens_per_iteration(tau, U, gamma);
     std::cout << "Theorem 3.6 (tight): U = " << U << ", tau = " << tau << ": gamma_bar = " << r.block_efficiency()
               << ", |log tau|/U = " << specdec::theory::mtad::theorem_3_6_bound(tau, U) << ", per iteration " << every << "\n";
     CAPTURE(tau, every);
-    CHECK(r.stats.accepted == std::size_t(every - 1) * r.stats.iterations);
+    CHECK(r.stats.accepted == (every - 1) * r.stats.iterations);
     CHECK(r.block_efficiency() >= specdec::theory::mtad::theorem_3_6_bound(tau, U));
   }
 }

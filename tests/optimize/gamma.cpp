@@ -67,8 +67,8 @@ TEST_CASE("integer_optimal_gamma equals the exhaustive theory::sd::optimal_gamma
       for (const int max_gamma : {0, 1, 7, 128}) {
         CAPTURE(alpha, c, max_gamma);
         const auto best = opt::sd::integer_optimal_gamma(alpha, c, max_gamma);
-        const int exhaustive = theory::sd::optimal_gamma(alpha, c, max_gamma);
-        CHECK(best.x == exhaustive);
+        const std::size_t exhaustive = theory::sd::optimal_gamma(alpha, c, static_cast<std::size_t>(max_gamma));
+        CHECK(best.x == static_cast<int>(exhaustive));
         CHECK(best.value == theory::sd::speedup(alpha, exhaustive, c));
         ++compared;
       }
@@ -77,7 +77,7 @@ TEST_CASE("integer_optimal_gamma equals the exhaustive theory::sd::optimal_gamma
   std::cout << "integer_optimal_gamma: " << compared << " (alpha, c, max_gamma) points equal the exhaustive search\n";
   // Large max_gamma costs nothing: alpha = 1 - 1e-6, c = 1e-4.
   const auto big = opt::sd::integer_optimal_gamma(1.0 - 1e-6, 1e-4, 1000000);
-  CHECK(big.x == theory::sd::optimal_gamma(1.0 - 1e-6, 1e-4, 1000000));
+  CHECK(big.x == static_cast<int>(theory::sd::optimal_gamma(1.0 - 1e-6, 1e-4, 1000000)));
   CHECK_THROWS_AS(opt::sd::integer_optimal_gamma(0.5, 0.1, -1), specdec::error);
 }
 
@@ -100,17 +100,18 @@ TEST_CASE("optimal_gamma with position-dependent alphas and with a latency profi
   }
   // Constant alphas: the same answer as the i.i.d. search.
   const std::vector<double> constant(40, 0.8);
-  CHECK(opt::sd::optimal_gamma(cspan(constant), 0.05).x == theory::sd::optimal_gamma(0.8, 0.05, 40));
+  CHECK(opt::sd::optimal_gamma(cspan(constant), 0.05).x == static_cast<int>(theory::sd::optimal_gamma(0.8, 0.05, 40)));
   // A constant latency profile with c = t_draft / t_target reduces to Thm 3.8.
   for (const double alpha : {0.5, 0.8, 0.95}) {
     const auto flat = opt::sd::optimal_gamma(
         alpha, 0.05, [](int) { return 1.0; }, 60);
-    CHECK(flat.x == theory::sd::optimal_gamma(alpha, 0.05, 60));
+    CHECK(flat.x == static_cast<int>(theory::sd::optimal_gamma(alpha, 0.05, 60)));
     // A profile that grows with k shortens the optimal draft.
     const auto growing = opt::sd::optimal_gamma(
         alpha, 0.05, [](int k) { return 1.0 + 0.1 * k; }, 60);
     CHECK(growing.x <= flat.x);
-    CHECK(growing.value == theory::sd::speedup(alpha, growing.x, 0.05, [](int k) { return 1.0 + 0.1 * k; }));
+    CHECK(growing.value ==
+          theory::sd::speedup(alpha, static_cast<std::size_t>(growing.x), 0.05, [](int k) { return 1.0 + 0.1 * k; }));
   }
   const std::vector<double> bad{0.5, 2.0};
   CHECK_THROWS_AS(opt::sd::optimal_gamma(cspan(bad), 0.1), specdec::error);
@@ -125,9 +126,9 @@ TEST_CASE("Monte-Carlo: the optimal gamma is the fastest in simulation", "[optim
   constexpr std::uint64_t draws = 400000;
   std::cout << "optimal gamma Monte-Carlo: seed " << seed << ", " << draws << " iterations per gamma\n";
   const double alpha = 0.8, c = 0.05;
-  const int best = opt::sd::integer_optimal_gamma(alpha, c).x;
+  const auto best = static_cast<std::size_t>(opt::sd::integer_optimal_gamma(alpha, c).x);  // x >= 0
   const auto at_best = specdec::simulate::sd::chain(alpha, best, {seed, 0, 0, draws}).speedup(c);
-  for (const int other : {1, 2, best / 2, best * 2, best + 6}) {
+  for (const std::size_t other : {std::size_t{1}, std::size_t{2}, best / 2, best * 2, best + 6}) {
     if (other == best) continue;
     const auto s = specdec::simulate::sd::chain(alpha, other, {seed, static_cast<std::uint32_t>(other + 1), 0, draws}).speedup(c);
     std::cout << "  gamma " << other << ": " << s.mean << " +- " << s.std_error << " vs optimum gamma " << best << ": "

@@ -73,7 +73,7 @@ TEST_CASE("brute force matches theory::sv's goodput curve and E(N | gamma)", "[o
     const auto best = opt::brute_force_length(a, l, counting::accepted_drafts);
     CHECK(best.goodput == Approx(*std::max_element(curve.begin(), curve.end())).epsilon(1e-14));
     CHECK(best.expected_tokens ==
-          Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), int(best.length))).epsilon(1e-14));
+          Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), best.length)).epsilon(1e-14));
     for (std::size_t g = 0; g <= n; ++g) CHECK(opt::sv_goodput(a, g, l) == Approx(curve[g]).epsilon(1e-14));
     // Gains are prefix products and sum to E(N | gamma).
     std::vector<double> gains(n);
@@ -81,7 +81,7 @@ TEST_CASE("brute force matches theory::sv's goodput curve and E(N | gamma)", "[o
     double e = 0.0;
     for (std::size_t g = 0; g < n; ++g) {
       e += gains[g];
-      CHECK(e == Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), int(g + 1))).epsilon(1e-13));
+      CHECK(e == Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), g + 1)).epsilon(1e-13));
       if (g > 0) CHECK(gains[g] <= gains[g - 1]);  // E is concave (SV Lemma D.11)
     }
   }
@@ -98,7 +98,7 @@ TEST_CASE("counting the target's token verifies no more drafts than eq. (6)", "[
     const auto with_target = opt::incremental_length(a, l, counting::with_target_token);
     CHECK(with_target.length <= paper.length);
     CHECK(with_target.expected_tokens ==
-          Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), int(with_target.length)) + 1));
+          Approx(specdec::theory::sv::expected_accepted(std::span<const double>(a), with_target.length) + 1));
     fewer += with_target.length < paper.length;
   }
   CHECK(fewer > 100);

@@ -57,6 +57,13 @@ void save(const std::string& dir, const std::string& name, const std::vector<T>&
   out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
 }
 
+// A draft length read from the int32 arrays the Python side writes (its dtype for gamma): the library
+// takes std::size_t, so a negative value is a broken case file, not a length.
+std::size_t draft_length(std::int32_t g) {
+  if (g < 0) throw std::runtime_error("a draft length (gamma) must be >= 0, got " + std::to_string(g));
+  return static_cast<std::size_t>(g);
+}
+
 std::vector<specdec::random::request_stream> streams_of(const std::string& dir) {
   const auto seeds = load<std::uint64_t>(dir, "seeds");
   const auto ids = load<std::uint32_t>(dir, "ids");
@@ -182,7 +189,7 @@ void simulate_case(const std::string& dir, const std::string& what, std::istream
   namespace sim = specdec::simulate;
   if (what == "simulate_tokens") {
     double lenience = 1;
-    int gamma = 0;
+    std::size_t gamma = 0;
     std::uint32_t stream = 0;
     std::uint64_t seed = 0, first = 0, draws = 0;
     meta >> lenience >> gamma >> stream >> seed >> first >> draws;
@@ -192,7 +199,7 @@ void simulate_case(const std::string& dir, const std::string& what, std::istream
                                    : sim::sd::token_process(specdec::lenient_rule{lenience}, p, q, gamma, o);
     std::vector<std::uint64_t> first_token, hist;
     for (std::size_t v = 0; v < p.size(); ++v) first_token.push_back(r.first_token.count_of(v));
-    for (int a = 0; a <= gamma; ++a) hist.push_back(r.chain.accepted.count_of(static_cast<std::uint64_t>(a)));
+    for (std::size_t a = 0; a <= gamma; ++a) hist.push_back(r.chain.accepted.count_of(a));
     save(dir, "out_first", first_token);
     save(dir, "out_hist", hist);
     save(dir, "out_first_accepted", std::vector<std::uint64_t>{r.first_accepted});
@@ -205,14 +212,15 @@ void simulate_case(const std::string& dir, const std::string& what, std::istream
   std::vector<std::uint64_t> drafts, hist;
   if (what == "simulate_chain") {
     const auto alpha = load<double>(dir, "alpha");
-    const auto gamma = load<std::int32_t>(dir, "gamma");
-    int width = 0;
+    std::vector<std::size_t> gamma;
+    for (const auto g : load<std::int32_t>(dir, "gamma")) gamma.push_back(draft_length(g));
+    std::size_t width = 0;
     for (const auto g : gamma) width = std::max(width, g + 1);
     for (std::size_t i = 0; i < alpha.size(); ++i) {
       const auto r = sim::sd::chain(alpha[i], gamma[i], {.seed = seed, .stream = stream[i], .first = first, .draws = draws});
       mean.push_back(r.tokens().mean);
       drafts.push_back(r.draft_tokens);
-      for (int a = 0; a < width; ++a) hist.push_back(r.accepted.count_of(static_cast<std::uint64_t>(a)));
+      for (std::size_t a = 0; a < width; ++a) hist.push_back(r.accepted.count_of(a));
     }
     save(dir, "out_hist", hist);
   } else {
@@ -246,29 +254,30 @@ void theory_case(const std::string& dir, std::size_t K, std::size_t V) {
     for (std::size_t i = 0; i < n; ++i) out.push_back(f(i));
     save(dir, name, out);
   };
-  each("sd.expected_tokens", [&](std::size_t i) { return th::sd::expected_tokens(alpha[i], gamma[i]); });
+  each("sd.expected_tokens", [&](std::size_t i) { return th::sd::expected_tokens(alpha[i], draft_length(gamma[i])); });
   each("sd.expected_tokens_rows", [&](std::size_t i) { return th::sd::expected_tokens(row(alphas, i, K)); });
-  each("sd.tokens_variance", [&](std::size_t i) { return th::sd::tokens_variance(alpha[i], gamma[i]); });
-  each("sd.speedup", [&](std::size_t i) { return th::sd::speedup(alpha[i], gamma[i], c[i]); });
-  each("sd.optimal_gamma", [&](std::size_t i) { return th::sd::optimal_gamma(alpha[i], c[i], 64); });
+  each("sd.tokens_variance", [&](std::size_t i) { return th::sd::tokens_variance(alpha[i], draft_length(gamma[i])); });
+  each("sd.speedup", [&](std::size_t i) { return th::sd::speedup(alpha[i], draft_length(gamma[i]), c[i]); });
+  each("sd.optimal_gamma", [&](std::size_t i) { return static_cast<std::int32_t>(th::sd::optimal_gamma(alpha[i], c[i], 64)); });
   each("sd.acceptance_rate", [&](std::size_t i) { return th::sd::acceptance_rate(row(p, i, V), row(q, i, V)); });
   each("sprinter.expected_tokens", [&](std::size_t i) { return th::sprinter::expected_tokens(eta_tp[i], eta_fp[i], r[i]); });
   each("sprinter.tokens_variance", [&](std::size_t i) { return th::sprinter::tokens_variance(eta_tp[i], eta_fp[i], r[i]); });
   each("sprinter.prob_tokens", [&](std::size_t i) { return th::sprinter::prob_tokens(gamma[i], eta_tp[i], eta_fp[i], r[i]); });
-  each("sv.expected_accepted", [&](std::size_t i) { return th::sv::expected_accepted(row(alphas, i, K), static_cast<int>(K)); });
-  each("sv.variance_accepted", [&](std::size_t i) { return th::sv::variance_accepted(row(alphas, i, K), static_cast<int>(K)); });
+  each("sv.expected_accepted", [&](std::size_t i) { return th::sv::expected_accepted(row(alphas, i, K), K); });
+  each("sv.variance_accepted", [&](std::size_t i) { return th::sv::variance_accepted(row(alphas, i, K), K); });
   each("mtad.lemma_a1_bound", [&](std::size_t i) { return th::mtad::lemma_a1_bound(tau[i], 1.0 + c[i]); });
   each("mtad.theorem_3_6_bound", [&](std::size_t i) { return th::mtad::theorem_3_6_bound(tau[i], u[i]); });
   each("tree.complete_tree_expected_accepted",
-       [&](std::size_t i) { return th::tree::complete_tree_expected_accepted(alpha[i], 1 + r[i] % 4, gamma[i]); });
+       [&](std::size_t i) { return th::tree::complete_tree_expected_accepted(alpha[i], 1 + r[i] % 4, draft_length(gamma[i])); });
   each("tree.mss_acceptance", [&](std::size_t i) {
     return th::tree::mss_acceptance(row(p, i, V), row(q, i, V), static_cast<std::size_t>(1 + r[i] % 4));
   });
   each("tree.kseq_acceptance", [&](std::size_t i) {
     return th::tree::kseq_acceptance(row(p, i, V), row(q, i, V), static_cast<std::size_t>(1 + r[i] % 4));
   });
-  each("block.block_expected_accepted",
-       [&](std::size_t i) { return th::block::block_expected_accepted(row(p, i, V), row(q, i, V), small_gamma[i]); });
+  each("block.block_expected_accepted", [&](std::size_t i) {
+    return th::block::block_expected_accepted(row(p, i, V), row(q, i, V), draft_length(small_gamma[i]));
+  });
 }
 
 }  // namespace

@@ -67,14 +67,14 @@ TEST_CASE("Block simulation: random context-independent pairs and a Markov pair"
   for (std::uint64_t pair = 1; pair <= 3; ++pair) {
     const auto p = specdec_test::random_row(4, pair, 0.5, pair == 2 ? 0.25 : 0.0);
     const auto q = specdec_test::random_row(4, 100 + pair, 1.0);
-    for (const int gamma : {1, 3, 5}) {
+    for (const std::size_t gamma : {1u, 3u, 5u}) {
       CAPTURE(pair, gamma);
       std::cout << "pair " << pair << ", gamma " << gamma << "\n";
       check_against(sim::block::verification(p, q, gamma, {seed, stream++, 0, draws}), block::accepted_length_laws(p, q, gamma));
     }
   }
   const auto target = specdec::random_markov_model(3, 1, 11, 0.5, 0.2), draft = specdec::random_markov_model(3, 1, 12, 1.0);
-  for (const int gamma : {2, 4}) {
+  for (const std::size_t gamma : {2u, 4u}) {
     CAPTURE(gamma);
     std::cout << "Markov pair, gamma " << gamma << "\n";
     check_against(sim::block::verification(markov_rows(target), markov_rows(draft), 3, gamma, {seed, stream++, 0, draws}),

@@ -152,7 +152,7 @@ using specdec_sim_test::same_tally;
 
 // sd::token_process against the same loop over table_rows (what the cuda kernels run).
 template <class Rule>
-void check_sd_equal(const Rule& rule, const row_pair& pr, int gamma, const sim::run_options& o) {
+void check_sd_equal(const Rule& rule, const row_pair& pr, std::size_t gamma, const sim::run_options& o) {
   const std::span<const double> p(pr.p), q(pr.q);
   const auto cpu = sim::sd::token_process(rule, p, q, gamma, o);
   const sd_detail::pair_tables tables = sd_detail::make_pair_tables(rule, p, q);

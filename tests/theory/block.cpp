@@ -56,7 +56,7 @@ TEST_CASE("Block >= token-wise on random pairs, equal at gamma = 1; token-wise =
     const std::size_t v = 2 + seed % 3;  // 2..4
     const auto p = random_row(v, seed, 0.5, seed % 3 == 0 ? 0.3 : 0.0);
     const auto q = seed % 10 == 0 ? p : random_row(v, 100 + seed, 1.0, seed % 4 == 0 ? 0.3 : 0.0);  // some p = q
-    for (int gamma = 1; gamma <= 5; ++gamma) {
+    for (std::size_t gamma = 1; gamma <= 5; ++gamma) {
       CAPTURE(seed, v, gamma);
       const auto laws = block::accepted_length_laws(p, q, gamma);
       CHECK(std::abs(total(laws.block) - 1.0) < 1e-12);
@@ -78,7 +78,7 @@ TEST_CASE("Context-dependent pairs (Markov, order 1 and 2): block >= token-wise,
     const auto target = specdec::random_markov_model(v, order, seed, 0.5, seed % 3 == 0 ? 0.2 : 0.0);
     const auto draft = specdec::random_markov_model(v, order, 50 + seed, 1.0);
     const std::vector<token_id> context{static_cast<token_id>(seed % v)};
-    for (int gamma = 1; gamma <= 4; ++gamma) {
+    for (std::size_t gamma = 1; gamma <= 4; ++gamma) {
       CAPTURE(seed, order, gamma);
       const auto laws = block::accepted_length_laws(markov_rows(target, context), markov_rows(draft, context), v, gamma);
       CHECK(std::abs(total(laws.block) - 1.0) < 1e-12);

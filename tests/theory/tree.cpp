@@ -286,10 +286,10 @@ TEST_CASE("Chains and complete k-ary trees agree with their closed forms (theory
           Approx(specdec::theory::sd::expected_tokens(cspan(chain_alphas)) - 1.0).margin(1e-14));
   }
   for (int arity = 1; arity <= 4; ++arity) {
-    for (int depth = 0; depth <= 4; ++depth) {
+    for (std::size_t depth = 0; depth <= 4; ++depth) {
       const auto t = tree::complete_tree(arity, depth);
       REQUIRE(t.num_nodes(0) == tree::complete_tree_nodes(arity, depth));
-      REQUIRE(static_cast<int>(t.max_depth()) == depth);
+      REQUIRE(t.max_depth() == depth);
       for (const double alpha : {0.0, 0.3, 0.7, 1.0}) {
         CAPTURE(arity, depth, alpha);
         const std::vector<double> slots(static_cast<std::size_t>(arity), alpha);

@@ -29,18 +29,19 @@ namespace {
 [[noreturn]] void unavailable() { throw std::logic_error("specdec-sim: built without CUDA"); }
 }  // namespace
 void require_device() { unavailable(); }
-sim::sd::iteration_tally sd_chain(double, int, const sim::run_options&) { unavailable(); }
-sim::sd::iteration_tally sv_accepted(std::span<const double>, int, const sim::run_options&) { unavailable(); }
+sim::sd::iteration_tally sd_chain(double, std::size_t, const sim::run_options&) { unavailable(); }
+sim::sd::iteration_tally sv_accepted(std::span<const double>, std::size_t, const sim::run_options&) { unavailable(); }
 sim::sprinter::run_tally sprinter_chain(double, double, int, const sim::run_options&) { unavailable(); }
 }  // namespace gpu
 #endif
 
-sim::sd::iteration_tally sd_chain(specdec::exec::backend policy, double alpha, int gamma, const sim::run_options& options) {
+sim::sd::iteration_tally sd_chain(specdec::exec::backend policy, double alpha, std::size_t gamma,
+                                  const sim::run_options& options) {
   if (policy == specdec::exec::backend::cuda) return gpu::sd_chain(alpha, gamma, options);
   return sim::sd::chain(specdec::exec::seq, alpha, gamma, options);
 }
 
-sim::sd::iteration_tally sv_accepted(specdec::exec::backend policy, std::span<const double> a, int gamma,
+sim::sd::iteration_tally sv_accepted(specdec::exec::backend policy, std::span<const double> a, std::size_t gamma,
                                      const sim::run_options& options) {
   if (policy == specdec::exec::backend::cuda) return gpu::sv_accepted(a, gamma, options);
   return sim::sv::accepted(specdec::exec::seq, a, gamma, options);

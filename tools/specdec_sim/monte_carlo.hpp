@@ -22,10 +22,10 @@ namespace specdec_sim {
 specdec::exec::backend policy_of(const option_parser& o);
 
 //! simulate::sd::chain(alpha, gamma, options) on `policy`.
-specdec::simulate::sd::iteration_tally sd_chain(specdec::exec::backend policy, double alpha, int gamma,
+specdec::simulate::sd::iteration_tally sd_chain(specdec::exec::backend policy, double alpha, std::size_t gamma,
                                                 const specdec::simulate::run_options& options);
 //! simulate::sv::accepted(a, gamma, options) on `policy`.
-specdec::simulate::sd::iteration_tally sv_accepted(specdec::exec::backend policy, std::span<const double> a, int gamma,
+specdec::simulate::sd::iteration_tally sv_accepted(specdec::exec::backend policy, std::span<const double> a, std::size_t gamma,
                                                    const specdec::simulate::run_options& options);
 //! simulate::sprinter::verifier_chain(eta_tp, eta_fp, r, options) on `policy`.
 specdec::simulate::sprinter::run_tally sprinter_chain(specdec::exec::backend policy, double eta_tp, double eta_fp, int r,
@@ -35,8 +35,8 @@ specdec::simulate::sprinter::run_tally sprinter_chain(specdec::exec::backend pol
 //! (never reached: policy_of refuses cuda there).
 namespace gpu {
 void require_device();
-specdec::simulate::sd::iteration_tally sd_chain(double alpha, int gamma, const specdec::simulate::run_options& options);
-specdec::simulate::sd::iteration_tally sv_accepted(std::span<const double> a, int gamma,
+specdec::simulate::sd::iteration_tally sd_chain(double alpha, std::size_t gamma, const specdec::simulate::run_options& options);
+specdec::simulate::sd::iteration_tally sv_accepted(std::span<const double> a, std::size_t gamma,
                                                    const specdec::simulate::run_options& options);
 specdec::simulate::sprinter::run_tally sprinter_chain(double eta_tp, double eta_fp, int r,
                                                       const specdec::simulate::run_options& options);

@@ -21,11 +21,11 @@ void require_device() {
                              (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")");
 }
 
-sim::sd::iteration_tally sd_chain(double alpha, int gamma, const sim::run_options& options) {
+sim::sd::iteration_tally sd_chain(double alpha, std::size_t gamma, const sim::run_options& options) {
   return sim::sd::chain(specdec::exec::cuda, alpha, gamma, options);
 }
 
-sim::sd::iteration_tally sv_accepted(std::span<const double> a, int gamma, const sim::run_options& options) {
+sim::sd::iteration_tally sv_accepted(std::span<const double> a, std::size_t gamma, const sim::run_options& options) {
   return sim::sv::accepted(specdec::exec::cuda, a, gamma, options);
 }
 

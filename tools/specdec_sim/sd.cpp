@@ -31,7 +31,7 @@ constexpr double nan_v = NAN;
 
 struct settings {
   std::vector<double> alphas, cs;
-  std::vector<int> gammas;
+  std::vector<std::size_t> gammas;
   std::optional<double> c_hat;  // nullopt: the operations factor uses c_hat = c
   int max_gamma = 128;
   std::uint64_t draws = 0, seed = 1;
@@ -43,7 +43,7 @@ struct settings {
 class mc_cache {
  public:
   explicit mc_cache(const settings& s) : s_(s) {}
-  const sim::sd::iteration_tally& at(double alpha, int gamma) {
+  const sim::sd::iteration_tally& at(double alpha, std::size_t gamma) {
     const auto key = std::make_pair(alpha, gamma);
     auto it = cache_.find(key);
     if (it == cache_.end())
@@ -56,7 +56,7 @@ class mc_cache {
 
  private:
   const settings& s_;
-  std::map<std::pair<double, int>, sim::sd::iteration_tally> cache_;
+  std::map<std::pair<double, std::size_t>, sim::sd::iteration_tally> cache_;
 };
 
 // Column indices of the CSV table (see run()).
@@ -73,7 +73,7 @@ std::string plot_body(const settings& s, const table& csv) {
   for (int i = 0; i <= 300; ++i) {
     const double alpha = top * i / 300.0;
     std::vector<double> t{alpha}, og{alpha}, os{alpha};
-    for (const int gamma : s.gammas) t.push_back(sd::expected_tokens(alpha, gamma));
+    for (const std::size_t gamma : s.gammas) t.push_back(sd::expected_tokens(alpha, gamma));
     for (const double c : s.cs) {
       const auto best = opt::sd::integer_optimal_gamma(alpha, c, s.max_gamma);
       og.push_back(best.x);
@@ -96,9 +96,9 @@ std::string plot_body(const settings& s, const table& csv) {
       g << datablock(name, b);
     };
     for (std::size_t k = 0; k < s.gammas.size(); ++k)
-      points("mcT" + std::to_string(k), c_mc_tokens, c_gamma, s.gammas[k], c_c, s.cs.front());
+      points("mcT" + std::to_string(k), c_mc_tokens, c_gamma, static_cast<double>(s.gammas[k]), c_c, s.cs.front());
     for (std::size_t k = 0; k < s.cs.size(); ++k)
-      points("mcS" + std::to_string(k), c_mc_opt_speedup, c_c, s.cs[k], c_gamma, s.gammas.front());
+      points("mcS" + std::to_string(k), c_mc_opt_speedup, c_c, s.cs[k], c_gamma, static_cast<double>(s.gammas.front()));
   }
   g << "set encoding utf8\nset multiplot layout 1,3\nset grid\nset key top left Left reverse\n"
     << "set xlabel 'acceptance rate α'\nset xrange [0:" << top << "]\n";
@@ -140,7 +140,7 @@ int run(std::span<const std::string> args) {
   o.common(20000);
   if (!o.parse(args)) return 0;
 
-  settings s{o.numbers("alpha"), o.numbers("c"), o.integers("gamma"), std::nullopt, 0, o.draws(), o.seed(), policy_of(o)};
+  settings s{o.numbers("alpha"), o.numbers("c"), {}, std::nullopt, 0, o.draws(), o.seed(), policy_of(o)};
   if (o.given("c-hat")) s.c_hat = o.number("c-hat");
   const std::vector<int> mg = o.integers("max-gamma");
   if (mg.size() != 1 || mg[0] < 0) throw usage_error("--max-gamma takes one integer >= 0");
@@ -149,8 +149,10 @@ int run(std::span<const std::string> args) {
     if (!(a >= 0 && a <= 1)) throw usage_error("--alpha values must be in [0, 1]");
   for (const double c : s.cs)
     if (!(c >= 0)) throw usage_error("--c values must be >= 0");
-  for (const int gamma : s.gammas)
+  for (const int gamma : o.integers("gamma")) {
     if (gamma < 0) throw usage_error("--gamma values must be >= 0");
+    s.gammas.push_back(static_cast<std::size_t>(gamma));
+  }
   if (s.c_hat && !(*s.c_hat >= 0)) throw usage_error("--c-hat must be >= 0");
 
   table csv{{"alpha", "gamma", "c", "expected_tokens", "tokens_sd", "speedup", "operations_factor", "optimal_gamma",
@@ -164,8 +166,8 @@ int run(std::span<const std::string> args) {
       const auto best = opt::sd::integer_optimal_gamma(alpha, c, s.max_gamma);
       const double real_best = opt::sd::real_optimal_gamma(alpha, c, s.max_gamma).x;
       sim::estimate at_best{};
-      if (s.draws > 0) at_best = mc.at(alpha, best.x).speedup(c);
-      for (const int gamma : s.gammas) {
+      if (s.draws > 0) at_best = mc.at(alpha, static_cast<std::size_t>(best.x)).speedup(c);
+      for (const std::size_t gamma : s.gammas) {
         std::vector<double> row{alpha,
                                 static_cast<double>(gamma),
                                 c,

@@ -43,7 +43,7 @@ enum column : std::size_t {
 };
 
 // Two panels: E(N | gamma), and the goodput with its optimum marked.
-std::string plot_body(const table& csv, int best, bool count_target, std::uint64_t draws) {
+std::string plot_body(const table& csv, std::size_t best, bool count_target, std::uint64_t draws) {
   std::ostringstream g;
   table theory, mc_n, mc_g;
   for (const auto& row : csv.rows) {
@@ -96,23 +96,23 @@ int run(std::span<const std::string> args) {
   const std::vector<double> a = o.numbers("a");
   for (const double x : a)
     if (!(x >= 0 && x <= 1)) throw usage_error("--a values must be in [0, 1]");
-  int max_gamma = static_cast<int>(a.size());
+  std::size_t max_gamma = a.size();
   if (o.given("max-gamma")) {
     const std::vector<int> m = o.integers("max-gamma");
-    if (m.size() != 1 || m[0] < 0 || m[0] > static_cast<int>(a.size()))
+    if (m.size() != 1 || m[0] < 0 || static_cast<std::size_t>(m[0]) > a.size())
       throw usage_error("--max-gamma takes one integer in [0, length of --a]");
-    max_gamma = m[0];
+    max_gamma = static_cast<std::size_t>(m[0]);
   }
-  std::vector<double> latency(static_cast<std::size_t>(max_gamma) + 1);
+  std::vector<double> latency(max_gamma + 1);
   if (o.given("latency")) {
     latency = o.numbers("latency");
-    if (latency.size() < static_cast<std::size_t>(max_gamma) + 1)
-      throw usage_error("--latency needs max-gamma + 1 values L(0)..L(max-gamma)");
+    if (latency.size() < max_gamma + 1) throw usage_error("--latency needs max-gamma + 1 values L(0)..L(max-gamma)");
   } else {
     const double base = o.number("t-base"), per = o.number("t-per-token");
     const std::vector<int> knee = o.integers("knee");
     if (knee.size() != 1 || knee[0] < 0) throw usage_error("--knee takes one integer >= 0");
-    for (int k = 0; k <= max_gamma; ++k) latency[static_cast<std::size_t>(k)] = base + per * std::max(0, k - knee[0]);
+    const auto knee_at = static_cast<std::size_t>(knee[0]);
+    for (std::size_t k = 0; k <= max_gamma; ++k) latency[k] = base + per * static_cast<double>(k > knee_at ? k - knee_at : 0);
   }
   for (const double l : latency)
     if (!(l > 0) || !std::isfinite(l)) throw usage_error("latencies must be finite and > 0");
@@ -123,21 +123,21 @@ int run(std::span<const std::string> args) {
 
   // The goodput curve and its optimum (optimize/sv_length.hpp's brute force: smallest gamma on ties).
   const auto counting = count_target ? opt::token_counting::with_target_token : opt::token_counting::accepted_drafts;
-  const auto goodput_at = [&](int gamma) {
+  const auto goodput_at = [&](std::size_t gamma) {
     const double n = sv::expected_accepted(as, gamma);
-    return count_target ? sv::goodput(n + 1.0, latency[static_cast<std::size_t>(gamma)]) : sv::estimated_goodput(as, gamma, ls);
+    return count_target ? sv::goodput(n + 1.0, latency[gamma]) : sv::estimated_goodput(as, gamma, ls);
   };
-  const int best = static_cast<int>(opt::brute_force_length(as.first(static_cast<std::size_t>(max_gamma)), ls, counting).length);
+  const std::size_t best = opt::brute_force_length(as.first(max_gamma), ls, counting).length;
 
   table csv{{"gamma", "expected_accepted", "accepted_sd", "latency", "goodput", "optimal", "mc_accepted", "mc_accepted_se",
              "mc_goodput", "mc_goodput_se", "mc_draws"},
             {}};
   progress bar("specdec-sim sv", static_cast<std::uint64_t>(max_gamma) + 1, o.quiet());
-  for (int gamma = 0; gamma <= max_gamma; ++gamma) {
+  for (std::size_t gamma = 0; gamma <= max_gamma; ++gamma) {
     std::vector<double> row{static_cast<double>(gamma),
                             sv::expected_accepted(as, gamma),
                             std::sqrt(sv::variance_accepted(as, gamma)),
-                            latency[static_cast<std::size_t>(gamma)],
+                            latency[gamma],
                             goodput_at(gamma),
                             gamma == best ? 1.0 : 0.0,
                             nan_v,

@@ -186,7 +186,7 @@ int run_tree(std::span<const std::string> args) {
   const std::int32_t chain_drafts[] = {static_cast<std::int32_t>(budget)};
   fixed_trees.push_back({chain_shape, 1, specdec::tree_layout::chains(chain_drafts)});
   for (const int k : arities) {
-    int depth = 0;
+    std::size_t depth = 0;
     while (tree::complete_tree_nodes(k, depth + 1) - 1 <= budget) ++depth;
     if (depth > 0) fixed_trees.push_back({complete_shape, k, tree::complete_tree(k, depth)});
   }
@@ -202,14 +202,14 @@ int run_tree(std::span<const std::string> args) {
     trees.push_back({best_shape, widest_node(best), best});
     for (const auto& t : trees) {
       const auto node_alphas = tree::slot_model_alphas(t.layout, 0, slots);
-      const auto depth = static_cast<int>(t.layout.max_depth());
+      const std::size_t depth = t.layout.max_depth();
       double closed = nan_v;
       if (t.shape == chain_shape) closed = tree::chain_expected_accepted(slots);
       if (t.shape == complete_shape) closed = tree::complete_tree_expected_accepted(alpha, t.arity, depth);
       std::vector<double> row{alpha,
                               double(t.shape),
                               double(t.arity),
-                              double(depth),
+                              static_cast<double>(depth),
                               double(t.layout.num_nodes(0) - 1),
                               tree::expected_accepted(t.layout, 0, node_alphas),
                               closed,
@@ -319,7 +319,7 @@ int run_block(std::span<const std::string> args) {
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const std::span<const double> p(pairs[i].p), q(pairs[i].q);
     const double alpha = specdec::theory::sd::acceptance_rate(p, q);
-    for (int gamma = 1; gamma <= mg[0]; ++gamma) {
+    for (std::size_t gamma = 1; gamma <= static_cast<std::size_t>(mg[0]); ++gamma) {
       const double token = block::token_wise_expected_accepted(p, q, gamma), exact = block::block_expected_accepted(p, q, gamma);
       std::vector<double> row{
           double(i), double(p.size()), double(gamma), alpha, token, exact, exact - token, nan_v, nan_v, nan_v, nan_v, nan_v,

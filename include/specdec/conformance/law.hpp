@@ -152,8 +152,7 @@ inline std::vector<double> claimed_law(const law_config& c, const model_tables& 
   for (const std::size_t n : requests_per_gamma) total += static_cast<double>(n);
   for (std::size_t gamma = 0; gamma < requests_per_gamma.size(); ++gamma) {
     if (requests_per_gamma[gamma] == 0) continue;
-    const auto part =
-        block_emission_distribution(accepted, corrected, m.pair.target, V, c.prompt, c.horizon, static_cast<int>(gamma));
+    const auto part = block_emission_distribution(accepted, corrected, m.pair.target, V, c.prompt, c.horizon, gamma);
     const double w = static_cast<double>(requests_per_gamma[gamma]) / total;
     for (std::size_t s = 0; s < law.size(); ++s) law[s] += w * part[s];
   }

@@ -141,9 +141,8 @@ inline std::vector<double> target_sequence_distribution(const markov_pair& m, st
 //! `bonus[a][v]` that of the last token. A dynamic programme over (prefix, position in the block).
 inline std::vector<double> block_emission_distribution(std::span<const double> accepted, std::span<const double> corrected,
                                                        std::span<const double> bonus, std::size_t V, std::size_t prompt,
-                                                       int horizon, int gamma) {
-  if (gamma < 0) throw std::invalid_argument("gamma must be >= 0");
-  const std::size_t J = static_cast<std::size_t>(gamma) + 1;
+                                                       int horizon, std::size_t gamma) {
+  const std::size_t J = gamma + 1;
   std::vector<double> cur(J, 0.0);  // [prefix][j], one empty prefix
   cur[0] = 1.0;
   for (int t = 0; t < horizon; ++t) {
@@ -178,8 +177,7 @@ inline std::vector<double> block_emission_distribution(std::span<const double> a
 //! `m.target` (the verifier is told the true q). Dynamic programme over (prefix, j), see the file comment.
 template <class Rule>
 std::vector<double> speculative_sequence_distribution(const Rule& rule, const markov_pair& m, std::size_t prompt, int horizon,
-                                                      int gamma) {
-  if (gamma < 0) throw std::invalid_argument("gamma must be >= 0");
+                                                      std::size_t gamma) {
   const std::size_t V = m.vocab;
   // Emission parts per previous token, computed once.
   std::vector<double> accepted(V * V), corrected(V * V);

@@ -439,7 +439,7 @@ sv_batch_result decode_sv_batch(const Policy& policy, const Target& target, cons
     if (active == 0) continue;
     const double drafting =
         static_cast<double>(gamma_round) * batch.t_draft_step + (use_sv && gamma_round > 0 ? batch.t_companion_step : 0.0);
-    const double round_time = drafting + theory::latency_at(target_latency, static_cast<int>(active + verified));
+    const double round_time = drafting + theory::latency_at(target_latency, active + verified);
     out.simulated_time += round_time;
     ++out.rounds;
     for (const step_event& e : events) {

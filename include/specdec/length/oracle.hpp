@@ -42,8 +42,7 @@ class oracle_length {
   oracle_length(std::vector<double> alpha, double t_draft, const L& latency) : alpha_(std::move(alpha)) {
     SPECDEC_EXPECTS(t_draft >= 0.0, "specdec::oracle_length: t_draft must be >= 0");
     for (std::size_t k = 0; k <= alpha_.size(); ++k) {
-      const double rate = expected_round_tokens(alpha_, k) /
-                          (static_cast<double>(k) * t_draft + theory::latency_at(latency, static_cast<int>(k)));
+      const double rate = expected_round_tokens(alpha_, k) / (static_cast<double>(k) * t_draft + theory::latency_at(latency, k));
       if (rate > rate_) {
         rate_ = rate;
         k_ = k;

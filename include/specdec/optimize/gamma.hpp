@@ -85,15 +85,15 @@ inline real_maximum real_optimal_gamma(double alpha, double c, double max_gamma 
 inline integer_maximum integer_optimal_gamma(double alpha, double c, int max_gamma = 128) {
   SPECDEC_EXPECTS(max_gamma >= 0, "max_gamma must be >= 0");
   if (c == 0.0) {
-    const int g = theory::sd::optimal_gamma(alpha, c, max_gamma);
-    return {g, theory::sd::speedup(alpha, g, c)};
+    const std::size_t g = theory::sd::optimal_gamma(alpha, c, static_cast<std::size_t>(max_gamma));
+    return {static_cast<int>(g), theory::sd::speedup(alpha, g, c)};
   }
   const double g = real_optimal_gamma(alpha, c, static_cast<double>(max_gamma)).x;
   const int lo = std::max(1, static_cast<int>(std::floor(g)) - 1);
   const int hi = std::min(max_gamma, static_cast<int>(std::ceil(g)) + 1);
   integer_maximum best{0, theory::sd::speedup(alpha, 0, c)};
   for (int k = lo; k <= hi; ++k) {
-    const double s = theory::sd::speedup(alpha, k, c);
+    const double s = theory::sd::speedup(alpha, static_cast<std::size_t>(k), c);
     if (s > best.value) best = {k, s};
   }
   return best;
@@ -125,7 +125,8 @@ inline integer_maximum optimal_gamma(std::span<const double> alphas, double c) {
 template <theory::LatencyProfile L>
 integer_maximum optimal_gamma(double alpha, double t_draft, const L& t_target, int max_gamma) {
   SPECDEC_EXPECTS(max_gamma >= 0, "max_gamma must be >= 0");
-  return argmax_integer([&](int g) { return theory::sd::speedup(alpha, g, t_draft, t_target); }, 0, max_gamma);
+  return argmax_integer([&](int g) { return theory::sd::speedup(alpha, static_cast<std::size_t>(g), t_draft, t_target); }, 0,
+                        max_gamma);
 }
 
 }  // namespace sd

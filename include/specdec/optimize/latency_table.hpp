@@ -138,7 +138,8 @@ struct offset_latency {
   double operator()(int k) const {
     SPECDEC_EXPECTS(profile != nullptr, "offset_latency needs a profile");
     SPECDEC_EXPECTS(std::isfinite(extra) && extra >= 0.0, "extra must be finite and >= 0");
-    return extra + theory::latency_at(*profile, offset + k);
+    SPECDEC_EXPECTS(offset + k >= 0, "offset + k (the positions scored) must be >= 0");
+    return extra + theory::latency_at(*profile, static_cast<std::size_t>(offset + k));
   }
 };
 
@@ -147,9 +148,10 @@ struct offset_latency {
 //!         ("not increasing").
 template <theory::LatencyProfile L>
 void check_latency_profile(const L& profile, int first, int last) {
+  SPECDEC_EXPECTS(first >= 0, "first must be >= 0");
   double previous = 0.0;
   for (int k = first; k <= last; ++k) {
-    const double l = theory::latency_at(profile, k);
+    const double l = theory::latency_at(profile, static_cast<std::size_t>(k));
     if (k > first && l < previous)
       throw error("specdec::optimize::check_latency_profile: the latency profile is not increasing: L(" + std::to_string(k) +
                   ") < L(" + std::to_string(k - 1) + ")");
@@ -161,9 +163,10 @@ void check_latency_profile(const L& profile, int first, int last) {
 //! within a relative tolerance of 1e-12 of the latencies.
 template <theory::LatencyProfile L>
 bool is_convex_profile(const L& profile, int first, int last) {
+  SPECDEC_EXPECTS(first >= 0, "first must be >= 0");
   for (int k = first; k + 2 <= last; ++k) {
-    const double a = theory::latency_at(profile, k), b = theory::latency_at(profile, k + 1),
-                 c = theory::latency_at(profile, k + 2);
+    const auto at = [&](int j) { return theory::latency_at(profile, static_cast<std::size_t>(j)); };
+    const double a = at(k), b = at(k + 1), c = at(k + 2);
     if ((c - b) < (b - a) - 1e-12 * c) return false;
   }
   return true;

@@ -67,14 +67,17 @@ inline void check_unit_values(std::span<const double> v, const char* what) {
 //! Reads latencies in increasing k and checks that they do not decrease.
 template <theory::LatencyProfile L>
 struct monotone_reader {
-  const L& profile;
-  int last_k = -1;
-  double last = 0.0;
-  double operator()(int k) {
+  const L& profile;        //!< the latency profile read
+  bool read = false;       //!< whether a latency has been read
+  std::size_t last_k = 0;  //!< the k of the last latency read (when `read`)
+  double last = 0.0;       //!< the last latency read
+  //! L(k); \throws specdec::error if it is below the last latency read at a smaller k.
+  double operator()(std::size_t k) {
     const double l = theory::latency_at(profile, k);
-    if (last_k >= 0 && k > last_k && l < last)
+    if (read && k > last_k && l < last)
       throw error("specdec::optimize: the latency profile is not increasing: L(" + std::to_string(k) + ") < L(" +
                   std::to_string(last_k) + ")");
+    read = true;
     last_k = k;
     last = l;
     return l;
@@ -87,7 +90,7 @@ template <class Reader>
 length_choice evaluate(std::size_t n, double accepted, Reader& latency, token_counting counting, double target_tokens = 1.0) {
   length_choice c{n, accepted + (counting == token_counting::with_target_token ? target_tokens : 0.0), 0.0, 0.0};
   if (counting == token_counting::accepted_drafts && n == 0) return c;
-  c.latency = latency(static_cast<int>(n));
+  c.latency = latency(n);
   c.goodput = theory::sv::goodput(c.expected_tokens, c.latency);
   return c;
 }
@@ -112,7 +115,7 @@ double sv_goodput(std::span<const double> a, std::size_t gamma, const L& latency
                   token_counting counting = token_counting::accepted_drafts) {
   SPECDEC_EXPECTS(gamma <= a.size(), "gamma must be <= a.size()");
   detail::monotone_reader<L> reader{latency};
-  return detail::evaluate(gamma, theory::sv::expected_accepted(a, static_cast<int>(gamma)), reader, counting).goodput;
+  return detail::evaluate(gamma, theory::sv::expected_accepted(a, gamma), reader, counting).goodput;
 }
 
 namespace detail {
@@ -177,7 +180,7 @@ length_choice brute_force_length(std::span<const double> a, const L& latency,
   detail::monotone_reader<L> reader{latency};
   length_choice best = detail::evaluate(0, 0.0, reader, counting);
   for (std::size_t n = 1; n <= a.size(); ++n) {
-    const length_choice next = detail::evaluate(n, theory::sv::expected_accepted(a, static_cast<int>(n)), reader, counting);
+    const length_choice next = detail::evaluate(n, theory::sv::expected_accepted(a, n), reader, counting);
     if (next.goodput > best.goodput) best = next;
   }
   return best;

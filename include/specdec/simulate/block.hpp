@@ -31,7 +31,7 @@ namespace specdec::simulate::block {
 
 //! The outcome of simulated verifications of gamma-token draft blocks.
 struct verification_result {
-  int gamma = 0;           //!< the draft length gamma
+  std::size_t gamma = 0;   //!< the draft length gamma
   count_tally block;       //!< tau per block: drafts accepted by block verification
   count_tally token_wise;  //!< A per block: drafts accepted by token-wise verification of the same block
   moments gain;            //!< tau - A per block
@@ -100,13 +100,12 @@ class block_verifier {
 //!      first + draws does not overflow.
 //! \throws specdec::error otherwise, or what a row function throws.
 template <theory::block::RowFunction P, theory::block::RowFunction Q>
-verification_result verification(P&& p_row, Q&& q_row, std::size_t vocab_size, int gamma, const run_options& options) {
+verification_result verification(P&& p_row, Q&& q_row, std::size_t vocab_size, std::size_t gamma, const run_options& options) {
   SPECDEC_EXPECTS(vocab_size >= 1, "vocab_size must be >= 1");
   SPECDEC_EXPECTS(gamma >= 1, "gamma must be >= 1");
   SPECDEC_EXPECTS(simulate::detail::valid_range(options), "first + draws overflows");
-  const auto g = static_cast<std::size_t>(gamma);
-  verification_result r{gamma, count_tally(g + 1), count_tally(g + 1), {}};
-  detail::block_verifier verify(vocab_size, g);
+  verification_result r{gamma, count_tally(gamma + 1), count_tally(gamma + 1), {}};
+  detail::block_verifier verify(vocab_size, gamma);
   const std::uint64_t end = options.first + options.draws;
   for (std::uint64_t i = options.first; i != end; ++i) {
     const detail::block_outcome o = verify(p_row, q_row, draw_stream(options, i));
@@ -120,7 +119,7 @@ verification_result verification(P&& p_row, Q&& q_row, std::size_t vocab_size, i
 //! The same for a context-independent pair: rows p and q at every position.
 //! \pre p, q probability rows of the same length V >= 1; gamma >= 1; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline verification_result verification(std::span<const double> p, std::span<const double> q, int gamma,
+inline verification_result verification(std::span<const double> p, std::span<const double> q, std::size_t gamma,
                                         const run_options& options) {
   SPECDEC_EXPECTS(simulate::detail::valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
   return verification(theory::block::constant_row(p), theory::block::constant_row(q), p.size(), gamma, options);

@@ -40,7 +40,7 @@ double length_policy_rate(std::span<const double> alpha, double t_draft, const L
     s.record_round(k, a);
     record(round_record{k, a});
     tokens += static_cast<double>(a + 1);
-    time += static_cast<double>(k) * t_draft + theory::latency_at(latency, static_cast<int>(k));
+    time += static_cast<double>(k) * t_draft + theory::latency_at(latency, k);
   }
   return tokens / time;
 }

@@ -36,7 +36,7 @@ enum class drafting {
 
 //! The outcome of simulated MTAD iterations.
 struct run_result {
-  int gamma = 0;                     //!< drafts per iteration
+  std::size_t gamma = 0;             //!< drafts per iteration
   count_tally tokens;                //!< gamma_i = accepted drafts + 1 per iteration
   std::uint64_t draft_tokens = 0;    //!< drafted tokens, gamma per iteration
   std::uint64_t emitted_tokens = 0;  //!< tokens emitted in total (sum of gamma_i)
@@ -54,13 +54,12 @@ struct run_result {
 
 //! Simulates MTAD iterations on the context-free pair (p, q) (see the file comment).
 //! \pre p, q probability rows of the same length V >= 1 (sums 1 within 1e-6); tau in [0, 1];
-//!      gamma >= 0; first + draws does not overflow.
+//!      first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline run_result run(std::span<const double> p, std::span<const double> q, double tau, int gamma, drafting how,
+inline run_result run(std::span<const double> p, std::span<const double> q, double tau, std::size_t gamma, drafting how,
                       const run_options& options) {
   SPECDEC_EXPECTS(detail::valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
   SPECDEC_EXPECTS(theory::detail::is_probability(tau), "tau must be in [0, 1]");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
   SPECDEC_EXPECTS(detail::valid_range(options), "first + draws overflows");
   std::vector<double> log_p(p.size()), log_q(q.size());
   for (std::size_t v = 0; v < p.size(); ++v) {
@@ -68,7 +67,7 @@ inline run_result run(std::span<const double> p, std::span<const double> q, doub
     log_q[v] = std::log(q[v]);
   }
   const std::size_t argmax_q = static_cast<std::size_t>(std::max_element(q.begin(), q.end()) - q.begin());
-  const auto g = static_cast<std::size_t>(gamma);
+  const std::size_t g = gamma;
   run_result r;
   r.gamma = gamma;
   r.tokens = count_tally(g + 2);

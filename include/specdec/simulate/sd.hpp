@@ -18,7 +18,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <utility>
 
@@ -36,16 +35,14 @@
 namespace specdec::simulate::detail {
 
 //! The preconditions of `chain(alpha, gamma, options)` (shared with the cuda overload).
-inline void check_sd_chain(double alpha, int gamma, const run_options& options) {
+inline void check_sd_chain(double alpha, const run_options& options) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
   SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
 }
 
 //! The preconditions of `chain(alphas, options)` (shared with the cuda overload).
 inline void check_sd_chain(std::span<const double> alphas, const run_options& options) {
   for (const double a : alphas) SPECDEC_EXPECTS(theory::detail::is_probability(a), "every alpha_i must be in [0, 1]");
-  SPECDEC_EXPECTS(alphas.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "too many alphas");
   SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
 }
 
@@ -65,9 +62,9 @@ struct sd_token_draw {
 //! from p. \pre gamma >= 1. Host and device (see simulate/detail/position.hpp for `rows`).
 SPECDEC_DETAIL_EXEC_CHECK_DISABLE
 template <class Rows>
-SPECDEC_HOST_DEVICE sd_token_draw sd_token_iteration(const Rows& rows, int gamma, random::philox_stream s) {
+SPECDEC_HOST_DEVICE sd_token_draw sd_token_iteration(const Rows& rows, std::size_t gamma, random::philox_stream s) {
   sd_token_draw d;
-  for (int k = 0; k < gamma; ++k) {
+  for (std::size_t k = 0; k < gamma; ++k) {
     const std::size_t x = rows.sample_q(s.uniform());
     const position_outcome o = verify_drafted(rows, x, s);
     ++d.examined;
@@ -85,7 +82,8 @@ SPECDEC_HOST_DEVICE sd_token_draw sd_token_iteration(const Rows& rows, int gamma
 }
 
 //! The preconditions of `token_process` (shared with the cuda overload).
-inline void check_sd_token_process(std::span<const double> p, std::span<const double> q, int gamma, const run_options& options) {
+inline void check_sd_token_process(std::span<const double> p, std::span<const double> q, std::size_t gamma,
+                                   const run_options& options) {
   SPECDEC_EXPECTS(valid_row_pair(p, q), "p and q must be probability rows of the same non-zero length");
   SPECDEC_EXPECTS(gamma >= 1, "gamma must be >= 1");
   SPECDEC_EXPECTS(valid_range(options), "first + draws overflows");
@@ -97,7 +95,7 @@ namespace specdec::simulate::sd {
 
 //! The outcome of simulated SD iterations with gamma drafts each.
 struct iteration_tally {
-  int gamma = 0;                   //!< drafts per iteration
+  std::size_t gamma = 0;           //!< drafts per iteration
   count_tally accepted;            //!< accepted drafts per iteration, A in {0..gamma} (SV's N)
   std::uint64_t draft_tokens = 0;  //!< drafts the simulation examined (accept tests drawn)
 
@@ -136,12 +134,11 @@ struct iteration_tally {
 
 //! Simulates SD iterations with i.i.d. acceptance alpha: per iteration, up to gamma Bernoulli(alpha)
 //! trials until the first failure (the process of Leviathan eq. (1), Thm 3.8 and 3.11).
-//! \pre alpha in [0, 1]; gamma >= 0; first + draws does not overflow.
+//! \pre alpha in [0, 1]; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline iteration_tally chain(double alpha, int gamma, const run_options& options) {
-  detail::check_sd_chain(alpha, gamma, options);
-  const auto g = static_cast<std::uint64_t>(gamma);
-  auto c = detail::run_bernoulli_chain(g, detail::constant_probability{alpha}, options, g + 1);
+inline iteration_tally chain(double alpha, std::size_t gamma, const run_options& options) {
+  detail::check_sd_chain(alpha, options);
+  auto c = detail::run_bernoulli_chain(gamma, detail::constant_probability{alpha}, options, gamma + 1);
   return {gamma, std::move(c.successes), c.trials};
 }
 
@@ -155,7 +152,7 @@ inline iteration_tally chain(std::span<const double> alphas, const run_options& 
   detail::check_sd_chain(alphas, options);
   const std::uint64_t g = alphas.size();
   auto c = detail::run_bernoulli_chain(g, detail::table_probability{alphas.data()}, options, alphas.size() + 1);
-  return {static_cast<int>(alphas.size()), std::move(c.successes), c.trials};
+  return {alphas.size(), std::move(c.successes), c.trials};
 }
 
 //! The outcome of simulated SD iterations on actual tokens.
@@ -177,10 +174,11 @@ namespace specdec::simulate::detail {
 //! The loop of `sd::token_process` over any rows object: `host_rows` in the CPU simulator,
 //! `table_rows` to replay the same draws through sampling tables (tests/simulate/sampling_table.cpp).
 template <class Rows>
-sd::token_process_result run_sd_token_process(const Rows& rows, std::size_t vocab_size, int gamma, const run_options& options) {
+sd::token_process_result run_sd_token_process(const Rows& rows, std::size_t vocab_size, std::size_t gamma,
+                                              const run_options& options) {
   sd::token_process_result r;
   r.chain.gamma = gamma;
-  r.chain.accepted = count_tally(static_cast<std::size_t>(gamma) + 1);
+  r.chain.accepted = count_tally(gamma + 1);
   r.first_token = count_tally(vocab_size);
   r.bonus_token = count_tally(vocab_size);
   const std::uint64_t end = options.first + options.draws;
@@ -210,7 +208,7 @@ namespace specdec::simulate::sd {
 //!      first + draws does not overflow.
 //! \throws specdec::error otherwise.
 template <RejectionRule Rule>
-token_process_result token_process(const Rule& rule, std::span<const double> p, std::span<const double> q, int gamma,
+token_process_result token_process(const Rule& rule, std::span<const double> p, std::span<const double> q, std::size_t gamma,
                                    const run_options& options) {
   detail::check_sd_token_process(p, q, gamma, options);
   return detail::run_sd_token_process(detail::host_rows<Rule>{rule, p, q}, p.size(), gamma, options);

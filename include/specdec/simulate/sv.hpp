@@ -20,12 +20,11 @@ namespace specdec::simulate::sv {
 
 //! Simulates N for gamma verified drafts with acceptance a[0..gamma) (appendix D, eq. (3)).
 //! result.accepted is the histogram of N; result.draft_tokens the drafts examined.
-//! \pre 0 <= gamma <= a.size(); a[0..gamma) in [0, 1]; first + draws does not overflow.
+//! \pre gamma <= a.size(); a[0..gamma) in [0, 1]; first + draws does not overflow.
 //! \throws specdec::error otherwise.
-inline sd::iteration_tally accepted(std::span<const double> a, int gamma, const run_options& options) {
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  SPECDEC_EXPECTS(static_cast<std::size_t>(gamma) <= a.size(), "gamma must be <= a.size()");
-  return sd::chain(a.first(static_cast<std::size_t>(gamma)), options);
+inline sd::iteration_tally accepted(std::span<const double> a, std::size_t gamma, const run_options& options) {
+  SPECDEC_EXPECTS(gamma <= a.size(), "gamma must be <= a.size()");
+  return sd::chain(a.first(gamma), options);
 }
 
 //! The goodput estimate N / Latency(gamma) (appendix D, eqs. (5)-(6)): the mean of N scaled by

@@ -20,7 +20,7 @@ namespace specdec::simulate::sd {
 //! `chain(alpha, gamma, options)` on `Policy`'s backend (Leviathan eq. (1)).
 //! \throws specdec::error as the CPU simulator; specdec::cuda_error on CUDA errors
 template <exec::ExecutionPolicy Policy>
-iteration_tally chain(const Policy& policy, double alpha, int gamma, const run_options& options) {
+iteration_tally chain(const Policy& policy, double alpha, std::size_t gamma, const run_options& options) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::simulate::sd::chain");
   return exec::dispatch<algorithm::simulate_sd_chain>(policy, alpha, gamma, options);
 }
@@ -36,7 +36,7 @@ iteration_tally chain(const Policy& policy, std::span<const double> alphas, cons
 //! count_tally's histogram limit; the rule's `accepts` host/device code, as strict and lenient).
 template <exec::ExecutionPolicy Policy, RejectionRule Rule>
 token_process_result token_process(const Policy& policy, const Rule& rule, std::span<const double> p, std::span<const double> q,
-                                   int gamma, const run_options& options) {
+                                   std::size_t gamma, const run_options& options) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::simulate::sd::token_process");
   return exec::dispatch<algorithm::simulate_sd_token_process>(policy, rule, p, q, gamma, options);
 }
@@ -47,7 +47,7 @@ namespace specdec::simulate::sv {
 
 //! `accepted(a, gamma, options)` (SV's N, appendix D eq. (3)) on `Policy`'s backend.
 template <exec::ExecutionPolicy Policy>
-sd::iteration_tally accepted(const Policy& policy, std::span<const double> a, int gamma, const run_options& options) {
+sd::iteration_tally accepted(const Policy& policy, std::span<const double> a, std::size_t gamma, const run_options& options) {
   SPECDEC_REQUIRE_BACKEND(Policy, "specdec::simulate::sv::accepted");
   return exec::dispatch<algorithm::simulate_sv_accepted>(policy, a, gamma, options);
 }

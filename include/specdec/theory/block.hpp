@@ -181,22 +181,20 @@ class block_enumeration {
 //!      vocab_size^gamma <= max_blocks.
 //! \throws specdec::error otherwise, or what a row function throws.
 template <RowFunction P, RowFunction Q>
-length_laws accepted_length_laws(P&& p_row, Q&& q_row, std::size_t vocab_size, int gamma,
+length_laws accepted_length_laws(P&& p_row, Q&& q_row, std::size_t vocab_size, std::size_t gamma,
                                  std::size_t max_blocks = std::size_t{1} << 24) {
   SPECDEC_EXPECTS(vocab_size >= 1, "vocab_size must be >= 1");
   SPECDEC_EXPECTS(gamma >= 1, "gamma must be >= 1");
   std::size_t blocks = 1;
-  for (int i = 0; i < gamma && blocks <= max_blocks; ++i) blocks *= vocab_size;
+  for (std::size_t i = 0; i < gamma && blocks <= max_blocks; ++i) blocks *= vocab_size;
   SPECDEC_EXPECTS(blocks <= max_blocks, "vocab_size^gamma exceeds max_blocks");
-  return detail::block_enumeration<std::remove_reference_t<P>, std::remove_reference_t<Q>>(p_row, q_row, vocab_size,
-                                                                                           static_cast<std::size_t>(gamma))
-      .run();
+  return detail::block_enumeration<std::remove_reference_t<P>, std::remove_reference_t<Q>>(p_row, q_row, vocab_size, gamma).run();
 }
 
 //! The laws for a context-independent pair: the same rows p and q at every position.
 //! \pre p, q probability rows of the same length V >= 1; gamma >= 1; V^gamma <= max_blocks.
 //! \throws specdec::error otherwise.
-inline length_laws accepted_length_laws(std::span<const double> p, std::span<const double> q, int gamma,
+inline length_laws accepted_length_laws(std::span<const double> p, std::span<const double> q, std::size_t gamma,
                                         std::size_t max_blocks = std::size_t{1} << 24) {
   SPECDEC_EXPECTS(p.size() == q.size() && !p.empty(), "p and q must be non-empty rows of the same length");
   return accepted_length_laws(constant_row(p), constant_row(q), p.size(), gamma, max_blocks);
@@ -204,7 +202,7 @@ inline length_laws accepted_length_laws(std::span<const double> p, std::span<con
 
 //! E[tau] of block verification for a context-independent pair, by enumeration of the V^gamma blocks.
 //! \pre as accepted_length_laws. \throws specdec::error otherwise.
-inline double block_expected_accepted(std::span<const double> p, std::span<const double> q, int gamma,
+inline double block_expected_accepted(std::span<const double> p, std::span<const double> q, std::size_t gamma,
                                       std::size_t max_blocks = std::size_t{1} << 24) {
   return accepted_length_laws(p, q, gamma, max_blocks).block_mean();
 }
@@ -212,8 +210,8 @@ inline double block_expected_accepted(std::span<const double> p, std::span<const
 //! E[A] of token-wise verification for a context-independent pair: sum_{i=1}^{gamma} alpha^i,
 //! alpha = sum_v min(p(v), q(v)) (theory::sd::acceptance_rate and expected_tokens, minus the bonus
 //! token). gamma = 0 gives 0.
-//! \pre p, q probability rows of the same length; gamma >= 0. \throws specdec::error otherwise.
-inline double token_wise_expected_accepted(std::span<const double> p, std::span<const double> q, int gamma) {
+//! \pre p, q probability rows of the same length. \throws specdec::error otherwise.
+inline double token_wise_expected_accepted(std::span<const double> p, std::span<const double> q, std::size_t gamma) {
   return sd::expected_tokens(sd::acceptance_rate(p, q), gamma) - 1.0;
 }
 

@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -33,21 +34,21 @@ concept LatencyProfile =
     (std::invocable<const L&, int> && std::convertible_to<std::invoke_result_t<const L&, int>, double>);
 // clang-format on
 
-//! The latency L(k) of a profile: `profile[k]` for a range, `profile(k)` for a callable. A type
-//! that is both is read as a range.
-//! \pre k >= 0; for a range, k < its size.
+//! The latency L(k) of a profile for k drafted tokens verified: `profile[k]` for a range,
+//! `profile(int(k))` for a callable. A type that is both is read as a range.
+//! \pre for a range, k < its size; for a callable, k <= INT_MAX.
 //! \throws specdec::error if k is out of range or L(k) is not finite and > 0.
 template <LatencyProfile L>
-constexpr double latency_at(const L& profile, int k) {
-  SPECDEC_EXPECTS(k >= 0, "k (the number of drafted tokens verified) must be >= 0");
+constexpr double latency_at(const L& profile, std::size_t k) {
   double t = 0.0;
   if constexpr (std::convertible_to<const L&, std::span<const double>>) {
     const std::span<const double> values = profile;
-    SPECDEC_EXPECTS(static_cast<std::size_t>(k) < values.size(),
-                    "the latency profile has no entry for k (a span profile needs entries 0..gamma)");
-    t = values[static_cast<std::size_t>(k)];
+    SPECDEC_EXPECTS(k < values.size(), "the latency profile has no entry for k (a span profile needs entries 0..gamma)");
+    t = values[k];
   } else {
-    t = static_cast<double>(std::invoke(profile, k));
+    SPECDEC_EXPECTS(k <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+                    "k (the number of drafted tokens verified) must fit a callable profile's int");
+    t = static_cast<double>(std::invoke(profile, static_cast<int>(k)));
   }
   SPECDEC_EXPECTS(detail::is_finite(t) && t > 0.0, "a latency L(k) must be finite and > 0");
   return t;

@@ -194,18 +194,16 @@ inline double theorem_3_6_bound(double tau, double u) {
 //! prefix lengths j >= 1 with j U < |log tau| (then log p - log q >= -j U > log tau, so Algorithm 1's
 //! strict test passes), and the 1 is the target's token. Hence gamma_bar >= this value; it is also
 //! a valid bound under the proofs' non-strict test. U = 0 with tau < 1, or tau = 0, gives 1 + gamma.
-//! \pre tau in [0, 1]; u finite and >= 0; gamma >= 0.
+//! \pre tau in [0, 1]; u finite and >= 0.
 //! \throws specdec::error otherwise.
-inline int guaranteed_tokens_per_iteration(double tau, double u, int gamma) {
+inline std::size_t guaranteed_tokens_per_iteration(double tau, double u, std::size_t gamma) {
   SPECDEC_EXPECTS(theory::detail::is_probability(tau), "tau must be in [0, 1]");
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(u), "U must be finite and >= 0");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
   if (tau == 1.0) return 1;
   if (tau == 0.0 || u == 0.0) return 1 + gamma;
   const double x = -std::log(tau) / u;  // > 0
   if (x > static_cast<double>(gamma)) return 1 + gamma;
-  const int j = static_cast<int>(std::ceil(x)) - 1;  // largest integer j with j < x
-  return 1 + (j > 0 ? j : 0);
+  return static_cast<std::size_t>(std::ceil(x));  // 1 + j, j = ceil(x) - 1 >= 0 the largest integer with j < x
 }
 
 //! The energy model E_total = PW_flop T_flop + PW_mem T_mem (section 4, eq. (9)): power of

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -40,6 +41,14 @@ constexpr bool all_probabilities(std::span<const double> a) noexcept {
   for (const double x : a)
     if (!theory::detail::is_probability(x)) return false;
   return true;
+}
+//! gamma as the signed 64-bit length of theory::detail's closed forms (geometric_sum,
+//! truncated_geometric_variance), clamped at INT64_MAX = 2^63 - 1. The clamp does not change their
+//! value for alpha < 1: alpha^(2^63) <= (1 - 2^-53)^(2^63) ~ e^-1024 underflows to 0 in double, so
+//! there they already equal their gamma -> infinity limits; alpha = 1 is handled by the callers.
+constexpr std::int64_t closed_form_length(std::size_t gamma) noexcept {
+  constexpr auto most = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  return static_cast<std::int64_t>(gamma < most ? gamma : most);
 }
 }  // namespace detail
 
@@ -76,15 +85,13 @@ constexpr double acceptance_rate(std::span<const float> p, std::span<const float
 //! acceptance alpha: alpha^(k-1) (1 - alpha) for 1 <= k <= gamma, alpha^gamma for k = gamma + 1,
 //! 0 otherwise (a capped geometric law; Leviathan section 3.4, whose mean is eq. (1)).
 //! Bonus/correction token counted: T >= 1. 0^0 = 1.
-//! \pre alpha in [0, 1]; gamma >= 0; k >= 0 (k = 0 or k > gamma + 1 give 0).
+//! \pre alpha in [0, 1] (k = 0 or k > gamma + 1 give 0).
 //! \throws specdec::error otherwise.
-constexpr double prob_tokens(int k, double alpha, int gamma) {
+constexpr double prob_tokens(std::size_t k, double alpha, std::size_t gamma) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  SPECDEC_EXPECTS(k >= 0, "k must be >= 0");
-  if (k == 0 || k > gamma + 1) return 0.0;
-  if (k == gamma + 1) return theory::detail::pow_int(alpha, static_cast<std::uint64_t>(gamma));
-  return theory::detail::pow_int(alpha, static_cast<std::uint64_t>(k - 1)) * (1.0 - alpha);
+  if (k == 0 || k - 1 > gamma) return 0.0;  // k - 1, not gamma + 1: no wrap-around at gamma = SIZE_MAX
+  if (k - 1 == gamma) return theory::detail::pow_int(alpha, gamma);
+  return theory::detail::pow_int(alpha, k - 1) * (1.0 - alpha);
 }
 
 //! Expected tokens per iteration E[T] = (1 - alpha^(gamma+1)) / (1 - alpha) (Leviathan et al.
@@ -92,12 +99,12 @@ constexpr double prob_tokens(int k, double alpha, int gamma) {
 //! Computed as -expm1((gamma+1) log alpha) / -expm1(log alpha): exact limits gamma + 1 at
 //! alpha = 1 and 1 at alpha = 0, a few ulps for alpha = 1 - 1e-12 and for huge gamma. During
 //! constant evaluation: Horner's sum 1 + alpha (1 + alpha (...)).
-//! \pre alpha in [0, 1] (not NaN); gamma >= 0.
+//! \pre alpha in [0, 1] (not NaN).
 //! \throws specdec::error otherwise.
-constexpr double expected_tokens(double alpha, int gamma) {
+constexpr double expected_tokens(double alpha, std::size_t gamma) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  return theory::detail::geometric_sum(alpha, gamma);
+  if (alpha == 1.0) return static_cast<double>(gamma) + 1.0;  // exact for any gamma, unclamped
+  return theory::detail::geometric_sum(alpha, detail::closed_form_length(gamma));
 }
 
 //! Expected tokens per iteration with position-dependent acceptance (beyond the papers):
@@ -126,12 +133,11 @@ constexpr double expected_tokens(std::span<const double> alphas) {
 //! alpha / (1 - alpha)^2 (the untruncated geometric law) as gamma -> infinity. Evaluated in the
 //! sinh/series form of theory::detail::truncated_geometric_variance, which keeps full relative
 //! accuracy for alpha -> 1 and costs O(1) for any gamma.
-//! \pre alpha in [0, 1] (not NaN); gamma >= 0.
+//! \pre alpha in [0, 1] (not NaN).
 //! \throws specdec::error otherwise.
-constexpr double tokens_variance(double alpha, int gamma) {
+constexpr double tokens_variance(double alpha, std::size_t gamma) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  return theory::detail::truncated_geometric_variance(alpha, gamma);
+  return theory::detail::truncated_geometric_variance(alpha, detail::closed_form_length(gamma));
 }
 
 //! Var(T) with position-dependent acceptance (beyond the papers). With t_k = prod_{i<=k} alpha_i
@@ -165,9 +171,9 @@ constexpr double tokens_variance(std::span<const double> alphas) {
 //! E[T] / (gamma c + 1) (Leviathan et al. 2023, Theorem 3.8): the expected speedup over plain
 //! target decoding when a draft call costs c target calls and a target call costs the same for
 //! any number of scored positions. gamma = 0 gives 1.
-//! \pre alpha in [0, 1]; gamma >= 0; c finite and >= 0.
+//! \pre alpha in [0, 1]; c finite and >= 0.
 //! \throws specdec::error otherwise.
-constexpr double speedup(double alpha, int gamma, double c) {
+constexpr double speedup(double alpha, std::size_t gamma, double c) {
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(c), "c (draft cost / target cost) must be finite and >= 0");
   return expected_tokens(alpha, gamma) / (static_cast<double>(gamma) * c + 1.0);
 }
@@ -196,7 +202,7 @@ constexpr double speedup(std::span<const double> alphas, double c) {
 template <LatencyProfile L>
 constexpr double speedup(std::span<const double> alphas, double t_draft, const L& t_target) {
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(t_draft), "t_draft must be finite and >= 0");
-  const int gamma = static_cast<int>(alphas.size());
+  const std::size_t gamma = alphas.size();
   const double baseline = latency_at(t_target, 0);
   const double iteration = static_cast<double>(gamma) * t_draft + latency_at(t_target, gamma);
   return expected_tokens(alphas) * baseline / iteration;
@@ -205,10 +211,10 @@ constexpr double speedup(std::span<const double> alphas, double t_draft, const L
 //! Walltime improvement with i.i.d. acceptance alpha and a latency profile (beyond the papers):
 //! expected_tokens(alpha, gamma) t_target(0) / (gamma t_draft + t_target(gamma)). Reduces to
 //! Leviathan Theorem 3.8 when t_target is constant and c = t_draft / t_target(0).
-//! \pre alpha in [0, 1]; gamma >= 0; t_draft finite and >= 0; t_target(0), t_target(gamma) finite, > 0.
+//! \pre alpha in [0, 1]; t_draft finite and >= 0; t_target(0), t_target(gamma) finite, > 0.
 //! \throws specdec::error otherwise.
 template <LatencyProfile L>
-constexpr double speedup(double alpha, int gamma, double t_draft, const L& t_target) {
+constexpr double speedup(double alpha, std::size_t gamma, double t_draft, const L& t_target) {
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(t_draft), "t_draft must be finite and >= 0");
   const double tokens = expected_tokens(alpha, gamma);
   const double baseline = latency_at(t_target, 0);
@@ -219,9 +225,9 @@ constexpr double speedup(double alpha, int gamma, double t_draft, const L& t_tar
 //! (1 - alpha)(gamma c_hat + gamma + 1) / (1 - alpha^(gamma+1)) = (gamma c_hat + gamma + 1) / E[T]
 //! (Leviathan et al. 2023, Theorem 3.11), c_hat = draft operations per token / target operations
 //! per token. The target is charged gamma + 1 scored positions per iteration.
-//! \pre alpha in [0, 1]; gamma >= 0; c_hat finite and >= 0.
+//! \pre alpha in [0, 1]; c_hat finite and >= 0.
 //! \throws specdec::error otherwise.
-constexpr double operations_factor(double alpha, int gamma, double c_hat) {
+constexpr double operations_factor(double alpha, std::size_t gamma, double c_hat) {
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(c_hat), "c_hat must be finite and >= 0");
   const double g = static_cast<double>(gamma);
   return (g * c_hat + g + 1.0) / expected_tokens(alpha, gamma);
@@ -243,15 +249,14 @@ constexpr double operations_factor(std::span<const double> alphas, double c_hat)
 //! speculate) is returned exactly when alpha <= c (or max_gamma = 0): then sum_{k<=gamma} alpha^k
 //! <= 1 + gamma alpha <= 1 + gamma c for every gamma; when alpha > c, gamma = 1 already improves by
 //! (1 + alpha) / (1 + c) > 1 (Leviathan Corollary 3.9).
-//! \pre alpha in [0, 1]; c finite and >= 0; max_gamma >= 0.
+//! \pre alpha in [0, 1]; c finite and >= 0.
 //! \throws specdec::error otherwise.
-constexpr int optimal_gamma(double alpha, double c, int max_gamma = 128) {
+constexpr std::size_t optimal_gamma(double alpha, double c, std::size_t max_gamma = 128) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(c), "c (draft cost / target cost) must be finite and >= 0");
-  SPECDEC_EXPECTS(max_gamma >= 0, "max_gamma must be >= 0");
-  int best = 0;
+  std::size_t best = 0;
   double best_speedup = 1.0;
-  for (int gamma = 1; gamma <= max_gamma; ++gamma) {
+  for (std::size_t gamma = 1; gamma <= max_gamma; ++gamma) {
     const double s = speedup(alpha, gamma, c);
     if (s > best_speedup) {
       best = gamma;

@@ -175,10 +175,9 @@ constexpr double expected_stopping_time(double eta_tp, double eta_fp, int r, dou
 //! SD-Flops(gamma) = gamma F_d + gamma F_t (eq. (5)): one run of standard SD, gamma draft calls and
 //! a target pass charged F_t per drafted token (the paper charges gamma target positions, not
 //! gamma + 1; perfect verification assumed, i.e. all gamma drafts acceptable).
-//! \pre gamma >= 0; f_d, f_t finite and >= 0.
+//! \pre f_d, f_t finite and >= 0.
 //! \throws specdec::error otherwise.
-constexpr double flops_sd(int gamma, double f_d, double f_t) {
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
+constexpr double flops_sd(std::size_t gamma, double f_d, double f_t) {
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_d), "f_d must be finite and >= 0");
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_t), "f_t must be finite and >= 0");
   const double g = static_cast<double>(gamma);
@@ -190,10 +189,9 @@ constexpr double flops_sd(int gamma, double f_d, double f_t) {
 //! cost F_t. This charges the target once, as if a call cost F_t however many new positions it
 //! processes; the savings (gamma - 1) F_t of section 3.1 / A.8 follow from that assumption.
 //! See flops_sprinter_catch_up for a KV-cached target.
-//! \pre gamma >= 0; f_d, f_v, f_t finite and >= 0.
+//! \pre f_d, f_v, f_t finite and >= 0.
 //! \throws specdec::error otherwise.
-constexpr double flops_sprinter(int gamma, double f_d, double f_v, double f_t) {
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
+constexpr double flops_sprinter(std::size_t gamma, double f_d, double f_v, double f_t) {
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_d), "f_d must be finite and >= 0");
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_v), "f_v must be finite and >= 0");
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_t), "f_t must be finite and >= 0");
@@ -206,10 +204,9 @@ constexpr double flops_sprinter(int gamma, double f_d, double f_v, double f_t) {
 //! the last one must also process them: gamma positions at F_t each (F_t = FLOPs per position).
 //! Under this accounting SPRINTER's target FLOPs equal eq. (5)'s and the saving is in the number
 //! of target calls (latency), not in FLOPs. gamma = 1 gives eq. (6).
-//! \pre gamma >= 0; f_d, f_v, f_t finite and >= 0.
+//! \pre f_d, f_v, f_t finite and >= 0.
 //! \throws specdec::error otherwise.
-constexpr double flops_sprinter_catch_up(int gamma, double f_d, double f_v, double f_t) {
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
+constexpr double flops_sprinter_catch_up(std::size_t gamma, double f_d, double f_v, double f_t) {
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_d), "f_d must be finite and >= 0");
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_v), "f_v must be finite and >= 0");
   SPECDEC_EXPECTS(theory::detail::is_nonnegative(f_t), "f_t must be finite and >= 0");

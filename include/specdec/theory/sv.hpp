@@ -24,9 +24,9 @@
 namespace specdec::theory::sv {
 
 namespace detail {
-constexpr bool valid_prefix(std::span<const double> a, int gamma) noexcept {
-  if (gamma < 0 || static_cast<std::size_t>(gamma) > a.size()) return false;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(gamma); ++i)
+constexpr bool valid_prefix(std::span<const double> a, std::size_t gamma) noexcept {
+  if (gamma > a.size()) return false;
+  for (std::size_t i = 0; i < gamma; ++i)
     if (!theory::detail::is_probability(a[i])) return false;
   return true;
 }
@@ -35,31 +35,28 @@ constexpr bool valid_prefix(std::span<const double> a, int gamma) noexcept {
 //! P_gamma(N = n), the probability that exactly n of gamma verified drafts are accepted
 //! (appendix D, eq. (3)): (1 - a[n]) prod_{i<n} a[i] for n < gamma, prod_{i<gamma} a[i] for
 //! n = gamma, 0 for n > gamma. Only a[0..gamma) is read.
-//! \pre n >= 0; 0 <= gamma <= a.size(); a[0..gamma) in [0, 1] (not NaN).
+//! \pre gamma <= a.size(); a[0..gamma) in [0, 1] (not NaN).
 //! \throws specdec::error otherwise.
-constexpr double prob_accepted(int n, std::span<const double> a, int gamma) {
-  SPECDEC_EXPECTS(n >= 0, "n must be >= 0");
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  SPECDEC_EXPECTS(static_cast<std::size_t>(gamma) <= a.size(), "gamma must be <= a.size()");
+constexpr double prob_accepted(std::size_t n, std::span<const double> a, std::size_t gamma) {
+  SPECDEC_EXPECTS(gamma <= a.size(), "gamma must be <= a.size()");
   SPECDEC_EXPECTS(detail::valid_prefix(a, gamma), "a[0..gamma) must be probabilities in [0, 1]");
   if (n > gamma) return 0.0;
   double prod = 1.0;
-  for (int i = 0; i < n; ++i) prod *= a[static_cast<std::size_t>(i)];
-  return n < gamma ? prod * (1.0 - a[static_cast<std::size_t>(n)]) : prod;
+  for (std::size_t i = 0; i < n; ++i) prod *= a[i];
+  return n < gamma ? prod * (1.0 - a[n]) : prod;
 }
 
 //! E(N | gamma) = sum_{i=1}^{gamma} i P_gamma(N = i) (appendix D, eq. (4)), evaluated in the
 //! equivalent tail-sum form sum_{k=1}^{gamma} prod_{i<k} a[i] (no rounding from the (1 - a) factors).
 //! Equals sd::expected_tokens(a.first(gamma)) - 1; with a constant a it is Leviathan's eq. (1)
 //! minus the bonus token, (a - a^(gamma+1)) / (1 - a). gamma = 0 gives 0.
-//! \pre 0 <= gamma <= a.size(); a[0..gamma) in [0, 1] (not NaN).
+//! \pre gamma <= a.size(); a[0..gamma) in [0, 1] (not NaN).
 //! \throws specdec::error otherwise.
-constexpr double expected_accepted(std::span<const double> a, int gamma) {
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  SPECDEC_EXPECTS(static_cast<std::size_t>(gamma) <= a.size(), "gamma must be <= a.size()");
+constexpr double expected_accepted(std::span<const double> a, std::size_t gamma) {
+  SPECDEC_EXPECTS(gamma <= a.size(), "gamma must be <= a.size()");
   SPECDEC_EXPECTS(detail::valid_prefix(a, gamma), "a[0..gamma) must be probabilities in [0, 1]");
   double sum = 0.0, t = 1.0;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(gamma); ++i) {
+  for (std::size_t i = 0; i < gamma; ++i) {
     t *= a[i];
     if (t == 0.0) break;
     sum += t;
@@ -69,12 +66,11 @@ constexpr double expected_accepted(std::span<const double> a, int gamma) {
 
 //! Var(N | gamma) for the law of eq. (3) (beyond the paper): the same as
 //! sd::tokens_variance(a.first(gamma)), since N and T = N + 1 differ by a constant.
-//! \pre 0 <= gamma <= a.size(); a[0..gamma) in [0, 1] (not NaN).
+//! \pre gamma <= a.size(); a[0..gamma) in [0, 1] (not NaN).
 //! \throws specdec::error otherwise.
-constexpr double variance_accepted(std::span<const double> a, int gamma) {
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  SPECDEC_EXPECTS(static_cast<std::size_t>(gamma) <= a.size(), "gamma must be <= a.size()");
-  return sd::tokens_variance(a.first(static_cast<std::size_t>(gamma)));
+constexpr double variance_accepted(std::span<const double> a, std::size_t gamma) {
+  SPECDEC_EXPECTS(gamma <= a.size(), "gamma must be <= a.size()");
+  return sd::tokens_variance(a.first(gamma));
 }
 
 //! Goodput = tokens / latency (Definition D.5, eq. (5)): accepted tokens per unit time. Pass
@@ -91,10 +87,10 @@ constexpr double goodput(double expected_tokens, double latency) {
 //! The goodput estimate E(N | gamma) / Latency_profiled(gamma) (appendix D, eq. (6)), latency read
 //! from a LatencyProfile at k = gamma (callable L(gamma) or span entry L[gamma]). gamma = 0 gives 0
 //! without reading the profile. Counts accepted drafts only, as the paper does.
-//! \pre 0 <= gamma <= a.size(); a[0..gamma) in [0, 1]; L(gamma) finite and > 0.
+//! \pre gamma <= a.size(); a[0..gamma) in [0, 1]; L(gamma) finite and > 0.
 //! \throws specdec::error otherwise.
 template <LatencyProfile L>
-constexpr double estimated_goodput(std::span<const double> a, int gamma, const L& latency) {
+constexpr double estimated_goodput(std::span<const double> a, std::size_t gamma, const L& latency) {
   const double tokens = expected_accepted(a, gamma);
   if (gamma == 0) return 0.0;
   return goodput(tokens, latency_at(latency, gamma));
@@ -110,14 +106,14 @@ template <LatencyProfile L>
 constexpr void estimated_goodput(std::span<const double> a, const L& latency, std::span<double> out) {
   SPECDEC_EXPECTS(out.size() <= a.size() + 1, "out.size() must be <= a.size() + 1");
   if (out.empty()) return;
-  const int max_gamma = static_cast<int>(out.size()) - 1;
+  const std::size_t max_gamma = out.size() - 1;
   SPECDEC_EXPECTS(detail::valid_prefix(a, max_gamma), "a[0..out.size()-1) must be probabilities in [0, 1]");
   out[0] = 0.0;
   double sum = 0.0, t = 1.0;
-  for (int gamma = 1; gamma <= max_gamma; ++gamma) {
-    t *= a[static_cast<std::size_t>(gamma - 1)];
+  for (std::size_t gamma = 1; gamma <= max_gamma; ++gamma) {
+    t *= a[gamma - 1];
     sum += t;
-    out[static_cast<std::size_t>(gamma)] = sum / latency_at(latency, gamma);
+    out[gamma] = sum / latency_at(latency, gamma);
   }
 }
 

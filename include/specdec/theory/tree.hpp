@@ -164,9 +164,7 @@ inline std::vector<double> accepted_length_law(const tree_layout& layout, std::s
 //! = theory::sd::expected_tokens(alphas) - 1). Equals expected_accepted over
 //! tree_layout::chains({gamma}) with those alphas at nodes 1..gamma.
 //! \pre every alpha in [0, 1]. \throws specdec::error otherwise.
-inline double chain_expected_accepted(std::span<const double> alphas) {
-  return sv::expected_accepted(alphas, static_cast<int>(alphas.size()));
-}
+inline double chain_expected_accepted(std::span<const double> alphas) { return sv::expected_accepted(alphas, alphas.size()); }
 
 //! P(some candidate is accepted) = 1 - prod_j (1 - alpha_j) from the slot acceptances alpha_j.
 //! \pre every alpha in [0, 1]. \throws specdec::error otherwise.
@@ -197,11 +195,11 @@ inline std::vector<double> slot_model_alphas(const tree_layout& layout, std::siz
 }
 
 //! Nodes of a complete tree of arity k and depth d, the root included: (k^(d+1) - 1) / (k - 1).
-//! \pre k >= 1; d >= 0; the count fits in int32. \throws specdec::error otherwise.
-inline std::size_t complete_tree_nodes(int arity, int depth) {
-  SPECDEC_EXPECTS(arity >= 1 && depth >= 0, "arity must be >= 1 and depth >= 0");
+//! \pre k >= 1; the count fits in int32. \throws specdec::error otherwise.
+inline std::size_t complete_tree_nodes(int arity, std::size_t depth) {
+  SPECDEC_EXPECTS(arity >= 1, "arity must be >= 1");
   std::size_t nodes = 1, level = 1;
-  for (int d = 1; d <= depth; ++d) {
+  for (std::size_t d = 1; d <= depth; ++d) {
     SPECDEC_EXPECTS(level <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) / static_cast<std::size_t>(arity),
                     "the tree is too large");
     level *= static_cast<std::size_t>(arity);
@@ -214,7 +212,7 @@ inline std::size_t complete_tree_nodes(int arity, int depth) {
 //! The complete tree of arity k and depth d as a one-request layout, nodes in breadth-first order
 //! (children of a node in slot order). arity 1 is tree_layout::chains({d}).
 //! \pre as complete_tree_nodes. \throws specdec::error otherwise.
-inline tree_layout complete_tree(int arity, int depth) {
+inline tree_layout complete_tree(int arity, std::size_t depth) {
   const std::size_t nodes = complete_tree_nodes(arity, depth);
   std::vector<std::int32_t> parents(nodes, no_node);
   for (std::size_t n = 1; n < nodes; ++n) parents[n] = static_cast<std::int32_t>((n - 1) / static_cast<std::size_t>(arity));
@@ -226,16 +224,16 @@ inline tree_layout complete_tree(int arity, int depth) {
 //! accepted with slot_alphas[j] (slot model): with s = any_accepted(slot_alphas), A = min(G, d) for a
 //! geometric G with P(G >= i) = s^i, so E[A] = sum_{i=1}^{d} s^i = theory::sd::expected_tokens(s, d) - 1
 //! (Leviathan eq. (1) with acceptance s, bonus token removed). k = 1 is the i.i.d. chain.
-//! \pre slot_alphas not empty, in [0, 1]; depth >= 0. \throws specdec::error otherwise.
-inline double complete_tree_expected_accepted(std::span<const double> slot_alphas, int depth) {
+//! \pre slot_alphas not empty, in [0, 1]. \throws specdec::error otherwise.
+inline double complete_tree_expected_accepted(std::span<const double> slot_alphas, std::size_t depth) {
   SPECDEC_EXPECTS(!slot_alphas.empty(), "a complete tree needs arity >= 1");
   return sd::expected_tokens(any_accepted(slot_alphas), depth) - 1.0;
 }
 
 //! E[A] of the complete tree of arity k and depth d in which every child is accepted with the same
 //! conditional probability alpha: s = 1 - (1 - alpha)^k, E[A] = sum_{i=1}^{d} s^i.
-//! \pre alpha in [0, 1]; arity >= 1; depth >= 0. \throws specdec::error otherwise.
-inline double complete_tree_expected_accepted(double alpha, int arity, int depth) {
+//! \pre alpha in [0, 1]; arity >= 1. \throws specdec::error otherwise.
+inline double complete_tree_expected_accepted(double alpha, int arity, std::size_t depth) {
   SPECDEC_EXPECTS(theory::detail::is_probability(alpha), "alpha must be in [0, 1]");
   SPECDEC_EXPECTS(arity >= 1, "arity must be >= 1");
   const double s = theory::detail::one_minus_pow(1.0 - alpha, static_cast<std::uint64_t>(arity));

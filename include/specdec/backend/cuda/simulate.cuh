@@ -190,7 +190,7 @@ simulate::detail::chain_counts run_chain(cudaStream_t stream, std::uint64_t limi
 template <class Rule>
 struct sd_token_step {
   simulate::detail::table_rows<Rule> rows;
-  int gamma;
+  std::size_t gamma;
   __device__ draw_tally<3, 3> operator()(random::philox_stream s) const {
     const simulate::detail::sd_token_draw d = simulate::detail::sd_token_iteration(rows, gamma, s);
     return {{d.accepted, d.first_token, d.bonus ? static_cast<unsigned long long>(d.bonus_token) : no_bin},
@@ -291,11 +291,10 @@ namespace specdec::backend::cuda {
 //! `simulate::sd::chain(alpha, gamma, options)` on the GPU (see backend/cuda/simulate.cuh): the same result for
 //! the same options, computed on `stream`; returns when it is done.
 //! \pre as the CPU overload. \throws specdec::error as the CPU overload; specdec::cuda_error on CUDA errors.
-inline simulate::sd::iteration_tally simulate_sd_chain(cudaStream_t stream, double alpha, int gamma,
+inline simulate::sd::iteration_tally simulate_sd_chain(cudaStream_t stream, double alpha, std::size_t gamma,
                                                        const simulate::run_options& options) {
-  simulate::detail::check_sd_chain(alpha, gamma, options);
-  const auto g = static_cast<std::uint64_t>(gamma);
-  auto c = detail::run_chain(stream, g, simulate::detail::constant_probability{alpha}, options, g + 1);
+  simulate::detail::check_sd_chain(alpha, options);
+  auto c = detail::run_chain(stream, gamma, simulate::detail::constant_probability{alpha}, options, gamma + 1);
   return {gamma, std::move(c.successes), c.trials};
 }
 
@@ -309,7 +308,7 @@ inline simulate::sd::iteration_tally simulate_sd_chain(cudaStream_t stream, std:
   copy_to_device(device_alphas, alphas.data(), alphas.size(), stream);
   auto c =
       detail::run_chain(stream, alphas.size(), simulate::detail::table_probability{device_alphas}, options, alphas.size() + 1);
-  return {static_cast<int>(alphas.size()), std::move(c.successes), c.trials};
+  return {alphas.size(), std::move(c.successes), c.trials};
 }
 
 //! `simulate::sd::token_process(rule, p, q, gamma, options)` on the GPU: the same counts for the same options.
@@ -318,17 +317,16 @@ inline simulate::sd::iteration_tally simulate_sd_chain(cudaStream_t stream, std:
 //! \throws specdec::error otherwise; specdec::cuda_error on CUDA errors.
 template <RejectionRule Rule>
 simulate::sd::token_process_result simulate_sd_token_process(cudaStream_t stream, const Rule& rule, std::span<const double> p,
-                                                             std::span<const double> q, int gamma,
+                                                             std::span<const double> q, std::size_t gamma,
                                                              const simulate::run_options& options) {
   simulate::detail::check_sd_token_process(p, q, gamma, options);
   detail::check_token_vocabulary(p.size());
   const detail::device_pair_tables<Rule> tables(rule, p, q, stream);
-  const auto g = static_cast<std::uint64_t>(gamma);
   const auto r = detail::run_tally<3, 3>(stream, options, detail::sd_token_step<Rule>{tables.rows(), gamma},
-                                         {detail::bins_for(g), p.size(), p.size()});
+                                         {detail::bins_for(gamma), p.size(), p.size()});
   simulate::sd::token_process_result out;
   out.chain.gamma = gamma;
-  out.chain.accepted = detail::to_count_tally(r, 0, static_cast<std::size_t>(gamma) + 1);
+  out.chain.accepted = detail::to_count_tally(r, 0, gamma + 1);
   out.chain.draft_tokens = r.sums[0];
   out.first_token = detail::to_count_tally(r, 1, p.size());
   out.bonus_token = detail::to_count_tally(r, 2, p.size());
@@ -339,11 +337,10 @@ simulate::sd::token_process_result simulate_sd_token_process(cudaStream_t stream
 
 //! `simulate::sv::accepted(a, gamma, options)` (SV's N) on the GPU: the same histogram for the same options.
 //! \pre as the CPU overload. \throws specdec::error as the CPU overload; specdec::cuda_error on CUDA errors.
-inline simulate::sd::iteration_tally simulate_sv_accepted(cudaStream_t stream, std::span<const double> a, int gamma,
+inline simulate::sd::iteration_tally simulate_sv_accepted(cudaStream_t stream, std::span<const double> a, std::size_t gamma,
                                                           const simulate::run_options& options) {
-  SPECDEC_EXPECTS(gamma >= 0, "gamma must be >= 0");
-  SPECDEC_EXPECTS(static_cast<std::size_t>(gamma) <= a.size(), "gamma must be <= a.size()");
-  return simulate_sd_chain(stream, a.first(static_cast<std::size_t>(gamma)), options);
+  SPECDEC_EXPECTS(gamma <= a.size(), "gamma must be <= a.size()");
+  return simulate_sd_chain(stream, a.first(gamma), options);
 }
 
 //! `simulate::sprinter::verifier_chain(eta_tp, eta_fp, r, options)` on the GPU: the same histogram for the same options.
