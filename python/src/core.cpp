@@ -464,8 +464,9 @@ nb::tuple row_transform(const std::string& backend, const array& logits, std::si
 #if SPECDEC_PY_CONFORMANCE
 void bind_conformance(nb::module_& m);  // conformance.cpp
 #endif
-void bind_theory(nb::module_& m);    // theory.cpp
-void bind_simulate(nb::module_& m);  // simulate.cpp
+void bind_theory(nb::module_& m);            // theory.cpp
+void bind_simulate(nb::module_& m);          // simulate.cpp
+void bind_simulate_methods(nb::module_& m);  // simulate_methods.cpp
 
 NB_MODULE(_core, m) {
   m.doc() = "specdec's C++ kernels (use the `specdec` package, not this module)";
@@ -476,6 +477,7 @@ NB_MODULE(_core, m) {
   m.attr("HAS_SIMD") = static_cast<bool>(SPECDEC_ENABLE_SIMD);
   bind_theory(m);
   bind_simulate(m);
+  bind_simulate_methods(m);
 #if SPECDEC_PY_CONFORMANCE
   bind_conformance(m);
   m.attr("HAS_CONFORMANCE") = true;

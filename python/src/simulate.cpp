@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "numpy_out.hpp"
+#include "simulate_common.hpp"
 #include "specdec/acceptance/lenient.hpp"
 #include "specdec/acceptance/strict.hpp"
 #include "specdec/simulate/sd.hpp"
@@ -28,66 +29,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 namespace sim = specdec::simulate;
 using specdec_python::to_numpy;
-
-namespace {
-
-template <class T>
-using vec = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using rows = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
-
-// The n tallies as NumPy arrays (the histogram padded to the longest one).
-nb::dict pack(const std::vector<sim::count_tally>& tallies, const std::vector<std::uint64_t>& draft_tokens) {
-  const std::size_t n = tallies.size();
-  std::size_t H = 1;
-  for (const auto& t : tallies) H = std::max(H, t.histogram().size());
-  std::unique_ptr<std::uint64_t[]> hist(new std::uint64_t[n * H]());
-  std::unique_ptr<double[]> mean(new double[n]), var(new double[n]), se(new double[n]);
-  std::unique_ptr<std::uint64_t[]> drafts(new std::uint64_t[n]), overflow(new std::uint64_t[n]);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto h = tallies[i].histogram();
-    std::copy(h.begin(), h.end(), hist.get() + i * H);
-    const sim::estimate e = tallies[i].summary();
-    mean[i] = e.mean;
-    var[i] = e.variance;
-    se[i] = e.std_error;
-    drafts[i] = draft_tokens[i];
-    overflow[i] = tallies[i].overflow_count();
-  }
-  nb::dict d;
-  d["histogram"] = to_numpy(std::move(hist), {n, H});
-  d["mean"] = to_numpy(std::move(mean), {n});
-  d["variance"] = to_numpy(std::move(var), {n});
-  d["std_error"] = to_numpy(std::move(se), {n});
-  d["draft_tokens"] = to_numpy(std::move(drafts), {n});
-  d["overflow"] = to_numpy(std::move(overflow), {n});
-  return d;
-}
-
-void same_count(std::size_t n, std::initializer_list<std::size_t> counts) {
-  for (const std::size_t c : counts)
-    if (c != n) throw nb::value_error("simulate: the parameter arrays must have one entry (or row) each");
-}
-
-// Runs f(i, options_i) for the n configurations with the GIL released; f returns (tally, draft tokens).
-template <class F>
-nb::dict run_all(std::size_t n, const vec<std::uint32_t>& stream, std::uint64_t seed, std::uint64_t first, std::uint64_t draws,
-                 F&& f) {
-  same_count(n, {stream.shape(0)});
-  std::vector<sim::count_tally> tallies(n);
-  std::vector<std::uint64_t> drafts(n);
-  {
-    nb::gil_scoped_release release;
-    for (std::size_t i = 0; i < n; ++i) {
-      const sim::run_options o{.seed = seed, .stream = stream.data()[i], .first = first, .draws = draws};
-      auto [t, d] = f(i, o);
-      tallies[i] = std::move(t);
-      drafts[i] = d;
-    }
-  }
-  return pack(tallies, drafts);
-}
-
-}  // namespace
+using namespace specdec_python::simulate_common;
 
 void bind_simulate(nb::module_& m) {
   m.def(

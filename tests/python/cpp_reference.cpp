@@ -19,6 +19,18 @@
 //                                                     eta_fp, r, stream: out_mean (E[N]), out_drafts)
 //   simulate_tokens LENIENCE GAMMA STREAM SEED FIRST DRAWS   (simulate::sd::token_process on rows p, q:
 //                                                     out_first (u64 [V]), out_hist, out_first_accepted)
+//   simulate_mtad ARGMAX SEED FIRST DRAWS             (simulate::mtad::run on rows p, q [n][V], tau (f64),
+//                                                     gamma (i32), stream: out_hist (u64 [n][max gamma + 2]),
+//                                                     out_mean, out_emitted, out_min, out_sum_log_p, out_sum_log_q)
+//   simulate_tree SEED FIRST DRAWS                    (simulate::tree::walk of the tree parents (i32 [N]) on
+//                                                     alphas [n][N], stream: out_hist (u64 [n][depth + 1]),
+//                                                     out_last (u64 [n][N]), out_coins, out_mean)
+//   simulate_block SEED FIRST DRAWS                   (simulate::block::verification on rows p, q, gamma,
+//                                                     stream: out_block, out_token_wise (u64 [n][max gamma + 1]),
+//                                                     out_gain (f64, E[tau - A]))
+//   simulate_sprinter_tokens SEED FIRST DRAWS         (simulate::sprinter::token_process on rows p, q, eta_tp,
+//                                                     eta_fp, stream: out_token (u64 [n][V]), out_kept,
+//                                                     out_verifier_accepted, out_fallbacks)
 //   theory K V                                        (closed forms over n parameter sets: reals
 //                                                     alpha, c, eta_tp, eta_fp, tau, u; ints gamma, r,
 //                                                     small_gamma; rows alphas [n][K], p, q [n][V];
@@ -32,6 +44,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -237,6 +250,77 @@ void simulate_case(const std::string& dir, const std::string& what, std::istream
   save(dir, "out_drafts", drafts);
 }
 
+// The simulators of simulate_methods.cpp (MTAD, trees, block verification, SPRINTER's token process)
+// on the n configurations of a case; each row parameter is [n][K], K its length over n.
+void simulate_method_case(const std::string& dir, const std::string& what, std::istream& meta) {
+  namespace sim = specdec::simulate;
+  int argmax = 0;
+  if (what == "simulate_mtad") meta >> argmax;
+  std::uint64_t seed = 0, first = 0, draws = 0;
+  meta >> seed >> first >> draws;
+  const auto stream = load<std::uint32_t>(dir, "stream");
+  const std::size_t n = stream.size();
+  const auto row = [n](const std::vector<double>& v, std::size_t i) {
+    const std::size_t K = v.size() / n;
+    return std::span<const double>(v).subspan(i * K, K);
+  };
+  const auto counts = [](std::vector<std::uint64_t>& out, const sim::count_tally& t, std::size_t width) {
+    for (std::size_t v = 0; v < width; ++v) out.push_back(t.count_of(v));
+  };
+  const auto options = [&](std::size_t i) {
+    return sim::run_options{.seed = seed, .stream = stream[i], .first = first, .draws = draws};
+  };
+  std::map<std::string, std::vector<std::uint64_t>> u;  // saved as out_<name>
+  std::map<std::string, std::vector<double>> f;
+  if (what == "simulate_tree") {
+    const auto parents = load<std::int32_t>(dir, "parents");
+    const auto alphas = load<double>(dir, "alphas");
+    const auto N = static_cast<std::int32_t>(parents.size());
+    const auto layout = specdec::tree_layout::from_parents(std::span<const std::int32_t>(&N, 1), parents);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto r = sim::tree::walk(layout, 0, row(alphas, i), options(i));
+      counts(u["hist"], r.accepted, layout.max_depth() + 1);
+      counts(u["last"], r.last_node, parents.size());
+      u["coins"].push_back(r.coins);
+      f["mean"].push_back(r.mean_accepted().mean);
+    }
+  } else if (what == "simulate_sprinter_tokens") {
+    const auto p = load<double>(dir, "p"), q = load<double>(dir, "q");
+    const auto eta_tp = load<double>(dir, "eta_tp"), eta_fp = load<double>(dir, "eta_fp");
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto r = sim::sprinter::token_process(row(p, i), row(q, i), eta_tp[i], eta_fp[i], options(i));
+      counts(u["token"], r.token, row(p, i).size());
+      u["kept"].push_back(r.kept);
+      u["verifier_accepted"].push_back(r.verifier_accepted);
+      u["fallbacks"].push_back(r.fallbacks);
+    }
+  } else {
+    const auto p = load<double>(dir, "p"), q = load<double>(dir, "q");
+    const auto gamma = load<std::int32_t>(dir, "gamma");
+    const std::size_t width = static_cast<std::size_t>(*std::max_element(gamma.begin(), gamma.end())) + 2;
+    const auto tau = what == "simulate_mtad" ? load<double>(dir, "tau") : std::vector<double>{};
+    const auto how = argmax ? sim::mtad::drafting::argmax : sim::mtad::drafting::sampled;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (what == "simulate_block") {
+        const auto r = sim::block::verification(row(p, i), row(q, i), gamma[i], options(i));
+        counts(u["block"], r.block, width - 1);
+        counts(u["token_wise"], r.token_wise, width - 1);
+        f["gain"].push_back(r.block_gain().mean);
+        continue;
+      }
+      const auto r = sim::mtad::run(row(p, i), row(q, i), tau[i], gamma[i], how, options(i));
+      counts(u["hist"], r.tokens, width);
+      u["emitted"].push_back(r.emitted_tokens);
+      u["min"].push_back(r.min_tokens);
+      f["mean"].push_back(r.gamma_bar().mean);
+      f["sum_log_p"].push_back(r.sum_log_p);
+      f["sum_log_q"].push_back(r.sum_log_q);
+    }
+  }
+  for (const auto& [name, v] : u) save(dir, "out_" + name, v);
+  for (const auto& [name, v] : f) save(dir, "out_" + name, v);
+}
+
 // Each closed form of the "theory" case on the n parameter sets (the names are specdec.theory's).
 void theory_case(const std::string& dir, std::size_t K, std::size_t V) {
   namespace th = specdec::theory;
@@ -310,6 +394,9 @@ int main(int argc, char** argv) {
           verify_tree_typed<float>(dir, kind, a, b, c, d, V, from_logits);
       } else if (what == "simulate_chain" || what == "simulate_sprinter" || what == "simulate_tokens") {
         simulate_case(dir, what, meta);
+      } else if (what == "simulate_mtad" || what == "simulate_tree" || what == "simulate_block" ||
+                 what == "simulate_sprinter_tokens") {
+        simulate_method_case(dir, what, meta);
       } else if (what == "theory") {
         std::size_t K = 0, V = 0;
         meta >> K >> V;
