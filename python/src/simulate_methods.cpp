@@ -33,7 +33,7 @@ namespace {
 
 // The draft-length type of the C++ simulators bound here (mtad::run, block::verification), and the
 // one place a Python gamma (int32) is converted to it.
-using draft_length = int;
+using draft_length = std::size_t;
 draft_length to_draft_length(std::int32_t gamma) {
   if (gamma < 0) throw specdec::error("gamma must be >= 0");
   return static_cast<draft_length>(gamma);

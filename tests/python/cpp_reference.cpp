@@ -302,13 +302,13 @@ void simulate_method_case(const std::string& dir, const std::string& what, std::
     const auto how = argmax ? sim::mtad::drafting::argmax : sim::mtad::drafting::sampled;
     for (std::size_t i = 0; i < n; ++i) {
       if (what == "simulate_block") {
-        const auto r = sim::block::verification(row(p, i), row(q, i), gamma[i], options(i));
+        const auto r = sim::block::verification(row(p, i), row(q, i), draft_length(gamma[i]), options(i));
         counts(u["block"], r.block, width - 1);
         counts(u["token_wise"], r.token_wise, width - 1);
         f["gain"].push_back(r.block_gain().mean);
         continue;
       }
-      const auto r = sim::mtad::run(row(p, i), row(q, i), tau[i], gamma[i], how, options(i));
+      const auto r = sim::mtad::run(row(p, i), row(q, i), tau[i], draft_length(gamma[i]), how, options(i));
       counts(u["hist"], r.tokens, width);
       u["emitted"].push_back(r.emitted_tokens);
       u["min"].push_back(r.min_tokens);
