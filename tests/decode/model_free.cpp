@@ -374,7 +374,8 @@ TEMPLATE_LIST_TEST_CASE("position-keyed target samples: any drafter gives target
     expected[id] = specdec::decode_target_only(target, std::span<const token_id>(o.prompt), d).tokens;
     REQUIRE(expected[id].size() == tokens);
   }
-  const auto drafter_of = [&](int kind, std::uint32_t id, const std::shared_ptr<std::vector<token_id>>& shared) {
+  const auto drafter_of = [&](int kind, std::uint32_t id,
+                              const std::shared_ptr<std::vector<token_id>>& shared) -> specdec::draft_stage {
     switch (kind) {
       case 0: return random_drafter(id);
       case 1: return adversarial_drafter(target);

@@ -246,6 +246,46 @@ TEST_CASE("add() refuses a drafter stage whose declared output the verification 
   CHECK(decoder.active() == 3);
 }
 
+// What each library stage verifies, known at compile time (`verifies_output`, which `set_stages` requires).
+using specdec::draft_output;
+using specdec::verifies_output;
+static_assert(verifies_output<specdec::strict_rule, draft_output::chain>);
+static_assert(verifies_output<specdec::strict_rule, draft_output::marked_run>);
+static_assert(!verifies_output<specdec::strict_rule, draft_output::tree>);
+static_assert(!verifies_output<specdec::strict_rule, draft_output::joint>);  // strict reads the q rows joint log q lacks
+static_assert(verifies_output<specdec::greedy_rule, draft_output::joint>);   // greedy reads none
+static_assert(verifies_output<specdec::mtad_rule, draft_output::joint>);
+static_assert(!verifies_output<specdec::mtad_rule, draft_output::tree>);
+static_assert(verifies_output<specdec::last_token_rule, draft_output::marked_run>);
+static_assert(!verifies_output<specdec::last_token_rule, draft_output::chain>);
+static_assert(verifies_output<specdec::tree_acceptance, draft_output::tree>);
+static_assert(!verifies_output<specdec::tree_acceptance, draft_output::chain>);
+static_assert(verifies_output<recorded_strict, draft_output::tree>);  // a user's stage that does not say: add() checks
+// The library's factories carry their output in their type.
+static_assert(std::is_same_v<decltype(specdec::prompt_lookup_stage({})), specdec::draft_stage_of<draft_output::chain>>);
+static_assert(std::is_same_v<decltype(specdec::suffix_tree_stage({})), specdec::draft_stage_of<draft_output::tree>>);
+static_assert(std::is_same_v<decltype(specdec::with_one_hot_q(specdec::suffix_chain_stage({}), V)),
+                             specdec::draft_stage_of<draft_output::chain>>);
+
+TEST_CASE("set_stages pairs a typed drafter stage with an acceptance that verifies it; the stage keeps its output",
+          "[decode][verification_stage]") {
+  specdec::recomputing_sequence_model<model_t> t(target_model());
+  specdec::recomputing_sequence_model<model_t> q(draft_model());
+  specdec::batch_decoder decoder(specdec::exec::seq, t, q, specdec::strict);
+  auto o = request(0, specdec::chain_acceptance{});
+  o.set_stages(specdec::suffix_tree_stage({}), specdec::tree_acceptance{specdec::target_only});
+  CHECK(o.drafter.output() == draft_output::tree);  // converted to draft_stage, not wrapped as an undeclared callable
+  REQUIRE(o.acceptance.stage() != nullptr);
+  CHECK(dynamic_cast<const specdec::tree_stage<specdec::tree_acceptance>*>(o.acceptance.stage()) != nullptr);
+  CHECK_NOTHROW(decoder.add(o));
+  // Set one by one, the same mismatch set_stages refuses to compile is refused by add().
+  auto p = request(1, specdec::strict);
+  p.drafter = specdec::suffix_tree_stage({});
+  CHECK_THROWS_WITH(decoder.add(p), Contains("a token tree") && Contains("a chain rule"));
+  const specdec::draft_stage copied = specdec::prompt_lookup_stage({});
+  CHECK(copied.output() == draft_output::chain);
+}
+
 TEST_CASE("a last-token request whose length stage says 0 drafts a run of one; the batch runs on",
           "[decode][verification_stage][sprinter]") {
   specdec::recomputing_sequence_model<model_t> t(target_model());

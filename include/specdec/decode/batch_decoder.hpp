@@ -107,6 +107,19 @@ struct request_options {
   request_acceptance acceptance{};
   //! How the target's own samples are addressed (chain verification; trees are keyed by the round).
   target_sample_keys sample_keys = target_sample_keys::output_position;
+
+  //! Sets the drafter stage and the acceptance together: a drafter stage whose output is part of its
+  //! type (every library factory's), and an acceptance whose stage verifies it (`verifies_output`), or
+  //! the call does not compile. (Set one by one, a mismatch is refused by `add()`.)
+  template <draft_output Output, StageAcceptance A>
+  request_options& set_stages(draft_stage_of<Output> drafter_stage, A acceptance_value) {
+    static_assert(verifies_output<A, Output>,
+                  "specdec::request_options::set_stages: the acceptance's verification stage cannot verify what the "
+                  "drafter stage writes (see verifies_output)");
+    drafter = std::move(drafter_stage);
+    acceptance = std::move(acceptance_value);
+    return *this;
+  }
 };
 
 //! A `LengthPolicy` or a `LengthController` as a request's length stage (`request_options::length`);

@@ -101,9 +101,8 @@ mtad_result decode_mtad(const Policy& policy, const Target& target, beam_drafter
   no_sequence_model none(V);
   batch_decoder decoder(policy, t, none, strict);
   request_options o = detail::request_of(prompt, options);
-  o.drafter = beam_stage(drafter, draft_cost);
+  o.set_stages(beam_stage(drafter, draft_cost), rule);
   o.length = length_stage(length);
-  o.acceptance = rule;
   mtad_result r;
   // Emitted token k of a round was predicted by the round's target row k (unwarped log-softmax).
   detail::run_request(decoder, std::move(o), cost, r, [&](const step_event& e) {

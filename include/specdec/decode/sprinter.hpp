@@ -77,9 +77,8 @@ sprinter_result decode_sprinter(const Policy& policy, const Target& target,
   batch_decoder decoder(policy, t, none, strict);
   sprinter_result r;
   request_options o = detail::request_of(prompt, options);
-  o.drafter = gated_stage(drafter, &r.sprinter);
+  o.set_stages(gated_stage(drafter, &r.sprinter), last_token);
   o.gamma = std::numeric_limits<std::size_t>::max();  // a run is capped by max_run and the budget
-  o.acceptance = last_token;
   detail::run_request(decoder, std::move(o), cost, r,
                       [&](const step_event& e) { r.sprinter.target_checks += !e.target_logits.empty(); });
   // Every run's drafts are kept by the verifier or judged by the target's check (decode_stats::accepted).

@@ -32,9 +32,8 @@ decode_result decode_tree(const Policy& policy, const Target& target, D& drafter
   no_sequence_model none(target.vocab_size());
   batch_decoder decoder(policy, t, none, strict);
   request_options o = detail::request_of(prompt, options);
-  o.drafter = tree_drafter_stage(drafter);
+  o.set_stages(tree_drafter_stage(drafter), tree_acceptance{rule});
   o.gamma = depth;
-  o.acceptance = tree_acceptance{rule};
   decode_result r;
   detail::run_request(decoder, std::move(o), cost, r);
   return r;

@@ -293,13 +293,12 @@ class chain_stage final : public verification_stage {
   //! The rule.
   const Rule& params() const noexcept { return rule_; }
   stage_traits traits() const override { return {.order = 0, .reads_q_rows = reads_draft_distribution<Rule>}; }
-  //! Refuses a tree, and joint log q in place of the q rows the rule reads.
-  void admit(const stage_admission& a) const override {
-    detail::admit_drafter_output(
-        a,
-        [](draft_output o) { return o != draft_output::tree && (o != draft_output::joint || !reads_draft_distribution<Rule>); },
-        "a chain rule");
+  //! Whether it verifies what a drafter stage declaring `o` writes: not a tree, nor joint log q in
+  //! place of the q rows the rule reads.
+  static constexpr bool verifies(draft_output o) noexcept {
+    return o != draft_output::tree && (o != draft_output::joint || !reads_draft_distribution<Rule>);
   }
+  void admit(const stage_admission& a) const override { detail::admit_drafter_output(a, verifies, "a chain rule"); }
   bool same_group(const verification_stage& other) const override { return detail::same_stage(*this, other); }
   void verify(const host_policy& policy, std::span<stage_request* const> group, verification_buffers& b) const override {
     std::visit([&](const auto& p) { verify_group(p, group, b); }, policy);
@@ -363,11 +362,9 @@ class joint_stage final : public verification_stage {
   //! The rule.
   const Rule& params() const noexcept { return rule_; }
   stage_traits traits() const override { return {.order = 1, .output_keys = false}; }
-  //! Refuses a tree.
-  void admit(const stage_admission& a) const override {
-    detail::admit_drafter_output(
-        a, [](draft_output o) { return o != draft_output::tree; }, "the joint rule");
-  }
+  //! Whether it verifies what a drafter stage declaring `o` writes: any chain, not a tree.
+  static constexpr bool verifies(draft_output o) noexcept { return o != draft_output::tree; }
+  void admit(const stage_admission& a) const override { detail::admit_drafter_output(a, verifies, "the joint rule"); }
   bool same_group(const verification_stage& other) const override { return detail::same_stage(*this, other); }
   bool check_draft(const stage_request& r, verification_buffers& b) const override {
     detail::check_chain_draft(r, b.vocab, true, true);
@@ -419,13 +416,14 @@ class last_token_stage final : public verification_stage {
   const Rule& params() const noexcept { return rule_; }
   stage_traits traits() const override { return {.order = 2, .output_keys = false, .verified_length = false}; }
   bool same_group(const verification_stage& other) const override { return detail::same_stage(*this, other); }
+  //! Whether it verifies what a drafter stage declaring `o` writes: a run marked by a verifier only.
+  static constexpr bool verifies(draft_output o) noexcept { return o == draft_output::marked_run; }
   void admit(const stage_admission& a) const override {
     SPECDEC_EXPECTS(a.drafter_stage,
                     "specdec::batch_decoder::add: the last-token rule needs a drafter stage that marks the verifier's tokens");
     SPECDEC_EXPECTS(a.length_stage || a.gamma > 0,
                     "specdec::batch_decoder::add: the last-token rule drafts a run of at least one token: gamma must be > 0");
-    detail::admit_drafter_output(
-        a, [](draft_output o) { return o == draft_output::marked_run; }, "the last-token rule");
+    detail::admit_drafter_output(a, verifies, "the last-token rule");
   }
   std::size_t draft_length(std::size_t wanted, std::size_t remaining) const override {
     return std::max<std::size_t>(std::min(wanted, remaining), 1);
@@ -509,14 +507,15 @@ class tree_stage final : public verification_stage {
     return {.order = 3, .reads_q_rows = reads_q, .output_keys = false, .verified_length = false};
   }
   bool same_group(const verification_stage& other) const override { return detail::same_stage(*this, other); }
+  //! Whether it verifies what a drafter stage declaring `o` writes: a tree only.
+  static constexpr bool verifies(draft_output o) noexcept { return o == draft_output::tree; }
   void admit(const stage_admission& a) const override {
     SPECDEC_EXPECTS(a.drafter_stage,
                     "specdec::batch_decoder::add: tree verification needs a tree drafter stage (draft/tree.hpp)");
     SPECDEC_EXPECTS(
         a.tree_target,
         "specdec::batch_decoder::add: tree verification needs a target that takes tree-shaped appends (TreeSequenceModel)");
-    detail::admit_drafter_output(
-        a, [](draft_output o) { return o == draft_output::tree; }, "tree verification");
+    detail::admit_drafter_output(a, verifies, "tree verification");
   }
   //! A tree's block: parents before children, a q row per node or none, the depth within the round's length.
   bool check_draft(const stage_request& r, verification_buffers& buffers) const override {
@@ -636,6 +635,19 @@ concept StageAcceptance = requires {
   typename verification_stage_for<A>::type;
 }
 &&std::derived_from<typename verification_stage_for<A>::type, verification_stage>;
+
+//! Whether the verification stage of acceptance values of type `A` verifies what a drafter stage
+//! declaring `Output` writes: the stage's `static constexpr bool verifies(draft_output)` (every library
+//! stage has one), or true for a stage that does not say (`add()` and `check_draft` check it then).
+//! `request_options::set_stages` requires it, so that a mismatch is a compile error.
+template <StageAcceptance A, draft_output Output>
+inline constexpr bool verifies_output = [] {
+  using stage = typename verification_stage_for<A>::type;
+  if constexpr (requires { std::bool_constant<stage::verifies(Output)>{}; })
+    return stage::verifies(Output);
+  else
+    return true;
+}();
 
 //! The verification stage of an acceptance value (`StageAcceptance`); stateless values share one.
 template <StageAcceptance A>

@@ -240,17 +240,18 @@ enum class mtad_draft_cost : std::uint8_t {
 //! joint log q~ of every prefix (for MTAD's joint rule), no q rows; a round of gamma = 0 drafts
 //! nothing. The stage refers to `drafter`, which must outlive it.
 template <Model DraftModel>
-draft_stage beam_stage(beam_drafter<DraftModel>& drafter, mtad_draft_cost charge = mtad_draft_cost::per_step) {
-  return draft_stage(draft_output::joint, [d = &drafter, charge, block = beam_block{}](
-                                              std::span<const token_id> context, std::size_t gamma,
-                                              const random::request_stream& stream, stage_draft& out) mutable {
-    if (gamma == 0) return;
-    d->draft(context, gamma, stream, block);
-    out.tokens.swap(block.tokens);
-    out.log_q.swap(block.log_q);
-    out.model_calls = block.model_calls;
-    out.charged_steps = charge == mtad_draft_cost::per_step ? out.tokens.size() : block.model_calls;
-  });
+draft_stage_of<draft_output::joint> beam_stage(beam_drafter<DraftModel>& drafter,
+                                               mtad_draft_cost charge = mtad_draft_cost::per_step) {
+  return draft_stage_of<draft_output::joint>(
+      [d = &drafter, charge, block = beam_block{}](std::span<const token_id> context, std::size_t gamma,
+                                                   const random::request_stream& stream, stage_draft& out) mutable {
+        if (gamma == 0) return;
+        d->draft(context, gamma, stream, block);
+        out.tokens.swap(block.tokens);
+        out.log_q.swap(block.log_q);
+        out.model_calls = block.model_calls;
+        out.charged_steps = charge == mtad_draft_cost::per_step ? out.tokens.size() : block.model_calls;
+      });
 }
 
 //! One beam draft of length gamma after `context` (a `beam_drafter` used once).

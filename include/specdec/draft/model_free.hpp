@@ -41,15 +41,28 @@ inline void write_model_free_chain(std::span<const token_id> tokens, std::size_t
   out.charged_steps = 0;
 }
 
+namespace detail {
+//! The call of `with_one_hot_q`: `stage`'s drafts, then one-hot q rows over `vocab` tokens.
+inline auto one_hot_q_call(draft_stage stage, std::size_t vocab) {
+  return [stage = std::move(stage), vocab](std::span<const token_id> context, std::size_t gamma,
+                                           const random::request_stream& stream, stage_draft& out) {
+    stage(context, gamma, stream, out);
+    write_one_hot_q(vocab, out);
+  };
+}
+}  // namespace detail
+
 //! A model-free chain stage whose drafts a rule reading q verifies: `stage`'s drafts with one-hot q
 //! rows over `vocab` tokens (V floats per draft).
 inline draft_stage with_one_hot_q(draft_stage stage, std::size_t vocab) {
   const draft_output output = stage.output();
-  return draft_stage(output, [stage = std::move(stage), vocab](std::span<const token_id> context, std::size_t gamma,
-                                                               const random::request_stream& stream, stage_draft& out) {
-    stage(context, gamma, stream, out);
-    write_one_hot_q(vocab, out);
-  });
+  return draft_stage(output, detail::one_hot_q_call(std::move(stage), vocab));
+}
+
+//! `with_one_hot_q` of a stage whose output is part of its type, keeping it.
+template <draft_output Output>
+draft_stage_of<Output> with_one_hot_q(draft_stage_of<Output> stage, std::size_t vocab) {
+  return draft_stage_of<Output>(detail::one_hot_q_call(std::move(stage), vocab));
 }
 
 }  // namespace specdec

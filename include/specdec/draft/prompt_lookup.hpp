@@ -73,14 +73,14 @@ inline std::size_t prompt_lookup(std::span<const token_id> context, const prompt
 
 //! N-gram prompt lookup as a drafter stage of the step decoder (request_options::drafter).
 //! \throws specdec::error on invalid options (validate).
-inline draft_stage prompt_lookup_stage(prompt_lookup_options o) {
+inline draft_stage_of<draft_output::chain> prompt_lookup_stage(prompt_lookup_options o) {
   validate(o);
-  return draft_stage(draft_output::chain,
-                     [o, found = std::vector<token_id>{}](std::span<const token_id> context, std::size_t gamma,
-                                                          const random::request_stream& /*stream*/, stage_draft& out) mutable {
-                       prompt_lookup(context, o, gamma, found);
-                       write_model_free_chain(std::span<const token_id>(found), o.one_hot_vocab, out);
-                     });
+  return draft_stage_of<draft_output::chain>(
+      [o, found = std::vector<token_id>{}](std::span<const token_id> context, std::size_t gamma,
+                                           const random::request_stream& /*stream*/, stage_draft& out) mutable {
+        prompt_lookup(context, o, gamma, found);
+        write_model_free_chain(std::span<const token_id>(found), o.one_hot_vocab, out);
+      });
 }
 
 }  // namespace specdec

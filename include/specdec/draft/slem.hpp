@@ -173,11 +173,11 @@ class slem_drafter {
 //! SLEM over `draft` as a drafter stage of the step decoder (one per request). \throws what
 //! `slem_drafter`'s constructor throws.
 template <StatefulModel Draft, TextTokenizer TargetTokenizer, TextTokenizer DraftTokenizer>
-draft_stage slem_stage(Draft draft, const TargetTokenizer& target_tokenizer, const DraftTokenizer& draft_tokenizer,
-                       cross_vocab_options options = {}, slem_options slem = {}) {
-  return shared_stage(std::make_shared<slem_drafter<Draft, TargetTokenizer, DraftTokenizer>>(
-                          std::move(draft), target_tokenizer, draft_tokenizer, std::move(options), slem),
-                      draft_output::chain);
+draft_stage_of<draft_output::chain> slem_stage(Draft draft, const TargetTokenizer& target_tokenizer,
+                                               const DraftTokenizer& draft_tokenizer, cross_vocab_options options = {},
+                                               slem_options slem = {}) {
+  return shared_stage<draft_output::chain>(std::make_shared<slem_drafter<Draft, TargetTokenizer, DraftTokenizer>>(
+      std::move(draft), target_tokenizer, draft_tokenizer, std::move(options), slem));
 }
 
 }  // namespace specdec

@@ -92,7 +92,7 @@ class draft_stage {
   draft_stage() = default;
   //! A callable of the user's own, its output undeclared.
   template <class F>
-    requires(!std::same_as<std::remove_cvref_t<F>, draft_stage>)
+    requires(!std::derived_from<std::remove_cvref_t<F>, draft_stage>)
   &&std::constructible_from<draft_function, F> draft_stage(
       F&& f)  // NOLINT(google-explicit-constructor): a plain callable is a stage
       : call_(std::forward<F>(f)) {}
@@ -116,18 +116,33 @@ class draft_stage {
     draft_output output_ = draft_output::unspecified;
 };
 
+//! A drafter stage whose output is part of its type, so that `request_options::set_stages` refuses at
+//! compile time a verification that cannot verify it (`verifies_output`). Every library factory whose
+//! output does not depend on a run-time option returns one; it converts to a `draft_stage` keeping
+//! `output()`, for `request_options::drafter` and the checks of `add()`.
+template <draft_output Output>
+  requires(Output != draft_output::unspecified)
+class draft_stage_of : public draft_stage {
+ public:
+  static constexpr draft_output output_kind = Output;  //!< what it writes
+  //! A callable that writes `Output`.
+  template <class F>
+    requires(!std::derived_from<std::remove_cvref_t<F>, draft_stage>)
+  &&std::constructible_from<draft_function, F> explicit draft_stage_of(F&& f) : draft_stage(Output, std::forward<F>(f)) {}
+};
+
 //! Any `Drafter` (e.g. `chain_drafter`) as a drafter stage, charged one draft step per token. The
 //! stage refers to `drafter`, which must outlive it.
 template <Drafter D>
-draft_stage drafter_stage(D& drafter) {
-  return draft_stage(draft_output::chain,
-                     [d = &drafter, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
-                                                           const random::request_stream& stream, stage_draft& out) mutable {
-                       out.model_calls = static_cast<std::size_t>(d->draft(context, gamma, stream, block));
-                       out.tokens.swap(block.tokens);  // swaps keep both buffers: no copy, no allocation once warm
-                       out.q_rows.swap(block.q_rows);
-                       out.charged_steps = out.tokens.size();
-                     });
+draft_stage_of<draft_output::chain> drafter_stage(D& drafter) {
+  return draft_stage_of<draft_output::chain>(
+      [d = &drafter, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
+                                            const random::request_stream& stream, stage_draft& out) mutable {
+        out.model_calls = static_cast<std::size_t>(d->draft(context, gamma, stream, block));
+        out.tokens.swap(block.tokens);  // swaps keep both buffers: no copy, no allocation once warm
+        out.q_rows.swap(block.q_rows);
+        out.charged_steps = out.tokens.size();
+      });
 }
 
 }  // namespace specdec

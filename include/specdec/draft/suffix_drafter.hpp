@@ -277,37 +277,56 @@ class suffix_cache {
   suffix_tree tree_;
 };
 
-//! Suffix-tree drafting as a drafter stage of the step decoder (request_options::drafter), for one
-//! request (see the file comment for the state it keeps): writes the tokens, and for `o.tree` the
-//! parents; no q rows, no model call, no draft step charged.
-//! \throws specdec::error on invalid options (validate)
-inline draft_stage suffix_stage(const suffix_options& o, std::shared_ptr<suffix_cache> global = {}) {
+namespace detail {
+//! The call of a suffix-tree drafter stage for one request (see the file comment for the state it keeps).
+inline auto suffix_call(const suffix_options& o, std::shared_ptr<suffix_cache> global) {
   validate(o);
   struct state {
     suffix_tree local;
     suffix_draft mine, theirs;
     suffix_workspace work;
   };
-  return draft_stage(o.tree ? draft_output::tree : draft_output::chain,
-                     [o, global = std::move(global), s = state{suffix_tree(o.max_depth), {}, {}, {}}](
-                         std::span<const token_id> context, std::size_t gamma, const random::request_stream& /*stream*/,
-                         stage_draft& out) mutable {
-                       index_context(s.local, context);
-                       suffix_speculate(s.local, context, gamma, o, s.mine, s.work);
-                       if (global) {
-                         global->speculate(context, gamma, o, s.theirs, s.work);
-                         if (s.theirs.score > s.mine.score) std::swap(s.mine, s.theirs);
-                       }
-                       out.tokens.assign(s.mine.tokens.begin(), s.mine.tokens.end());
-                       if (o.tree)
-                         out.parents.assign(s.mine.parents.begin(), s.mine.parents.end());
-                       else
-                         out.parents.clear();
-                       out.q_rows.clear();
-                       out.log_q.clear();
-                       out.model_calls = 0;
-                       out.charged_steps = 0;
-                     });
+  return [o, global = std::move(global), s = state{suffix_tree(o.max_depth), {}, {}, {}}](
+             std::span<const token_id> context, std::size_t gamma, const random::request_stream& /*stream*/,
+             stage_draft& out) mutable {
+    index_context(s.local, context);
+    suffix_speculate(s.local, context, gamma, o, s.mine, s.work);
+    if (global) {
+      global->speculate(context, gamma, o, s.theirs, s.work);
+      if (s.theirs.score > s.mine.score) std::swap(s.mine, s.theirs);
+    }
+    out.tokens.assign(s.mine.tokens.begin(), s.mine.tokens.end());
+    if (o.tree)
+      out.parents.assign(s.mine.parents.begin(), s.mine.parents.end());
+    else
+      out.parents.clear();
+    out.q_rows.clear();
+    out.log_q.clear();
+    out.model_calls = 0;
+    out.charged_steps = 0;
+  };
+}
+}  // namespace detail
+
+//! Suffix-tree drafting as a drafter stage of the step decoder (request_options::drafter), for one
+//! request: writes the tokens, and for `o.tree` the parents; no q rows, no model call, no draft step
+//! charged. Its output (`o.tree`: a tree, else a chain) is known at run time; `suffix_chain_stage` and
+//! `suffix_tree_stage` carry it in their type.
+//! \throws specdec::error on invalid options (validate)
+inline draft_stage suffix_stage(const suffix_options& o, std::shared_ptr<suffix_cache> global = {}) {
+  return draft_stage(o.tree ? draft_output::tree : draft_output::chain, detail::suffix_call(o, std::move(global)));
+}
+
+//! `suffix_stage` drafting chains (`o.tree` ignored). \throws specdec::error on invalid options
+inline draft_stage_of<draft_output::chain> suffix_chain_stage(suffix_options o, std::shared_ptr<suffix_cache> global = {}) {
+  o.tree = false;
+  return draft_stage_of<draft_output::chain>(detail::suffix_call(o, std::move(global)));
+}
+
+//! `suffix_stage` drafting trees (`o.tree` ignored). \throws specdec::error on invalid options
+inline draft_stage_of<draft_output::tree> suffix_tree_stage(suffix_options o, std::shared_ptr<suffix_cache> global = {}) {
+  o.tree = true;
+  return draft_stage_of<draft_output::tree>(detail::suffix_call(o, std::move(global)));
 }
 
 }  // namespace specdec

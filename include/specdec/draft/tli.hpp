@@ -140,11 +140,10 @@ class tli_drafter {
 //! TLI over `draft` as a drafter stage of the step decoder (one per request: it holds the request's
 //! draft state). \throws what `tli_drafter`'s constructor throws.
 template <StatefulModel Draft, TextTokenizer TargetTokenizer, TextTokenizer DraftTokenizer>
-draft_stage tli_stage(Draft draft, const vocab_map& map, const TargetTokenizer& target_tokenizer,
-                      const DraftTokenizer& draft_tokenizer, cross_vocab_options options = {}) {
-  return shared_stage(std::make_shared<tli_drafter<Draft, TargetTokenizer, DraftTokenizer>>(
-                          std::move(draft), map, target_tokenizer, draft_tokenizer, std::move(options)),
-                      draft_output::chain);
+draft_stage_of<draft_output::chain> tli_stage(Draft draft, const vocab_map& map, const TargetTokenizer& target_tokenizer,
+                                              const DraftTokenizer& draft_tokenizer, cross_vocab_options options = {}) {
+  return shared_stage<draft_output::chain>(std::make_shared<tli_drafter<Draft, TargetTokenizer, DraftTokenizer>>(
+      std::move(draft), map, target_tokenizer, draft_tokenizer, std::move(options)));
 }
 
 }  // namespace specdec

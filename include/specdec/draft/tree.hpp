@@ -538,18 +538,18 @@ concept TreeDrafter = requires(D& d, std::span<const token_id> context, std::siz
 //! one charged draft step per batched call (a depth or a frontier runs as one batched forward). The
 //! stage refers to `drafter`, which must outlive it.
 template <TreeDrafter D>
-draft_stage tree_drafter_stage(D& drafter) {
-  return draft_stage(draft_output::tree,
-                     [d = &drafter, tree = drafted_tree{}](std::span<const token_id> context, std::size_t gamma,
-                                                           const random::request_stream& stream, stage_draft& out) mutable {
-                       if (gamma == 0) return;
-                       d->draft(context, gamma, stream, tree);
-                       out.tokens.assign(tree.tokens.begin() + 1, tree.tokens.end());
-                       out.parents.assign(tree.parents.begin() + 1, tree.parents.end());
-                       out.q_rows.swap(tree.q_rows);  // the drafter refills its buffer: no copy, no allocation once warm
-                       out.model_calls = tree.model_calls;
-                       out.charged_steps = tree.batched_calls;
-                     });
+draft_stage_of<draft_output::tree> tree_drafter_stage(D& drafter) {
+  return draft_stage_of<draft_output::tree>(
+      [d = &drafter, tree = drafted_tree{}](std::span<const token_id> context, std::size_t gamma,
+                                            const random::request_stream& stream, stage_draft& out) mutable {
+        if (gamma == 0) return;
+        d->draft(context, gamma, stream, tree);
+        out.tokens.assign(tree.tokens.begin() + 1, tree.tokens.end());
+        out.parents.assign(tree.parents.begin() + 1, tree.parents.end());
+        out.q_rows.swap(tree.q_rows);  // the drafter refills its buffer: no copy, no allocation once warm
+        out.model_calls = tree.model_calls;
+        out.charged_steps = tree.batched_calls;
+      });
 }
 
 //! One static tree after `context` (a `static_tree_drafter` used once).

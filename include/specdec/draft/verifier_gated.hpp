@@ -177,24 +177,25 @@ class verifier_gated_drafter {
 //! to the target. With `stats`, adds each run's verifier counters, forced checks and budget ends to it.
 //! The stage refers to `drafter` (and `stats`), which must outlive it.
 template <Model DraftModel, FeatureExtractor Features, Verifier V>
-draft_stage gated_stage(verifier_gated_drafter<DraftModel, Features, V>& drafter, sprinter_stats* stats = nullptr) {
-  return draft_stage(draft_output::marked_run, [d = &drafter, stats, block = draft_block{}](
-                                                   std::span<const token_id> context, std::size_t gamma,
+draft_stage_of<draft_output::marked_run> gated_stage(verifier_gated_drafter<DraftModel, Features, V>& drafter,
+                                                     sprinter_stats* stats = nullptr) {
+  return draft_stage_of<draft_output::marked_run>(
+      [d = &drafter, stats, block = draft_block{}](std::span<const token_id> context, std::size_t gamma,
                                                    const random::request_stream& stream, stage_draft& out) mutable {
-    gated_run run;
-    out.model_calls = d->draft(context, gamma, stream, block, run);
-    out.tokens.swap(block.tokens);
-    out.q_rows.swap(block.q_rows);
-    out.charged_steps = out.tokens.size();
-    out.kept = run.verifier_accepted;
-    out.check_last = run.needs_check();
-    if (stats == nullptr) return;
-    stats->verifier_calls += run.verifier_calls;
-    stats->verifier_accepted += run.verifier_accepted;
-    stats->run_lengths.push_back(run.verifier_accepted);
-    stats->forced_checks += run.forced_check;
-    stats->budget_ends += !run.needs_check();
-  });
+        gated_run run;
+        out.model_calls = d->draft(context, gamma, stream, block, run);
+        out.tokens.swap(block.tokens);
+        out.q_rows.swap(block.q_rows);
+        out.charged_steps = out.tokens.size();
+        out.kept = run.verifier_accepted;
+        out.check_last = run.needs_check();
+        if (stats == nullptr) return;
+        stats->verifier_calls += run.verifier_calls;
+        stats->verifier_accepted += run.verifier_accepted;
+        stats->run_lengths.push_back(run.verifier_accepted);
+        stats->forced_checks += run.forced_check;
+        stats->budget_ends += !run.needs_check();
+      });
 }
 
 }  // namespace specdec
