@@ -88,6 +88,12 @@ static_assert(specdec::backend::simd::HasVectorResidual<specdec::strict_rule> &&
               specdec::backend::simd::HasVectorResidual<specdec::block_residual> &&
               specdec::backend::simd::HasVectorResidual<specdec::scaled_draft_residual>);
 static_assert(!specdec::backend::simd::HasVectorResidual<halfway_rule>);
+// Only a rule that says so has its residual formed in float (strict's min is exact there; lenient's
+// scaled q is not).
+static_assert(specdec::backend::simd::exact_mass_in_float<specdec::strict_rule> &&
+              !specdec::backend::simd::exact_mass_in_float<specdec::lenient_rule> &&
+              !specdec::backend::simd::exact_mass_in_float<specdec::block_residual> &&
+              !specdec::backend::simd::exact_mass_in_float<halfway_rule>);
 
 
 }  // namespace specdec_simd_test

@@ -33,6 +33,9 @@ struct strict_rule {
   SPECDEC_HOST_DEVICE constexpr T accepted_mass(std::type_identity_t<T> p, std::type_identity_t<T> q) const noexcept {
     return lane_min(q, p);
   }
+  //! Its accepted mass on float values is exact (a min selects one of them, no rounding), so a backend
+  //! may take it in float before widening (backend/simd/residual.hpp).
+  static constexpr bool exact_mass_in_float = true;
 };
 
 //! The strict rule, as a value to pass to `verify` or `verify_tree`.

@@ -46,6 +46,13 @@ B residual_weight_lanes(const Rule& rule, const B& p, const B& q) noexcept {
   return positive_part<typename B::arch_type>(p - rule.template accepted_mass<B>(p, q));
 }
 
+//! Whether `Rule` says its accepted mass is exact when taken on float values (`exact_mass_in_float`,
+//! strict's min): the residual of float rows is then formed in float before widening.
+template <class Rule>
+inline constexpr bool exact_mass_in_float = requires {
+  requires Rule::exact_mass_in_float;
+};
+
 namespace detail {
 
 //! The step of a residual row pair: w_v = max(0, p_v - a(p_v, q_v)).
@@ -58,9 +65,9 @@ struct residual_step {
   fast_usable_tracker<Arch, T> ok{};
 
   void operator()(std::size_t base, lane_accumulators<Arch>& acc) {
-    if constexpr (std::is_same_v<T, float> && std::is_same_v<Rule, strict_rule>) {
-      // Strict on float rows: max(0, p - q) = p - min(p, q), the min taken in float (exact, and the
-      // same double as seq's p - min(p, q), +0 where p <= q): one conversion and no max per pair.
+    if constexpr (std::is_same_v<T, float> && exact_mass_in_float<Rule>) {
+      // Float rows and a mass exact in float (strict's min(p, q)): max(0, p - a) = p - a with a taken in
+      // float, the same double as seq's (+0 where p <= q): one conversion and no max per pair.
       using F = fbatch<Arch>;
       constexpr std::size_t n = dbatch<Arch>::size;
       for (std::size_t k = 0; k < sampling_lanes / F::size; ++k) {
@@ -68,7 +75,7 @@ struct residual_step {
         const F pv = F::load_unaligned(pk), qv = F::load_unaligned(q + base + k * F::size);
         ok.add(pv);
         ok.add(qv);
-        const F m = rule->template accepted_mass<F>(pv, qv);  // min(q, p), exact in float
+        const F m = rule->template accepted_mass<F>(pv, qv);  // exact in float
         acc[2 * k] += widen_lo<Arch>(pv) - widen_lo<Arch>(m);
         acc[2 * k + 1] += load_widen<Arch>(pk + n) - widen_hi<Arch>(m);
       }

@@ -78,7 +78,7 @@ class sequence_model {
   std::size_t hidden_size() const noexcept { return ctx_->hidden_size(); }
   //! The last-layer hidden state (`hidden_size()` values) at sequence s's last position, from
   //! the chain append that ended there. \throws specdec::error on a context without hidden states, or
-  //! when s's last position was not appended by a chain append since its last rollback.
+  //! when s's last position is not where a chain append ended (a rollback past that position forgets it).
   std::span<const float> hidden_state(sequence_id s) const {
     SPECDEC_EXPECTS(ctx_->hidden_states(), "specdec::llama_cpp::sequence_model: the context was made without hidden_states");
     const auto it = live_.find(s);
@@ -180,7 +180,7 @@ class sequence_model {
     if (!llama_memory_seq_rm(ctx_->memory(), sl.id, static_cast<llama_pos>(sl.length - n), -1))
       throw engine_error("specdec::llama_cpp::sequence_model::rollback: this model's memory cannot remove a suffix");
     sl.length -= n;
-    sl.hidden_at = 0;  // the state was past the new end: a tree committed back to that length must not revive it
+    sl.forget_stale_hidden();
     stats_.rolled_back += n;
   }
 
@@ -244,6 +244,12 @@ class sequence_model {
     tree_state tree;
     std::vector<float> hidden;  // the hidden state at position hidden_at - 1 (hidden_states contexts)
     std::size_t hidden_at = 0;  // the length when `hidden` was output (0: none)
+
+    // Forgets a hidden state output past the end (a rollback or an undone forward removed its
+    // position), so that a tree committed back to that length cannot revive it.
+    void forget_stale_hidden() noexcept {
+      if (hidden_at > length) hidden_at = 0;
+    }
   };
 
   // Takes path ids for a tree and shares the state's cells with each (cells of one stream are shared).
@@ -390,7 +396,7 @@ class sequence_model {
       free_tree(it->second);
       llama_memory_seq_rm(ctx_->memory(), it->second.id, static_cast<llama_pos>(it->second.before), -1);
       it->second.length = it->second.before;
-      if (it->second.hidden_at > it->second.length) it->second.hidden_at = 0;
+      it->second.forget_stale_hidden();
       if (it->second.length == 0) {
         free_slots_.push_back(it->second.id);
         live_.erase(it);
