@@ -1,8 +1,8 @@
 //! \file tests/backend/cuda_tree_cases.hpp
 //! \brief Test support for the cuda tree and block verifiers (cuda_tree.cu on a GPU, cuda_tree_host.cu
 //! without one): random tree batches of several shapes with spoiled requests, the seq oracle's outputs,
-//! and a host replay of the kernels: the walks they run (`walk_tree`, `walk_block` of backend/walks/)
-//! with host versions of their row operations built from seq's functions.
+//! and a host replay of the kernels: the walks they run (`walk_tree`, `walk_block` and the chain walks
+//! of backend/walks/) with host versions of their row operations built from seq's functions.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "specdec/acceptance/verify.hpp"
 #include "specdec/backend/cuda/verify_block.cuh"
 #include "specdec/backend/cuda/verify_tree.cuh"
+#include "specdec/backend/walks/chain.hpp"
 #include "specdec/random/stream.hpp"
 #include "specdec/sampling/categorical.hpp"
 #include "specdec/sampling/residual.hpp"
@@ -371,6 +372,69 @@ specdec_test::owned_outputs replay_block(const specdec_test::owned_batch<T>& own
     for (std::size_t j = 0; j < o.stride; ++j) o.tokens[b * o.stride + j] = cd::block_output_token(drafts, r, j);
     o.num_accepted[b] = r.accepted;
     o.status[b] = r.status;
+  }
+  return o;
+}
+
+//! The row operations of the chain walks (backend/walks/chain.hpp) as the chain kernels' `plan_ops` and
+//! `target_walk_ops` do them (verify.cuh) on rows given as probabilities: every row is usable, its sum
+//! checked when asked; the row jobs' argmax (`locate_targets`: greedy_usable, else not_finite) and
+//! samples come from the whole row.
+template <class T>
+struct host_chain_ops : host_block_ops<T> {
+  using base = host_block_ops<T>;
+  using base::p;
+  using base::flag_unless;
+
+  verify_status check_target(std::int32_t i) const {
+    return flag_unless(this->target_normalised(i), verify_status::not_normalised);
+  }
+  verify_status check_bonus(std::int32_t n) const { return check_target(n); }
+  specdec::backend::walks::greedy_row greedy(std::int32_t i) const {
+    const bool usable = specdec::backend::seq::seq_kernels::greedy_usable(p(i));
+    return {usable, usable ? static_cast<token_id>(specdec::argmax(p(i))) : specdec::no_token};
+  }
+};
+
+//! Chain verification through the cuda kernels' walks, replayed on the host: `plan_rejection` then
+//! `locate_rejection`'s draw (the bonus from p; q without mass unusable; the residual, else p), or
+//! `walk_targets`.
+template <class Rule, class T>
+specdec_test::owned_outputs replay_chain(const Rule& rule, const specdec_test::owned_batch<T>& owned,
+                                         const specdec::verify_options& options = {}) {
+  namespace walks = specdec::backend::walks;
+  specdec_test::owned_outputs o(owned);
+  const specdec::chain_batch<T> batch = owned.view();
+  const std::size_t V = batch.vocab_size;
+  for (std::size_t b = 0; b < batch.layout.batch_size(); ++b) {
+    const auto n = static_cast<std::int32_t>(batch.layout.num_drafts(b));
+    const token_id* drafts = batch.draft_tokens.data() + batch.layout.draft_row(b, 0);
+    host_chain_ops<T> ops{{{batch, b, options}}};
+    walks::chain_walk_result w;
+    if constexpr (Rule::family == specdec::rule_family::rejection) {
+      w = walks::walk_rejection(rule, ops, drafts, n, V, owned.streams[b]);
+      if (w.kind != walks::chain_stop::none) {
+        const double u = walks::first_uniform(owned.streams[b], w.stop, specdec::random::purpose::resample);
+        specdec::sample_result y;
+        if (w.kind == walks::chain_stop::bonus) {
+          y = specdec::sample_categorical(ops.p(w.stop), u);
+        } else if (w.kind == walks::chain_stop::residual_q_zero && !specdec::backend::seq::seq_kernels::has_mass(ops.q(w.stop))) {
+          y = {specdec::no_token, specdec::row_status::not_finite, 0.0};
+        } else {
+          const auto r = specdec::sample_residual(
+              ops.p(w.stop), ops.q(w.stop), [&](double pv, double qv) { return rule.accepted_mass(pv, qv); }, u);
+          if (r.used_fallback) w.status |= verify_status::residual_fallback;
+          y = r.sample;
+        }
+        walks::emit_sample(y, V, w.emitted, w.status);
+      }
+    } else {
+      w = walks::walk_target_choice<Rule::family>(ops, drafts, n, V, owned.streams[b]);
+    }
+    for (std::size_t j = 0; j < o.stride; ++j)
+      o.tokens[b * o.stride + j] = walks::chain_output_token(drafts, w.stop, w.emitted, j);
+    o.num_accepted[b] = w.stop;
+    o.status[b] = w.status;
   }
   return o;
 }

@@ -1,9 +1,10 @@
-// Host-side checks of the cuda tree and block verifiers (backend/cuda/verify_tree.cuh,
-// verify_block.cuh) that need no GPU and no CUDA driver (built with the ordinary Catch2 main):
-//  - the kernels' walks (`walk_tree` for every rule the backend implements, `walk_block`: backend/walks/,
-//    the walks seq runs too), replayed on the host with host versions of the kernels' row operations built
-//    from seq's functions, against seq's verify_tree / verify(block): tokens, paths, counts and statuses, on
-//    random trees of every shape and on chains, with spoiled requests and normalisation checks. This
+// Host-side checks of the cuda tree, block and chain verifiers (backend/cuda/verify_tree.cuh,
+// verify_block.cuh, verify.cuh) that need no GPU and no CUDA driver (built with the ordinary Catch2 main):
+//  - the kernels' walks (`walk_tree` for every rule the backend implements, `walk_block`, and the chain
+//    walks of `plan_rejection` and `walk_targets`: backend/walks/, the walks seq runs too), replayed on
+//    the host with host versions of the kernels' row operations built from seq's functions, against seq's
+//    verify_tree / verify: tokens, paths, counts and statuses, on random trees of every shape and on
+//    chains, with spoiled requests and normalisation checks. This
 //    validates everything but the device row operations (primitives/request_block.cuh's block passes, which
 //    follow the sampling contract; tests/backend/cuda_tree.cu compares them with seq on a GPU);
 //  - `tree_layout_arrays` / `tree_layout_view` against the `tree_layout` they flatten;
@@ -105,6 +106,36 @@ TEST_CASE("cuda block verification walk, replayed on the host, gives seq's outpu
       check(specdec_test::build_batch(reqs, V, true));
       check(specdec_test::build_batch(reqf, V, false, 6));
     }
+}
+
+TEST_CASE("cuda chain verification walks, replayed on the host, give seq's outputs", "[cuda][host][verify]") {
+  philox_stream s(stream_address{0x7EE0, 4, 0, 0, purpose::user});
+  std::size_t flagged = 0, deep = 0;
+  for (const std::size_t V : {std::size_t{7}, std::size_t{40}, std::size_t{3000}})
+    for (std::uint32_t rep = 0; rep < (V > 1000 ? 4u : 20u); ++rep) {
+      const auto reqs = specdec_test::make_requests<double>(s, 10, 10, V, 0.4, rep);
+      const auto reqf = specdec_test::make_requests<float>(s, 10, 10, V, 0.4, rep);
+      const specdec::verify_options options{rep % 3 == 0, 1e-3};
+      const auto check = [&](const auto& batch) {
+        specdec_test::for_each_rule([&](const auto& rule, const char* name) {
+          specdec_test::owned_outputs a(batch);
+          specdec::verify(specdec::exec::seq, rule, batch.view(), batch.stream_span(), a.view(), options);
+          const auto b = replay_chain(rule, batch, options);
+          CAPTURE(name, V, rep);
+          REQUIRE(a.tokens == b.tokens);
+          REQUIRE(a.num_accepted == b.num_accepted);
+          REQUIRE(a.status == b.status);
+          for (std::size_t r = 0; r < a.status.size(); ++r) {
+            flagged += a.status[r] != verify_status::ok;
+            deep += a.num_accepted[r] >= 2;
+          }
+        });
+      };
+      check(specdec_test::build_batch(reqs, V, true));
+      check(specdec_test::build_batch(reqf, V, false, 10));
+    }
+  CHECK(flagged > 0);
+  CHECK(deep > 0);
 }
 
 TEST_CASE("tree_layout_arrays flattens a tree_layout", "[cuda][host][tree]") {

@@ -1,7 +1,7 @@
 //! \file acceptance/position_test.hpp
 //! \brief The decision at one drafted position of a rejection-family rule, from its two scalars:
-//! the status rules of that decision in one place, for seq's chain walk (backend/seq/verify.hpp,
-//! which simd runs too) and the cuda verification plan (backend/cuda/kernels/verify.cuh).
+//! the status rules of that decision in one place, for the chain walk (backend/walks/chain.hpp,
+//! which seq, simd and the cuda verification plan run).
 #pragma once
 
 #include <cstdint>

@@ -3,9 +3,10 @@
 //! format and status flags of seq (backend/seq/verify.hpp), and the same tokens for the same streams.
 //!
 //! Rejection rules (strict, lenient, any rule with __host__ __device__ `accepts`/`accepted_mass`):
-//!  1. `plan_rejection`: one thread per request walks its drafts on two gathered scalars per
-//!     position (p(x), q(x)), with the accept uniform of stream (position, accept); it records where
-//!     the request stops and whether a residual or a bonus is needed. No row is read whole.
+//!  1. `plan_rejection`: one thread per request runs seq's chain walk (`walks::walk_rejection`,
+//!     backend/walks/chain.hpp) on two gathered scalars per position (p(x), q(x)), with the accept
+//!     uniform of stream (position, accept); it records where the request stops and whether a
+//!     residual or a bonus is needed. No row is read whole.
 //!  2. `residual_tiles`: the one row pair per request that is needed, split into tiles of 2048 with
 //!     one warp per tile over as many blocks as there are tiles (so B = 1 still fills the GPU): the
 //!     residual's tile masses, p's tile masses (the zero-residual fallback costs no second read) and
@@ -14,7 +15,8 @@
 //!     writes the tokens, the accepted count and the status.
 //! Greedy and sample-and-match need the target's argmax or sample at every position up to the first
 //! mismatch; the GPU computes them for all n_b + 1 positions at once (one read of every target row,
-//! where seq stops at the mismatch), then one thread per request walks the results.
+//! where seq stops at the mismatch), then one warp per request runs seq's chain walk
+//! (`walks::walk_target_choice`) on the results.
 //! `verify_options::check_normalisation` adds one pass summing every row (any order: the tolerance
 //! dwarfs the rounding).
 //! Memory: `verify_workspace_bytes` then a caller-owned device workspace (CUB's two-phase pattern),

@@ -1,8 +1,10 @@
 //! \file backend/seq/verify.hpp
 //! \brief The sequential chain verifier: the reference oracle of every backend.
 //!
-//! Per request: walk the drafted positions, test each with the rule, stop at the first rejection
-//! and emit one correction (residual, argmax or target sample); after n_b acceptances emit the bonus.
+//! Per request: the chain walk every backend runs (backend/walks/chain.hpp; block verification:
+//! walks/block.hpp), through `chain_walk_ops`, tests the drafted positions with the rule, stops at the
+//! first rejection and says what to emit there (residual, argmax or target sample; after n_b
+//! acceptances the bonus); seq draws a rejection rule's residual or bonus (`emit_rejection`).
 //! Only the rows that are needed are read: two scalars per drafted position and, at the stopping
 //! position, one target row (and one draft row for rejection rules). A target sample (sample-and-match's,
 //! every bonus) from logits is the backend's `sample_logits` of the row: no warped row is written
@@ -25,6 +27,7 @@
 #include "specdec/acceptance/status.hpp"
 #include "specdec/acceptance/typical.hpp"
 #include "specdec/backend/walks/block.hpp"
+#include "specdec/backend/walks/chain.hpp"
 #include "specdec/backend/walks/steps.hpp"
 #include "specdec/core/batch.hpp"
 #include "specdec/distributions/softmax.hpp"
@@ -88,8 +91,8 @@ struct probability_rows {
 };
 
 //! The whole-row steps of a verification, as seq performs them. A backend supplies a struct with the
-//! same static members (backend/simd/verify.hpp does) and reuses the one walk below: the
-//! accept/reject logic, stream addressing and status flags exist once.
+//! same static members (backend/simd/verify.hpp does) and reuses the walks through `chain_walk_ops`:
+//! the accept/reject logic, stream addressing and status flags exist once (backend/walks/).
 struct seq_kernels {
   //! sum_v double(row_v).
   template <class T>
@@ -331,15 +334,13 @@ class draft_position {
 };
 
 //! The token typical acceptance emits from the row p whose threshold is `threshold` (finite):
-//! argmax p, or a sample of p restricted to p(v) >= threshold with the (position, resample) uniform.
+//! argmax p, or a sample of p restricted to p(v) >= threshold with u, the (position, resample) uniform.
 template <class K, class T>
-sample_result typical_emission(const typical_rule& rule, std::span<const T> p, double threshold,
-                               const random::request_stream& stream, std::uint32_t position) {
+sample_result typical_emission(const typical_rule& rule, std::span<const T> p, double threshold, double u) {
   if (rule.correction == typical_correction::argmax) {
     if (!K::greedy_usable(p)) return {no_token, row_status::not_finite, 0.0};
     return {static_cast<token_id>(K::argmax(p)), row_status::ok, 1.0};
   }
-  const double u = stream.open(position, random::purpose::resample).uniform();
   return sample_by_weights(
       p.size(),
       [&](std::size_t v) {
@@ -349,13 +350,19 @@ sample_result typical_emission(const typical_rule& rule, std::span<const T> p, d
       u);
 }
 
+//! Rows that draw their target samples themselves (`warped_logit_rows`: from the logits).
+template <class Rows>
+concept draws_target_samples = requires(Rows& rows, std::size_t i, double u) {
+  rows.sample_target(i, u);
+};
+
 //! A target sample of position i with the uniform u: the rows' `sample_target` when they have one
 //! (from logits: the backend's `sample_logits`, no warped row), else `K::sample_categorical` on row i,
 //! read and checked. nullopt when row i fails its check (the status says why); a sample whose status
 //! is not ok is flagged when it is emitted.
 template <class K, class T, class Rows>
 std::optional<sample_result> target_sample(Rows& rows, request_checks<K, T>& checks, std::size_t i, double u) {
-  if constexpr (requires { rows.sample_target(i, u); }) {
+  if constexpr (draws_target_samples<Rows>) {
     return rows.sample_target(i, u);
   } else {
     const row_ref<T> p = rows.target(i);
@@ -364,13 +371,51 @@ std::optional<sample_result> target_sample(Rows& rows, request_checks<K, T>& che
   }
 }
 
-//! The rows of one chain as block verification's walk reads them (backend/walks/block.hpp, `Ops`):
-//! seq's row checks, its draft side (q_i(x_i) given or read, acceptance/draft_side.hpp) and the
-//! residual sampler of the row kernels `K`. Each operation returns the flags of the rows it read.
+//! The target-row operations of the walks' `Ops` (backend/walks/) with seq's row checks: row p_i read
+//! and checked (`check_target`), its argmax (`greedy`) and a target sample (`sample_target`). Each
+//! operation returns the flags of the rows it read.
 template <class K, class T, class Rows>
-class chain_walk_ops {
+class target_row_ops {
  public:
-  chain_walk_ops(Rows& rows, const verify_options& options, std::size_t vocab_size) : rows_(rows), op_(options, vocab_size) {}
+  target_row_ops(Rows& rows, const verify_options& options, std::size_t vocab_size) : rows_(rows), op_(options, vocab_size) {}
+
+  verify_status check_target(std::int32_t i) {
+    const row_ref<T> target = rows_.target(static_cast<std::size_t>(i));
+    p_ = target.values;
+    op_.checks().row(target);
+    return op_.take();
+  }
+  walks::greedy_row greedy(std::int32_t) const {
+    if (!K::greedy_usable(p_)) return {false, no_token};
+    return {true, static_cast<token_id>(K::argmax(p_))};
+  }
+  walks::row_draw<sample_result> sample_target(std::int32_t i, double u) {
+    const std::optional<sample_result> y = target_sample(rows_, op_.checks(), static_cast<std::size_t>(i), u);
+    if (!y) return {op_.take()};
+    return {verify_status::ok, *y};
+  }
+
+ protected:
+  Rows& rows_;
+  operation_checks<K, T> op_;
+  std::span<const T> p_;  // the last target row `check_target` read
+};
+
+//! The rows of one chain as the chain walks read them (backend/walks/chain.hpp and block.hpp, `Ops`):
+//! seq's row checks, its draft side (q_i(x_i) given or read, acceptance/draft_side.hpp) and the
+//! samplers of the row kernels `K`. Each operation returns the flags of the rows it read.
+template <class K, class T, class Rows>
+class chain_walk_ops : public target_row_ops<K, T, Rows> {
+  using base = target_row_ops<K, T, Rows>;
+  using base::op_;
+  using base::p_;
+  using base::rows_;
+  // From logits a target sample is the backend's `sample_logits` of the row, which reports an unusable
+  // row itself; no probability row is read (or summed) for it.
+  static constexpr bool samples_logits = draws_target_samples<Rows>;
+
+ public:
+  using base::base;
 
   walks::row_scalar target_at(std::int32_t i, token_id x) {
     const target_probabilities<T> p = rows_.probabilities(index(i));
@@ -389,11 +434,6 @@ class chain_walk_ops {
     if (row != nullptr && !K::has_mass(row->values)) op_.checks().status |= verify_status::invalid_row;
     return op_.take();
   }
-  walks::row_draw<sample_result> sample_target(std::int32_t i, double u) {
-    const std::optional<sample_result> y = target_sample(rows_, op_.checks(), index(i), u);
-    if (!y) return {op_.take()};
-    return {verify_status::ok, *y};
-  }
   //! Samples the residual at once with u (seq's sampler returns the token with the mass) and keeps it
   //! for `draw_residual`.
   walks::residual_mass residual_mass(std::int32_t i, double inverse_weight, double u) {
@@ -409,11 +449,40 @@ class chain_walk_ops {
   }
   void barrier() const {}
 
+  // ---- chain.hpp's operations beyond block.hpp's
+  verify_status check_bonus(std::int32_t i) {
+    if constexpr (samples_logits)
+      return verify_status::ok;
+    else
+      return this->check_target(i);
+  }
+  //! The bonus of a rejection rule, p_i sampled with u. \pre `check_bonus(i)` found the row usable
+  sample_result draw_bonus(std::int32_t i, double u) {
+    if constexpr (samples_logits)
+      return rows_.sample_target(index(i), u);
+    else
+      return K::sample_categorical(p_, u);
+  }
+  //! A token of the rule's residual at position i with u (p itself when it has no mass: `fallback`);
+  //! reads (and checks) row q_i unless `draft_at(i, ...)` or `draft_has_mass(i)` did.
+  //! \pre `draft_at(i, ...)` was the last draft read
+  template <class Rule>
+  walks::row_draw<sample_result> draw_rule_residual(std::int32_t i, const Rule& rule, double u) {
+    const row_ref<T>* q = draft_->row();
+    if (q == nullptr) return {op_.take()};
+    const residual_result r = sample_residual_of<K>(rows_.probabilities(index(i)), q->values, rule, u);
+    return {verify_status::ok, r.sample, r.used_fallback};
+  }
+  using base::check_target;
+  double typical_threshold(const typical_rule& rule, std::int32_t) const { return rule.threshold(p_); }
+  double target_value(std::int32_t, token_id x) const { return static_cast<double>(p_[static_cast<std::size_t>(x)]); }
+  sample_result typical_correction(const typical_rule& rule, std::int32_t, double threshold, double u) const {
+    return typical_emission<K>(rule, p_, threshold, u);
+  }
+
  private:
   static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-  Rows& rows_;
-  operation_checks<K, T> op_;
   std::optional<draft_position<K, T, Rows>> draft_;  // the last position whose q was read
   residual_result residual_;                         // the last residual drawn
 };
@@ -433,109 +502,56 @@ std::int32_t verify_block_one(Rows& rows, std::span<const token_id> drafts, cons
   return r.accepted;
 }
 
-//! Verifies one request's chain of `n` drafts with the row kernels `K`. Writes tokens[0..] and
-//! returns the accepted count.
+//! The correction or bonus a rejection rule's walk stopped for (`kind`, backend/walks/chain.hpp),
+//! drawn with the (stop, resample) uniform into `slot`: the bonus, a sample of p_n; or a token of the
+//! rule's residual, once q is known to have mass when q(x) = 0 (a q without mass is unusable, not a
+//! residual of p: status.hpp).
+template <class K, class Rule, class T, class Rows>
+void emit_rejection(const Rule& rule, chain_walk_ops<K, T, Rows>& ops, const walks::chain_walk_result& w,
+                    const random::request_stream& stream, token_id& slot, request_checks<K, T>& checks) {
+  const double u = walks::first_uniform(stream, w.stop, random::purpose::resample);
+  if (w.kind == walks::chain_stop::bonus) {
+    checks.emit(ops.draw_bonus(w.stop, u), slot);
+    return;
+  }
+  if (w.kind == walks::chain_stop::residual_q_zero) {
+    checks.status |= ops.draft_has_mass(w.stop);
+    if (!is_valid(checks.status)) return;
+  }
+  const walks::row_draw<sample_result> d = ops.draw_rule_residual(w.stop, rule, u);
+  checks.status |= d.flags;
+  if (!is_valid(checks.status)) return;
+  if (d.fallback) checks.status |= verify_status::residual_fallback;
+  checks.emit(d.sample, slot);
+}
+
+//! Verifies one request's chain of `n` drafts with the row kernels `K`: the chain walk of
+//! backend/walks/chain.hpp (block verification: block.hpp's), then the token it asks for. Writes
+//! tokens[0..] and returns the accepted count.
 template <class K, AcceptanceRule Rule, class T, class Rows>
 std::int32_t verify_one(const Rule& rule, Rows& rows, std::span<const token_id> drafts, std::size_t vocab_size,
                         const random::request_stream& stream, std::span<token_id> tokens, verify_status& status,
                         const verify_options& options) {
-  using random::purpose;
-  const std::size_t n = drafts.size();
   for (token_id& t : tokens) t = no_token;
   request_checks<K, T> checks{status, options, vocab_size};
-  const auto check = [&](const row_ref<T>& r) { return checks.row(r); };
-  const auto emit_sample = [&](const sample_result& s, std::size_t at) { checks.emit(s, tokens[at]); };
-
-  // Ids are checked up front (n comparisons): a chain holding an id outside [0, V) is the caller's
-  // bug, so the whole request is refused, whatever an earlier rejection would have done.
-  if (!checks.ids(drafts)) return 0;
   if constexpr (Rule::family == rule_family::block) {
     return verify_block_one<K, T>(rows, drafts, stream, tokens, checks);
   } else {
-    for (std::size_t i = 0; i <= n; ++i) {
-      const bool bonus = i == n;
-      const token_id x = bonus ? no_token : drafts[i];
-      const auto pos = static_cast<std::uint32_t>(i);
-      constexpr bool samples_target = Rule::family == rule_family::sample_and_match;
-      if constexpr (samples_target || Rule::family == rule_family::rejection) {
-        // Sample-and-match draws y ~ p at every position; a rejection rule's bonus is its residual
-        // against q = 0, a sample from p (one code path, DESIGN.md §7). Neither needs more of row i.
-        if (samples_target || bonus) {
-          const std::optional<sample_result> y = target_sample(
-              rows, checks, i, stream.open(pos, samples_target ? purpose::target_sample : purpose::resample).uniform());
-          if (!y) return static_cast<std::int32_t>(i);
-          if (!bonus && y->status == row_status::ok && y->token == x) {
-            tokens[i] = x;
-            continue;
-          }
-          emit_sample(*y, i);
-          return static_cast<std::int32_t>(i);
-        }
-      }
-      if constexpr (Rule::family == rule_family::rejection) {
-        const target_probabilities<T> p = rows.probabilities(i);
-        if (!check(p.values)) return static_cast<std::int32_t>(i);
-        // q_i(x) given by the caller, or row i read and checked (acceptance/draft_side.hpp).
-        draft_position<K, T, Rows> q(rows, checks, i);
-        const std::optional<double> q_at_x = q.at(x);
-        if (!q_at_x) return static_cast<std::int32_t>(i);
-        const position_outcome outcome =
-            test_position(rule, p.at(x), *q_at_x, [&] { return stream.open(pos, purpose::accept).uniform(); });
-        if (outcome == position_outcome::unusable) {
-          status |= verify_status::invalid_row;
-          return static_cast<std::int32_t>(i);
-        }
-        if (outcome == position_outcome::draft_prob_zero) {
-          status |= verify_status::draft_prob_zero;
-          // Only now can q have no mass at all; such a row is unusable (status.hpp), not a residual of p.
-          const row_ref<T>* row = q.row();
-          if (row == nullptr) return static_cast<std::int32_t>(i);
-          if (!K::has_mass(row->values)) {
-            status |= verify_status::invalid_row;
-            return static_cast<std::int32_t>(i);
-          }
-        }
-        if (outcome == position_outcome::accepted) {
-          tokens[i] = x;
-          continue;
-        }
-        const row_ref<T>* q_row = q.row();
-        if (q_row == nullptr) return static_cast<std::int32_t>(i);
-        const residual_result r = sample_residual_of<K>(p, q_row->values, rule, stream.open(pos, purpose::resample).uniform());
-        if (r.used_fallback) status |= verify_status::residual_fallback;
-        emit_sample(r.sample, i);
-        return static_cast<std::int32_t>(i);
-      }
-      // Greedy and typical acceptance read the whole row (sample-and-match has taken its sample above).
-      const row_ref<T> p = rows.target(i);
-      if (!check(p)) return static_cast<std::int32_t>(i);
-      if constexpr (Rule::family == rule_family::greedy) {
-        if (!K::greedy_usable(p.values)) {
-          status |= verify_status::invalid_row;
-          return static_cast<std::int32_t>(i);
-        }
-        const auto best = static_cast<token_id>(K::argmax(p.values));
-        if (!bonus && best == x) {
-          tokens[i] = x;
-          continue;
-        }
-        tokens[i] = best;
-        return static_cast<std::int32_t>(i);
-      } else if constexpr (Rule::family == rule_family::typical) {
-        const double threshold = rule.threshold(p.values);
-        if (!std::isfinite(threshold)) {
-          status |= verify_status::invalid_row;
-          return static_cast<std::int32_t>(i);
-        }
-        if (!bonus && static_cast<double>(p.values[static_cast<std::size_t>(x)]) > threshold) {
-          tokens[i] = x;
-          continue;
-        }
-        emit_sample(typical_emission<K>(rule, p.values, threshold, stream, pos), i);
-        return static_cast<std::int32_t>(i);
-      }
-    }
-    return static_cast<std::int32_t>(n);  // unreachable: the loop returns at the bonus
+    chain_walk_ops<K, T, Rows> ops(rows, options, vocab_size);
+    const auto n = static_cast<std::int32_t>(drafts.size());
+    walks::chain_walk_result w;
+    if constexpr (Rule::family == rule_family::rejection)
+      w = walks::walk_rejection(rule, ops, drafts.data(), n, vocab_size, stream);
+    else if constexpr (Rule::family == rule_family::typical)
+      w = walks::walk_typical(rule, ops, drafts.data(), n, vocab_size, stream);
+    else
+      w = walks::walk_target_choice<Rule::family>(ops, drafts.data(), n, vocab_size, stream);
+    status |= w.status;
+    for (std::size_t j = 0; j < tokens.size(); ++j) tokens[j] = walks::chain_output_token(drafts.data(), w.stop, w.emitted, j);
+    if constexpr (Rule::family == rule_family::rejection)
+      if (w.kind != walks::chain_stop::none)
+        emit_rejection(rule, ops, w, stream, tokens[static_cast<std::size_t>(w.stop)], checks);
+    return w.stop;
   }
 }
 

@@ -152,26 +152,16 @@ struct batch_request_tree {
 //! checks and the row kernels `K`, on the rows of the node last checked. Recursive rejection's residual
 //! is materialised in `tree_scratch::residual` by `carried_residual`, a scalar loop every backend shares.
 template <class K, class T, class Rows>
-class tree_walk_ops {
+class tree_walk_ops : public target_row_ops<K, T, Rows> {
+  using base = target_row_ops<K, T, Rows>;
+  using base::op_;
+  using base::p_;
+  using base::rows_;
+
  public:
   tree_walk_ops(Rows& rows, const verify_options& options, std::size_t vocab_size, tree_scratch& scratch)
-      : rows_(rows), op_(options, vocab_size), s_(scratch) {}
+      : base(rows, options, vocab_size), s_(scratch) {}
 
-  verify_status check_target(std::int32_t node) {
-    const row_ref<T> target = rows_.target(index(node));
-    p_ = target.values;
-    op_.checks().row(target);
-    return op_.take();
-  }
-  walks::greedy_row greedy(std::int32_t) const {
-    if (!K::greedy_usable(p_)) return {false, no_token};
-    return {true, static_cast<token_id>(K::argmax(p_))};
-  }
-  walks::row_draw<sample_result> sample_target(std::int32_t node, double u) {
-    const std::optional<sample_result> y = target_sample(rows_, op_.checks(), index(node), u);
-    if (!y) return {op_.take()};
-    return {verify_status::ok, *y};
-  }
   verify_status check_draft(std::int32_t node) {
     q_ = rows_.draft(index(node));
     op_.checks().row(q_);
@@ -236,11 +226,9 @@ class tree_walk_ops {
     return {verify_status::ok, s, false};
   }
 
-  Rows& rows_;
-  operation_checks<K, T> op_;
   tree_scratch& s_;
-  std::span<const T> p_, q_;  // the rows of the node last checked
-  std::int32_t drawn_ = -1;   // recursive rejection: how many children `s_.drawn` marks (-1: not reset)
+  std::span<const T> q_;     // the draft row of the node last checked (p_: its target row)
+  std::int32_t drawn_ = -1;  // recursive rejection: how many children `s_.drawn` marks (-1: not reset)
 };
 
 //! Typical acceptance on a tree (acceptance/typical.hpp): every node whose path passes is found in
@@ -291,7 +279,8 @@ std::int32_t verify_typical_tree(const typical_rule& rule, const tree_batch<T>& 
   }
   const double threshold = threshold_of(best);
   if (is_valid(checks.status))
-    checks.emit(typical_emission<K>(rule, rows.target(best).values, threshold, stream, static_cast<std::uint32_t>(best)),
+    checks.emit(typical_emission<K>(rule, rows.target(best).values, threshold,
+                                    walks::first_uniform(stream, static_cast<std::int64_t>(best), random::purpose::resample)),
                 tokens[depth]);
   return static_cast<std::int32_t>(depth);
 }

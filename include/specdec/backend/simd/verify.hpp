@@ -37,7 +37,7 @@
 namespace specdec::backend::simd {
 
 //! The whole-row steps of a verification as simd kernels of architecture `Arch`: the same static
-//! members as `seq::seq_kernels`, so seq's single walk (`seq::detail::verify_one`) runs them.
+//! members as `seq::seq_kernels`, so seq's verifier (`seq::detail::verify_one`, the walks of backend/walks/) runs them.
 template <class Arch>
 struct verify_kernels {
   //! sum_v double(row_v), in lane-strided order (`simd::sum`).

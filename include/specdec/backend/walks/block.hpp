@@ -52,35 +52,26 @@ SPECDEC_HOST_DEVICE block_walk_result walk_block(Ops& ops, const token_id* draft
                                                  const random::request_stream& stream, double* weight, bool leader) {
   using random::purpose;
   block_walk_result r;
-  for (std::int32_t i = 0; i < n; ++i)
-    if (!in_vocabulary(drafts[i], vocab)) {
-      r.status = verify_status::bad_draft_token;
-      return r;
-    }
+  if (!drafts_in_vocabulary(drafts, n, vocab, r.status)) return r;
   // Forward: a_0 = 1, a_{i+1} = min(1, a_i p / q); every row is checked before anything is emitted.
   double a = 1.0, a_last = 1.0, p_last = 0.0, q_last = 0.0;
   if (leader) weight[0] = 1.0;
   for (std::int32_t i = 0; i < n; ++i) {
-    const token_id x = drafts[i];
-    const row_scalar p = ops.target_at(i, x);
-    r.status |= p.flags;
-    if (!is_valid(r.status)) return r;
-    const row_scalar q = ops.draft_at(i, x);
-    r.status |= q.flags;
-    if (!is_valid(r.status)) return r;
-    if (!specdec::detail::usable_weight(p.value) || !specdec::detail::usable_weight(q.value)) {
+    double p = 0.0, q = 0.0;
+    if (!read_scalars(ops, i, drafts[i], r.status, p, q)) return r;
+    if (!specdec::detail::usable_weight(p) || !specdec::detail::usable_weight(q)) {
       r.status |= verify_status::invalid_row;
       return r;
     }
-    if (q.value == 0.0) {
+    if (q == 0.0) {
       // q(x) = 0: x was not drawn from q. A q without any mass is unusable, not a residual of p.
       r.status |= verify_status::draft_prob_zero | ops.draft_has_mass(i);
       if (!is_valid(r.status)) return r;
     }
     a_last = a;
-    p_last = p.value;
-    q_last = q.value;
-    a = block_weight(a, p.value, q.value);
+    p_last = p;
+    q_last = q;
+    a = block_weight(a, p, q);
     if (leader) weight[i + 1] = a;
   }
   ops.barrier();

@@ -1,8 +1,8 @@
 //! \file backend/walks/steps.hpp
 //! \brief The small steps every verification walk shares (backend/walks/), on the host and on the
-//! device: the first uniform of a stream address, a product rounded once, the emission of a sampled
-//! token, and the results a walk's row operations return (`row_scalar`, `row_draw`, `greedy_row`,
-//! `residual_mass`).
+//! device: the first uniform of a stream address, a product rounded once, the drafted ids' check, the
+//! read of the scalars p_i(x), q_i(x), the emission of a sampled token, and the results a walk's row
+//! operations return (`row_scalar`, `row_draw`, `greedy_row`, `residual_mass`).
 #pragma once
 
 #include <cstddef>
@@ -59,6 +59,34 @@ SPECDEC_HOST_DEVICE inline bool residual_falls_back(bool usable, double total) n
 SPECDEC_HOST_DEVICE inline double first_uniform(const random::request_stream& stream, std::int64_t position,
                                                 random::purpose what) {
   return stream.open(static_cast<std::uint32_t>(position), what).uniform();
+}
+
+//! Whether every id is in [0, V); flags `bad_draft_token` otherwise (the caller's bug: the whole
+//! request is refused, whatever an earlier rejection would have done).
+SPECDEC_HOST_DEVICE inline bool drafts_in_vocabulary(const token_id* drafts, std::int32_t n, std::size_t vocab,
+                                                     verify_status& status) {
+  for (std::int32_t i = 0; i < n; ++i)
+    if (!in_vocabulary(drafts[i], vocab)) {
+      status |= verify_status::bad_draft_token;
+      return false;
+    }
+  return true;
+}
+
+//! p = p_i(x), then q = q_i(x) (`Ops::target_at`, `draft_at`), their rows' flags added to `status`;
+//! false once the request has an error (q is then not read after a failing p).
+SPECDEC_DETAIL_EXEC_CHECK_DISABLE
+template <class Ops>
+SPECDEC_HOST_DEVICE bool read_scalars(Ops& ops, std::int32_t i, token_id x, verify_status& status, double& p, double& q) {
+  const row_scalar pr = ops.target_at(i, x);
+  status |= pr.flags;
+  if (!is_valid(status)) return false;
+  const row_scalar qr = ops.draft_at(i, x);
+  status |= qr.flags;
+  if (!is_valid(status)) return false;
+  p = pr.value;
+  q = qr.value;
+  return true;
 }
 
 //! Writes a sampled token to `slot`, or flags `invalid_row` for an unusable row or a token outside [0, V).

@@ -1,7 +1,9 @@
 //! \file backend/cuda/kernels/verify.cuh
 //! \brief The kernels of verify.cuh: the request and job descriptors, the rejection passes (`plan_rejection`,
 //! `residual_tiles`, `locate_rejection`), the target passes (`target_tiles`, `locate_targets`, `walk_targets`), the
-//! row sums and the fused path's softmax statistics and filter results.
+//! row sums and the fused path's softmax statistics and filter results. `plan_rejection` and `walk_targets` run the
+//! chain walk seq runs (backend/walks/chain.hpp) through `plan_ops` and `target_walk_ops`; the kernels after the
+//! plan draw the residual or bonus it asks for.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "specdec/acceptance/concepts.hpp"
-#include "specdec/acceptance/position_test.hpp"
 #include "specdec/acceptance/status.hpp"
 #include "specdec/backend/cuda/primitives/categorical.cuh"
 #include "specdec/backend/cuda/detail/error.cuh"
@@ -23,6 +24,8 @@
 #include "specdec/backend/cuda/softmax.cuh"
 #include "specdec/backend/cuda/primitives/warp.cuh"
 #include "specdec/backend/seq/verify.hpp"
+#include "specdec/backend/walks/chain.hpp"
+#include "specdec/backend/walks/steps.hpp"
 #include "specdec/core/batch.hpp"
 #include "specdec/random/stream.hpp"
 
@@ -45,13 +48,13 @@ struct job_desc {
   std::int32_t position = 0;
 };
 
-//! What a rejection-rule request needs after its scalar walk.
-enum class stop_kind : std::uint8_t { none, residual, residual_q_zero, bonus };
+using walks::chain_stop;
 
+//! What a rejection-rule request needs after its walk (`walks::walk_rejection`).
 struct request_plan {
   std::int32_t stop = 0;  //!< the position of the correction or bonus (= accepted drafts)
   verify_status status = verify_status::ok;
-  stop_kind kind = stop_kind::none;
+  chain_stop kind = chain_stop::none;  //!< none, residual, residual_q_zero or bonus
 };
 
 //! Per-tile flags of pass 1.
@@ -164,11 +167,16 @@ struct verify_view {
   __device__ bool normalised(std::int64_t sum_index) const {
     return row_sums == nullptr || fabs(row_sums[sum_index] - 1.0) <= tolerance;
   }
-  //! Some drafted id of request b lies outside [0, V) (seq refuses the whole request).
-  __device__ bool has_bad_draft(const request_desc& r) const {
-    for (std::int32_t i = 0; i < r.num_drafts; ++i)
-      if (!in_vocabulary(draft_tokens[r.draft_row0 + i], vocab)) return true;
-    return false;
+  //! A row's check from its usability and its sum: `invalid_row`, then `not_normalised` (seq's order).
+  __device__ verify_status check_row(bool usable, std::int64_t sum_index) const {
+    if (!usable) return verify_status::invalid_row;
+    return normalised(sum_index) ? verify_status::ok : verify_status::not_normalised;
+  }
+  __device__ verify_status check_target(const request_desc& r, std::int32_t i) const {
+    return check_row(rows.target_usable(r.target_row0 + i), r.target_row0 + i);
+  }
+  __device__ verify_status check_draft(const request_desc& r, std::int32_t i) const {
+    return check_row(rows.draft_usable(r.draft_row0 + i), num_target_rows + r.draft_row0 + i);
   }
 };
 
@@ -176,71 +184,51 @@ __device__ inline bool usable_scalar(double v) { return specdec::detail::usable_
 
 // ---- rejection rules ------------------------------------------------------------------------------
 
-//! Step 1: the scalar walk of seq's verify_one, one thread per request.
+//! The operations of `walks::walk_rejection` (backend/walks/chain.hpp) on one thread: the row checks
+//! from the row flags and sums of the earlier passes, and the scalars p(x_i), q(x_i), gathered `chunk`
+//! positions at a time so that their loads overlap (the walk itself is sequential). The correction or
+//! bonus is drawn by `residual_tiles` and `locate_rejection`.
+template <class Rows>
+struct plan_ops {
+  static constexpr std::int32_t chunk = 8;
+  const verify_view<Rows>& view;
+  const request_desc& r;
+  double pxs[chunk], qxs[chunk];  // filled by `target_at` at every chunk's first position
+
+  __device__ plan_ops(const verify_view<Rows>& v, const request_desc& req) : view(v), r(req) {}
+  __device__ walks::row_scalar target_at(std::int32_t i, token_id) {
+    const verify_status flags = view.check_target(r, i);
+    if (flags != verify_status::ok) return {flags};
+    if (i % chunk == 0) {
+#pragma unroll
+      for (std::int32_t k = 0; k < chunk; ++k)
+        if (i + k < r.num_drafts) {
+          const auto y = static_cast<std::size_t>(view.draft_tokens[r.draft_row0 + i + k]);
+          pxs[k] = view.rows.target_row(r.target_row0 + i + k)(y);
+          qxs[k] = view.rows.draft_row(r.draft_row0 + i + k)(y);
+        }
+    }
+    return {verify_status::ok, pxs[i % chunk]};
+  }
+  //! \pre `target_at(i, x)` was the last scalar read
+  __device__ walks::row_scalar draft_at(std::int32_t i, token_id) const {
+    const verify_status flags = view.check_draft(r, i);
+    if (flags != verify_status::ok) return {flags};
+    return {verify_status::ok, qxs[i % chunk]};
+  }
+  __device__ verify_status check_bonus(std::int32_t n) const { return view.check_target(r, n); }
+};
+
+//! Step 1: the rejection rule's chain walk (`walks::walk_rejection`, the one seq runs), one thread per request.
 template <class Rule, class Rows>
 __global__ void plan_rejection(Rule rule, verify_view<Rows> view) {
   const std::int32_t b = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= view.batch) return;
   const request_desc r = view.requests[b];
-  request_plan plan;
-  if (view.has_bad_draft(r)) {
-    plan.status = verify_status::bad_draft_token;
-    view.plans[b] = plan;
-    return;
-  }
-  // The scalars p(x_i), q(x_i) are gathered `chunk` positions at a time, so that their loads overlap
-  // (the walk itself is sequential).
-  constexpr std::int32_t chunk = 8;
-  double pxs[chunk], qxs[chunk];
-  for (std::int32_t i = 0;; ++i) {
-    plan.stop = i;
-    if (!view.rows.target_usable(r.target_row0 + i)) {
-      plan.status |= verify_status::invalid_row;
-      break;
-    }
-    if (!view.normalised(r.target_row0 + i)) {
-      plan.status |= verify_status::not_normalised;
-      break;
-    }
-    if (i == r.num_drafts) {
-      plan.kind = stop_kind::bonus;
-      break;
-    }
-    if (!view.rows.draft_usable(r.draft_row0 + i)) {
-      plan.status |= verify_status::invalid_row;
-      break;
-    }
-    if (!view.normalised(view.num_target_rows + r.draft_row0 + i)) {
-      plan.status |= verify_status::not_normalised;
-      break;
-    }
-    if (i % chunk == 0) {
-#pragma unroll
-      for (std::int32_t k = 0; k < chunk; ++k)
-        if (i + k < r.num_drafts) {
-          const token_id y = view.draft_tokens[r.draft_row0 + i + k];
-          pxs[k] = view.rows.target_row(r.target_row0 + i + k)(static_cast<std::size_t>(y));
-          qxs[k] = view.rows.draft_row(r.draft_row0 + i + k)(static_cast<std::size_t>(y));
-        }
-    }
-    const auto pos = static_cast<std::uint32_t>(i);
-    const position_outcome outcome = test_position(rule, pxs[i % chunk], qxs[i % chunk],
-                                                   [&] { return r.stream.open(pos, random::purpose::accept).uniform(); });
-    if (outcome == position_outcome::unusable) {
-      plan.status |= verify_status::invalid_row;
-      break;
-    }
-    if (outcome == position_outcome::draft_prob_zero) {  // rejected; the residual pass checks that q has mass at all
-      plan.status |= verify_status::draft_prob_zero;
-      plan.kind = stop_kind::residual_q_zero;
-      break;
-    }
-    if (outcome == position_outcome::rejected) {
-      plan.kind = stop_kind::residual;
-      break;
-    }
-  }
-  view.plans[b] = plan;
+  plan_ops<Rows> ops{view, r};
+  const walks::chain_walk_result w =
+      walks::walk_rejection(rule, ops, view.draft_tokens + r.draft_row0, r.num_drafts, view.vocab, r.stream);
+  view.plans[b] = request_plan{w.stop, w.status, w.kind};
 }
 
 //! The warp and tile a pass-1 thread works on: blocks of `tile_warps_per_block` warps, grouped by job.
@@ -260,13 +248,13 @@ __global__ void residual_tiles(Rule rule, verify_view<Rows> view) {
   const tile_task task = tile_task::of(view.tiles);
   if (task.tile >= view.tiles) return;  // the whole warp leaves together
   const request_plan plan = view.plans[task.job];
-  if (plan.kind == stop_kind::none) return;
+  if (plan.kind == chain_stop::none) return;
   const request_desc r = view.requests[task.job];
   const auto p = view.rows.target_row(r.target_row0 + plan.stop);
   const tile_range tile = tile_range::of(task.tile, view.vocab);
   const std::size_t at = static_cast<std::size_t>(task.job) * view.tiles + task.tile;
   bool usable = true;
-  if (plan.kind == stop_kind::bonus) {
+  if (plan.kind == chain_stop::bonus) {
     const double m = warp_tile_mass(p, tile, usable);
     usable = warp_all(usable);
     if (lane_id() == 0) {
@@ -322,10 +310,8 @@ template <class Rows>
 __device__ void write_outputs(const verify_view<Rows>& view, std::int32_t b, const request_desc& r, std::int32_t stop,
                               token_id correction, verify_status status) {
   token_id* row = view.out_tokens + static_cast<std::size_t>(b) * view.out_stride;
-  for (std::size_t j = static_cast<std::size_t>(lane_id()); j < view.out_stride; j += warp_size) {
-    const auto i = static_cast<std::int32_t>(j);
-    row[j] = i < stop ? view.draft_tokens[r.draft_row0 + i] : (i == stop ? correction : no_token);
-  }
+  for (std::size_t j = static_cast<std::size_t>(lane_id()); j < view.out_stride; j += warp_size)
+    row[j] = walks::chain_output_token(view.draft_tokens + r.draft_row0, stop, correction, j);
   if (lane_id() == 0) {
     view.out_accepted[b] = stop;
     view.out_status[b] = status;
@@ -341,15 +327,15 @@ __global__ void locate_rejection(Rule rule, verify_view<Rows> view) {
   const request_plan plan = view.plans[b];
   verify_status status = plan.status;
   token_id token = no_token;
-  if (plan.kind != stop_kind::none) {
+  if (plan.kind != chain_stop::none) {
     const auto p = view.rows.target_row(r.target_row0 + plan.stop);
     const double* masses = view.tile_mass + static_cast<std::size_t>(b) * view.tiles;
     const bool usable = tile_flag_over(view, b, weights_usable, false);
     const double u = r.stream.open(static_cast<std::uint32_t>(plan.stop), random::purpose::resample).uniform();
     located found;
-    if (plan.kind == stop_kind::bonus) {
+    if (plan.kind == chain_stop::bonus) {
       found = warp_locate(p, view.vocab, masses, usable, u, shared);
-    } else if (plan.kind == stop_kind::residual_q_zero && !tile_flag_over(view, b, q_positive, true)) {
+    } else if (plan.kind == chain_stop::residual_q_zero && !tile_flag_over(view, b, q_positive, true)) {
       found.status = row_status::not_finite;  // q has no mass at all: an unusable row (status.hpp)
     } else {
       const auto q = view.rows.draft_row(r.draft_row0 + plan.stop);
@@ -432,42 +418,38 @@ __global__ void locate_targets(verify_view<Rows> view) {
   if (lane_id() == 0) view.results[j] = result;
 }
 
-//! The walk of greedy and sample-and-match over the row results, one warp per request.
+//! The operations of `walks::walk_target_choice` (backend/walks/chain.hpp) over the row jobs' results:
+//! the target's argmax (greedy) or sample (sample-and-match, drawn by `locate_targets` with the walk's
+//! uniform) of each row, after the row's checks.
+template <class Rows>
+struct target_walk_ops {
+  const verify_view<Rows>& view;
+  const request_desc& r;
+
+  __device__ job_result result(std::int32_t i) const { return view.results[r.first_job + i]; }
+  __device__ verify_status check_target(std::int32_t i) const { return view.check_target(r, i); }
+  __device__ walks::greedy_row greedy(std::int32_t i) const {
+    const job_result y = result(i);
+    const bool ok = y.status == row_status::ok && in_vocabulary(y.token, view.vocab);
+    return {ok, ok ? y.token : no_token};
+  }
+  __device__ walks::row_draw<job_result> sample_target(std::int32_t i, double) const {
+    const verify_status flags = check_target(i);
+    if (flags != verify_status::ok) return {flags};
+    return {verify_status::ok, result(i)};
+  }
+};
+
+//! The walk of greedy and sample-and-match over the row results (`walks::walk_target_choice`, the one
+//! seq runs), one warp per request.
 template <rule_family Family, class Rows>
 __global__ void walk_targets(verify_view<Rows> view) {
   const std::int32_t b = static_cast<std::int32_t>(blockIdx.x);
   const request_desc r = view.requests[b];
-  verify_status status = verify_status::ok;
-  token_id correction = no_token;
-  std::int32_t stop = 0;
-  if (view.has_bad_draft(r)) {
-    status = verify_status::bad_draft_token;
-  } else {
-    for (;; ++stop) {
-      if (!view.rows.target_usable(r.target_row0 + stop)) {
-        status |= verify_status::invalid_row;
-        break;
-      }
-      if (!view.normalised(r.target_row0 + stop)) {
-        status |= verify_status::not_normalised;
-        break;
-      }
-      const job_result y = view.results[r.first_job + stop];
-      const bool bonus = stop == r.num_drafts;
-      const bool ok = y.status == row_status::ok && in_vocabulary(y.token, view.vocab);
-      if (Family == rule_family::greedy && !ok) {  // greedy: an unusable row stops the walk
-        status |= verify_status::invalid_row;
-        break;
-      }
-      if (!bonus && ok && y.token == view.draft_tokens[r.draft_row0 + stop]) continue;
-      if (ok)
-        correction = y.token;
-      else
-        status |= verify_status::invalid_row;
-      break;
-    }
-  }
-  write_outputs(view, b, r, stop, correction, status);
+  target_walk_ops<Rows> ops{view, r};
+  const walks::chain_walk_result w =
+      walks::walk_target_choice<Family>(ops, view.draft_tokens + r.draft_row0, r.num_drafts, view.vocab, r.stream);
+  write_outputs(view, b, r, w.stop, w.emitted, w.status);
 }
 
 // ---- normalisation check --------------------------------------------------------------------------
