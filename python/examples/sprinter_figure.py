@@ -14,6 +14,7 @@ import argparse
 import sys
 
 import numpy as np
+from _figure import draw_if_possible  # python/examples/_figure.py
 
 from specdec import simulate, theory
 
@@ -63,14 +64,7 @@ def main(argv=None):
         print(f"{r:4d} " + "".join(f"  {data['theory'][i, j]:7.3f} / {data['mean'][i, j]:7.3f}"
                                    for i in range(len(data["eta_fp"]))))
     print(f"largest |z| = {np.abs(data['z']).max():.2f} over {data['z'].size} points")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        print("matplotlib is not installed, so no figure was drawn (pip install matplotlib to draw it)")
-        return 0
-    plot(data, args.output)
-    print(f"wrote {args.output}")
-    return 0
+    return draw_if_possible(plot, data, args.output)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ __all__ = [
     "RecursiveRejection", "KSeq", "TargetOnly",
     "VerifyResult", "TreeResult", "SampleResult",
     "verify", "verify_from_logits", "verify_tree", "verify_tree_from_logits", "sample", "sample_logits", "softmax", "warp_logits",
-    "uniform", "philox4x32_10",
+    "uniform", "philox4x32_10", "Decoder", "StepEvent",
     "BACKENDS", "DEFAULT_BACKEND", "HAS_SIMD",
 ]
 
@@ -662,3 +662,8 @@ def philox4x32_10(counter, key):
     if len(c) != 4 or len(k) != 2:
         raise ValueError("philox4x32_10: counter has 4 words and key 2")
     return _core.philox4x32_10(*c, *k)
+
+
+# ---- the step decoder (specdec/decoder.py: it reads the rules above) -------------------------------
+
+from .decoder import Decoder, StepEvent  # noqa: E402

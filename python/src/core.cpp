@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "numpy_out.hpp"
+#include "rules.hpp"
 #include "specdec/acceptance/block.hpp"
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/lenient.hpp"
@@ -35,7 +36,11 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+using specdec_python::rule_spec;
 using specdec_python::to_numpy;
+using specdec_python::with_policy;
+using specdec_python::with_rule;
+using specdec_python::with_tree_rule;
 
 namespace {
 
@@ -126,69 +131,6 @@ std::vector<specdec::warp_params> make_warp(const array& temperature, const arra
     specdec::validate(out[b]);
   }
   return out;
-}
-
-// The rule a Python rule object names: kind and up to three numbers and one small integer.
-struct rule_spec {
-  int kind;  // 0 strict, 1 lenient, 2 greedy, 3 sample-and-match, 4 block, 5 typical,
-             // 6 recursive rejection, 7 k-seq, 8 target-only (6-8: trees only)
-  double a, b, c;
-  int d;
-};
-
-specdec::typical_rule typical_of(const rule_spec& r) {
-  specdec::typical_rule t;
-  t.epsilon = r.a;
-  t.delta = r.b;
-  t.log_offset = r.c;
-  t.correction = r.d == 0 ? specdec::typical_correction::argmax : specdec::typical_correction::typical_sample;
-  t.validate();
-  return t;
-}
-
-// Calls f with the chain rule r names.
-template <class F>
-void with_rule(const rule_spec& r, F&& f) {
-  switch (r.kind) {
-    case 0: f(specdec::strict); return;
-    case 1: f(specdec::lenient_rule{r.a}); return;
-    case 2: f(specdec::greedy); return;
-    case 3: f(specdec::sample_and_match); return;
-    case 4: f(specdec::block); return;
-    case 5: f(typical_of(r)); return;
-    default: throw nb::type_error("rule: not a chain rule (RecursiveRejection, KSeq and TargetOnly verify trees only)");
-  }
-}
-
-// Calls f with the tree rule r names.
-template <class F>
-void with_tree_rule(const rule_spec& r, F&& f) {
-  switch (r.kind) {
-    case 0: f(specdec::strict); return;
-    case 2: f(specdec::greedy); return;
-    case 3: f(specdec::sample_and_match); return;
-    case 5: f(typical_of(r)); return;
-    case 6: f(specdec::recursive_rejection); return;
-    case 7: f(specdec::k_seq); return;
-    case 8: f(specdec::target_only); return;
-    default: throw nb::type_error("rule: Lenient and Block verify chains only");
-  }
-}
-
-template <class F>
-void with_policy(const std::string& backend, F&& f) {
-  if (backend == "seq") return f(specdec::exec::seq);
-#if SPECDEC_ENABLE_SIMD
-  if (backend == "simd") return f(specdec::exec::simd);
-#endif
-  throw nb::value_error(("backend: '" + backend + "' is not built (available: " +
-#if SPECDEC_ENABLE_SIMD
-                         std::string("'seq', 'simd')")
-#else
-                         std::string("'seq')")
-#endif
-                             )
-                            .c_str());
 }
 
 // (tokens int32 [B, W], num_accepted int32 [B], status uint8 [B]), or None when written to `out`
@@ -467,6 +409,7 @@ void bind_conformance(nb::module_& m);  // conformance.cpp
 void bind_theory(nb::module_& m);            // theory.cpp
 void bind_simulate(nb::module_& m);          // simulate.cpp
 void bind_simulate_methods(nb::module_& m);  // simulate_methods.cpp
+void bind_decoder(nb::module_& m);           // decoder.cpp
 
 NB_MODULE(_core, m) {
   m.doc() = "specdec's C++ kernels (use the `specdec` package, not this module)";
@@ -478,6 +421,7 @@ NB_MODULE(_core, m) {
   bind_theory(m);
   bind_simulate(m);
   bind_simulate_methods(m);
+  bind_decoder(m);
 #if SPECDEC_PY_CONFORMANCE
   bind_conformance(m);
   m.attr("HAS_CONFORMANCE") = true;

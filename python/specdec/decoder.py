@@ -1,0 +1,135 @@
+"""specdec.decoder: the step decoder over the library's reference models, one round per ``step()``.
+
+The C++ step decoder (decode/batch_decoder.hpp) runs a batch of requests, each with its own prompt,
+seed, draft length, sampling parameters, drafter and rule; each ``step()`` runs one speculative round
+for every running request and returns what each emitted as a ``StepEvent``. The models are the
+library's reference models (``random_markov_model``, ``ngram_pair`` trained on text), evaluated in
+C++: a step runs without the GIL. Drafters: ``"model"`` (the draft model, batched chain drafting),
+``"ngram"`` (prompt lookup over the request's prompt and output), ``"suffix"`` (a suffix tree over
+them, chains) and ``"suffix_tree"`` (its trees, verified as trees by a rule that reads no q). A
+model-free drafter hands a rule that reads q (Strict, Lenient, Block) the one-hot q of its
+deterministic draft, never its frequencies, so every lossless rule stays lossless.
+
+The target's own samples are keyed by the request's output position (``sample_keys="output_position"``,
+the default): with Greedy or SampleAndMatch, a request's tokens are those of target-only decoding
+(gamma 0) with the same seed, whatever drafter it uses and whatever else runs in the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from . import _core
+from . import _Rule, _CHAIN_RULES, _backend, Status, Strict
+
+__all__ = ["ReferenceModel", "random_markov_model", "ngram_pair", "Decoder", "StepEvent", "DRAFTERS"]
+
+ReferenceModel = _core.ReferenceModel
+DRAFTERS: tuple[str, ...] = ("model", "ngram", "suffix", "suffix_tree")
+
+
+def random_markov_model(vocab_size: int, order: int = 1, *, seed: int = 0, concentration: float = 1.0,
+                        zero_fraction: float = 0.0) -> ReferenceModel:
+    """A Markov model of order ``order`` over ``vocab_size`` tokens whose rows are symmetric
+    Dirichlet(``concentration``) draws (models/markov.hpp); ``zero_fraction`` zeroes entries first.
+    Deterministic in its arguments."""
+    return _core.random_markov_model(int(vocab_size), int(order), int(seed), float(concentration), float(zero_fraction))
+
+
+def ngram_pair(texts: Sequence[str], *, target_order: int = 4, draft_order: int = 2,
+               max_words: int = 0) -> tuple[ReferenceModel, ReferenceModel]:
+    """A target and a draft n-gram model (interpolated Kneser-Ney, models/ngram.hpp) trained on
+    ``texts`` with one word vocabulary (at most ``max_words`` words; 0: all); ``encode``/``decode``
+    map text to token ids and back."""
+    if isinstance(texts, str):
+        raise TypeError("texts: a sequence of strings, not one string")
+    return tuple(_core.ngram_pair([str(t) for t in texts], int(target_order), int(draft_order), int(max_words)))
+
+
+class StepEvent(NamedTuple):
+    """What one request's round did in a ``step()``."""
+
+    request: int             #: the request's handle (``Decoder.add``)
+    tokens: np.ndarray       #: int32 tokens emitted this step
+    finished: Optional[str]  #: None while running; "length", "stop_token", "cancelled" or "error"
+    status: Status           #: the round's verification flags
+    drafted: int             #: tokens drafted this round
+    verified: int            #: drafts the target judged
+    draft_steps: int         #: draft steps charged this round
+    target_positions: int    #: positions the target scored for the request (0: no target call)
+
+
+class Decoder:
+    """The step decoder over a target and (optionally) a draft reference model of one vocabulary.
+
+    ``rule`` is the default rule of its requests (a chain rule: Strict, Lenient, Greedy,
+    SampleAndMatch, Block or Typical); ``backend`` "seq" or "simd" (the default where built).
+    Without a draft model every request must use a model-free drafter (or gamma 0)."""
+
+    def __init__(self, target: ReferenceModel, draft: Optional[ReferenceModel] = None, *, rule: _Rule = Strict(),
+                 backend: Optional[str] = None):
+        if not isinstance(rule, _CHAIN_RULES):
+            raise TypeError(f"rule: a chain rule ({', '.join(r.__name__ for r in _CHAIN_RULES)}), got {type(rule).__name__}")
+        self._decoder = _core.Decoder(target, draft, rule._spec(), _backend(backend))
+        self.vocab_size: int = target.vocab_size
+
+    def add(self, prompt: Iterable[int], *, seed: int = 0, request_id: int = 0, gamma: int = 4,
+            max_new_tokens: int = 64, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+            min_p: float = 0.0, draft_temperature: Optional[float] = None, drafter: str = "model",
+            rule: Optional[_Rule] = None, stop_tokens: Iterable[int] = (), ngram: tuple[int, int] = (1, 3),
+            suffix_depth: int = 24, suffix_min_probability: float = 0.1,
+            sample_keys: str = "output_position") -> int:
+        """Adds a request; it runs from the next ``step()``. Returns its handle.
+
+        ``seed`` and ``request_id`` name its random streams; ``gamma`` drafts per round; the target's
+        rows are warped with ``temperature``/``top_k``/``top_p``/``min_p`` (the draft's with the same,
+        or ``draft_temperature``); ``drafter`` one of ``DRAFTERS``; ``rule`` overrides the decoder's
+        (``suffix_tree`` takes TargetOnly, Greedy, SampleAndMatch or Typical); ``ngram`` the (min, max)
+        n-gram lengths of prompt lookup; ``sample_keys`` "output_position" or "round" (the addressing
+        before output keys: tokens then depend on where rounds start). A bad argument raises
+        ValueError (specdec.Error) or TypeError naming it."""
+        if drafter not in DRAFTERS:
+            raise ValueError(f"drafter: must be one of {DRAFTERS}, got {drafter!r}")
+        if rule is not None and not isinstance(rule, _Rule):
+            raise TypeError(f"rule: a rule object (specdec.Strict(), ...), got {type(rule).__name__}")
+        if sample_keys not in ("output_position", "round"):
+            raise ValueError(f"sample_keys: 'output_position' or 'round', got {sample_keys!r}")
+        lo, hi = ngram
+        target = [float(temperature), float(top_k), float(top_p), float(min_p)]
+        draft = list(target) if draft_temperature is None else [float(draft_temperature)] + target[1:]
+        spec = _core.RequestSpec(int(seed), int(request_id), int(gamma), int(max_new_tokens), target, draft, drafter,
+                                 None if rule is None else rule._spec(), int(lo), int(hi), int(suffix_depth),
+                                 float(suffix_min_probability), sample_keys == "round")
+        return self._decoder.add(prompt, stop_tokens, spec)
+
+    def step(self) -> list[StepEvent]:
+        """One round for every running request; finished requests are reported once, then dropped."""
+        return [StepEvent(r, t, f, Status(s), d, v, ds, tp) for (r, t, f, s, d, v, ds, tp) in self._decoder.step()]
+
+    def run(self) -> dict[int, np.ndarray]:
+        """Steps until no request runs; returns every request's tokens by handle."""
+        out: dict[int, list[np.ndarray]] = {}
+        while self.active:
+            for e in self.step():
+                out.setdefault(e.request, []).append(e.tokens)
+        return {h: np.concatenate(parts) if parts else np.zeros(0, np.int32) for h, parts in out.items()}
+
+    @property
+    def active(self) -> int:
+        """Requests added and not yet reported finished."""
+        return self._decoder.active()
+
+    def cancel(self, request: int) -> None:
+        """Cancels a running request: the next step reports it finished ("cancelled")."""
+        self._decoder.cancel(int(request))
+
+    def tokens(self, request: int) -> np.ndarray:
+        """Every token the request emitted so far (readable until the step after it finished)."""
+        return self._decoder.tokens(int(request))
+
+    def stats(self, request: int) -> dict:
+        """The request's counters: iterations, target_calls, target_positions, draft_calls, drafted,
+        accepted, emitted, drafted_at, accepted_at."""
+        return self._decoder.stats(int(request))

@@ -1,0 +1,392 @@
+// specdec.Decoder: the step decoder (decode/batch_decoder.hpp) over the library's reference models
+// (a random Markov model, n-gram models trained on text), one speculative round per `step()`, each
+// request's round reported as an event. The models are C++ (no Python call inside a step), so a step
+// runs without the GIL, one step of a decoder at a time.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "numpy_out.hpp"
+#include "rules.hpp"
+#include "specdec/acceptance/concepts.hpp"
+#include "specdec/decode/batch_decoder.hpp"
+#include "specdec/decode/verification_stage.hpp"
+#include "specdec/draft/model_free.hpp"
+#include "specdec/draft/prompt_lookup.hpp"
+#include "specdec/draft/suffix_drafter.hpp"
+#include "specdec/errors.hpp"
+#include "specdec/model/sequence.hpp"
+#include "specdec/models/markov.hpp"
+#include "specdec/models/ngram.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using specdec::token_id;
+using specdec_python::rule_spec;
+using specdec_python::to_numpy;
+
+namespace {
+
+// A reference model behind one type: a Markov model or an n-gram model, shared by every Python
+// object and decoder that holds it.
+class reference_model {
+ public:
+  explicit reference_model(std::shared_ptr<const specdec::markov_model> m) : model_(std::move(m)) {}
+  explicit reference_model(std::shared_ptr<const specdec::ngram_model> m) : model_(std::move(m)) {}
+
+  std::size_t vocab_size() const {
+    return std::visit([](const auto& m) { return static_cast<std::size_t>(m->vocab_size()); }, model_);
+  }
+  void next_logits(std::span<const token_id> context, std::span<float> logits) const {
+    std::visit([&](const auto& m) { m->next_logits(context, logits); }, model_);
+  }
+  void next_probs(std::span<const token_id> context, std::span<double> probs) const {
+    std::visit([&](const auto& m) { m->next_probs(context, probs); }, model_);
+  }
+  // The n-gram model's vocabulary, or null for a Markov model.
+  const specdec::vocabulary* words() const {
+    const auto* n = std::get_if<std::shared_ptr<const specdec::ngram_model>>(&model_);
+    return n != nullptr ? &(*n)->vocab() : nullptr;
+  }
+
+ private:
+  std::variant<std::shared_ptr<const specdec::markov_model>, std::shared_ptr<const specdec::ngram_model>> model_;
+};
+
+using sequence_model = specdec::recomputing_sequence_model<reference_model>;
+
+// A token array (int32 or int64, one dimension) or a Python sequence of ints, as token ids.
+std::vector<token_id> token_list(const nb::handle& x, const char* name) {
+  std::vector<token_id> out;
+  for (nb::handle item : x) {
+    const auto v = nb::cast<long long>(item);
+    if (v < 0 || v > INT32_MAX) throw specdec::error(std::string(name) + ": a token id is negative or above 2^31 - 1");
+    out.push_back(static_cast<token_id>(v));
+  }
+  return out;
+}
+
+// A new int32 NumPy array holding `tokens`.
+nb::ndarray<nb::numpy, token_id> token_array(const std::vector<token_id>& tokens) {
+  auto data = std::make_unique<token_id[]>(tokens.size());
+  std::copy(tokens.begin(), tokens.end(), data.get());
+  return to_numpy(std::move(data), {tokens.size()});
+}
+
+// The drafter a request names.
+enum class drafter_kind { model, ngram, suffix, suffix_tree };
+
+drafter_kind drafter_of(const std::string& name) {
+  if (name == "model") return drafter_kind::model;
+  if (name == "ngram") return drafter_kind::ngram;
+  if (name == "suffix") return drafter_kind::suffix;
+  if (name == "suffix_tree") return drafter_kind::suffix_tree;
+  throw nb::value_error(("drafter: '" + name + "' is not one of 'model', 'ngram', 'suffix', 'suffix_tree'").c_str());
+}
+
+// What `add` takes beyond the prompt (Python's keyword arguments, checked in specdec/decoder.py).
+struct request_spec {
+  std::uint64_t seed = 0;
+  std::uint32_t request_id = 0;
+  std::size_t gamma = 4;
+  std::size_t max_new_tokens = 64;
+  specdec::warp_params target{};
+  specdec::warp_params draft{};
+  std::string drafter = "model";
+  std::optional<rule_spec> rule;
+  std::size_t ngram_min = 1, ngram_max = 3;
+  specdec::suffix_options suffix{};
+  bool round_keys = false;
+};
+
+// One decoder on one policy. The models are held here, the sequence adapters refer to them.
+template <class Policy>
+class policy_decoder {
+ public:
+  policy_decoder(Policy policy, reference_model target, std::optional<reference_model> draft, const rule_spec& rule)
+      : target_model_(std::move(target)),
+        draft_model_(draft ? std::move(*draft) : target_model_),
+        has_draft_(draft.has_value()),
+        rule_(rule),
+        target_(target_model_),
+        draft_(draft_model_) {
+    specdec_python::with_rule(rule, [&](const auto& r) {
+      decoder_ = std::make_unique<decoder_type>(policy, target_, draft_, r);
+    });
+  }
+
+  specdec::request_handle add(std::vector<token_id> prompt, std::vector<token_id> stop_tokens, const request_spec& spec) {
+    specdec::request_options o;
+    o.prompt = std::move(prompt);
+    o.stop_tokens = std::move(stop_tokens);
+    o.seed = spec.seed;
+    o.request_id = spec.request_id;
+    o.gamma = spec.gamma;
+    o.max_new_tokens = spec.max_new_tokens;
+    o.target_params = spec.target;
+    o.draft_params = spec.draft;
+    o.sample_keys = spec.round_keys ? specdec::target_sample_keys::round : specdec::target_sample_keys::output_position;
+    const rule_spec rule = spec.rule.value_or(rule_);
+    const std::size_t V = target_model_.vocab_size();
+    const drafter_kind kind = drafter_of(spec.drafter);
+    if (kind == drafter_kind::suffix_tree) {
+      specdec_python::with_tree_rule(rule, [&](const auto& r) {
+        using R = std::decay_t<decltype(r)>;
+        if constexpr (specdec::tree_reads_draft<R>)
+          throw specdec::error("drafter 'suffix_tree' drafts no q: its rule must be TargetOnly, Greedy, SampleAndMatch or Typical");
+        else
+          o.set_stages(specdec::suffix_tree_stage(spec.suffix), specdec::tree_acceptance{r});
+      });
+    } else {
+      specdec_python::with_rule(rule, [&](const auto& r) {
+        using R = std::decay_t<decltype(r)>;
+        if (spec.rule) o.acceptance = r;
+        // A model-free drafter's drafts are a function of the context: a rule that reads q gets the
+        // one-hot q of that law (draft/model_free.hpp), never the drafter's frequencies.
+        const std::size_t one_hot = specdec::reads_draft_distribution<R> ? V : 0;
+        if (kind == drafter_kind::ngram)
+          o.drafter = specdec::prompt_lookup_stage(
+              {.min_n = spec.ngram_min, .max_n = spec.ngram_max, .k = std::max<std::size_t>(spec.gamma, 1), .one_hot_vocab = one_hot});
+        else if (kind == drafter_kind::suffix)
+          o.drafter = one_hot > 0 ? specdec::draft_stage(specdec::with_one_hot_q(specdec::suffix_chain_stage(spec.suffix), V))
+                                  : specdec::draft_stage(specdec::suffix_chain_stage(spec.suffix));
+        else if (!has_draft_ && spec.gamma > 0)
+          throw specdec::error("drafter 'model' needs a draft model (Decoder(target, draft)), or gamma = 0");
+      });
+    }
+    return decoder_->add(std::move(o));
+  }
+
+  // One step; the events copied out (their spans live until the next step).
+  template <class Visit>
+  void step(Visit&& visit) {
+    for (const specdec::step_event& e : decoder_->step()) visit(e);
+  }
+  std::size_t active() const noexcept { return decoder_->active(); }
+  void cancel(specdec::request_handle h) { decoder_->cancel(h); }
+  std::vector<token_id> tokens(specdec::request_handle h) const {
+    const auto t = decoder_->tokens(h);
+    return {t.begin(), t.end()};
+  }
+  specdec::decode_stats stats(specdec::request_handle h) const { return decoder_->stats(h); }
+
+ private:
+  using decoder_type = specdec::batch_decoder<Policy, sequence_model, sequence_model>;
+  reference_model target_model_, draft_model_;
+  bool has_draft_;
+  rule_spec rule_;
+  sequence_model target_, draft_;
+  std::unique_ptr<decoder_type> decoder_;
+};
+
+// The Python object: a decoder on the backend it was made for; one step (or add) at a time.
+class decoder {
+ private:
+  // f(the decoder) without the GIL (no Python object is touched inside), one call at a time; the GIL
+  // is released before the lock is taken, so a thread waiting for the lock never holds it.
+  template <class F>
+  auto locked(F&& f) {
+    const nb::gil_scoped_release no_gil;
+    const std::lock_guard lock(mutex_);
+    return std::visit([&](auto& p) { return f(*p); }, impl_);
+  }
+
+
+ public:
+  decoder(reference_model target, std::optional<reference_model> draft, const rule_spec& rule, const std::string& backend) {
+    if (draft && draft->vocab_size() != target.vocab_size())
+      throw specdec::error("the target and the draft must share the vocabulary");
+    specdec_python::with_policy(backend, [&](auto policy) {
+      impl_ = std::make_unique<policy_decoder<decltype(policy)>>(policy, std::move(target), std::move(draft), rule);
+    });
+  }
+
+  specdec::request_handle add(const nb::handle& prompt, const nb::handle& stop_tokens, const request_spec& spec) {
+    std::vector<token_id> p = token_list(prompt, "prompt"), stops = token_list(stop_tokens, "stop_tokens");
+    return locked([&](auto& d) { return d.add(std::move(p), std::move(stops), spec); });
+  }
+
+  // The step's events as tuples (request, tokens, finished, status, drafted, verified, draft_steps,
+  // target_positions), specdec/decoder.py makes them StepEvents.
+  nb::list step() {
+    struct event {
+      specdec::request_handle request;
+      std::vector<token_id> tokens;
+      specdec::finish_reason finished;
+      specdec::verify_status status;
+      std::size_t drafted, verified, draft_steps, target_positions;
+    };
+    std::vector<event> events;
+    locked([&](auto& d) {
+      d.step([&](const specdec::step_event& e) {
+        events.push_back({e.request, {e.tokens.begin(), e.tokens.end()}, e.finished, e.status, e.drafted, e.verified,
+                          e.draft_steps, e.target_positions});
+      });
+    });
+    nb::list out;
+    for (event& e : events) {
+      out.append(nb::make_tuple(e.request, token_array(e.tokens), finish_name(e.finished),
+                                static_cast<unsigned>(e.status), e.drafted, e.verified, e.draft_steps, e.target_positions));
+    }
+    return out;
+  }
+
+  std::size_t active() {
+    return locked([](auto& d) { return d.active(); });
+  }
+  void cancel(specdec::request_handle h) {
+    locked([&](auto& d) { d.cancel(h); });
+  }
+  nb::ndarray<nb::numpy, token_id> tokens(specdec::request_handle h) {
+    const std::vector<token_id> t = locked([&](auto& d) { return d.tokens(h); });
+    return token_array(t);
+  }
+  nb::dict stats(specdec::request_handle h) {
+    const specdec::decode_stats s = locked([&](auto& d) { return d.stats(h); });
+    nb::dict out;
+    out["iterations"] = s.iterations;
+    out["target_calls"] = s.target_calls;
+    out["target_positions"] = s.target_positions;
+    out["draft_calls"] = s.draft_calls;
+    out["drafted"] = s.drafted;
+    out["accepted"] = s.accepted;
+    out["emitted"] = s.emitted;
+    out["drafted_at"] = s.drafted_at;
+    out["accepted_at"] = s.accepted_at;
+    return out;
+  }
+
+ private:
+  static nb::object finish_name(specdec::finish_reason f) {
+    switch (f) {
+      case specdec::finish_reason::none: return nb::none();
+      case specdec::finish_reason::length: return nb::str("length");
+      case specdec::finish_reason::stop_token: return nb::str("stop_token");
+      case specdec::finish_reason::cancelled: return nb::str("cancelled");
+      case specdec::finish_reason::error: return nb::str("error");
+    }
+    return nb::none();
+  }
+  std::variant<std::unique_ptr<policy_decoder<specdec::exec::sequenced_policy>>
+#if SPECDEC_ENABLE_SIMD
+               ,
+               std::unique_ptr<policy_decoder<specdec::exec::simd_policy<>>>
+#endif
+               >
+      impl_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+void bind_decoder(nb::module_& m) {
+  nb::class_<reference_model>(m, "ReferenceModel")
+      .def_prop_ro("vocab_size", &reference_model::vocab_size)
+      .def(
+          "next_probs",
+          [](const reference_model& model, const nb::handle& context) {
+            const std::vector<token_id> c = token_list(context, "context");
+            for (const token_id t : c)
+              if (static_cast<std::size_t>(t) >= model.vocab_size()) throw specdec::error("context: a token is outside the vocabulary");
+            auto probs = std::make_unique<double[]>(model.vocab_size());
+            model.next_probs(c, std::span<double>(probs.get(), model.vocab_size()));
+            return to_numpy(std::move(probs), {model.vocab_size()});
+          },
+          "context"_a)
+      .def(
+          "encode",
+          [](const reference_model& model, const std::string& text) {
+            if (model.words() == nullptr) throw specdec::error("encode: a Markov model has no words");
+            const std::vector<token_id> t = model.words()->encode(text);
+            return token_array(t);
+          },
+          "text"_a)
+      .def(
+          "decode",
+          [](const reference_model& model, const nb::handle& tokens) {
+            if (model.words() == nullptr) throw specdec::error("decode: a Markov model has no words");
+            const std::vector<token_id> t = token_list(tokens, "tokens");
+            for (const token_id x : t)
+              if (static_cast<std::size_t>(x) >= model.vocab_size()) throw specdec::error("tokens: a token is outside the vocabulary");
+            return model.words()->decode(t);
+          },
+          "tokens"_a);
+
+  m.def(
+      "random_markov_model",
+      [](int vocab_size, int order, std::uint64_t seed, double concentration, double zero_fraction) {
+        const std::size_t V = specdec_python::non_negative(vocab_size, "vocab_size");
+        const std::size_t k = specdec_python::non_negative(order, "order");
+        return reference_model(std::make_shared<const specdec::markov_model>(
+            specdec::random_markov_model(V, k, seed, concentration, zero_fraction)));
+      },
+      "vocab_size"_a, "order"_a, "seed"_a, "concentration"_a, "zero_fraction"_a);
+
+  m.def(
+      "ngram_pair",
+      [](const std::vector<std::string>& texts, int target_order, int draft_order, int max_words) {
+        specdec::ngram_pair p = specdec::make_ngram_pair(texts, specdec_python::non_negative(target_order, "target_order"),
+                                                         specdec_python::non_negative(draft_order, "draft_order"),
+                                                         specdec_python::non_negative(max_words, "max_words"));
+        return nb::make_tuple(reference_model(std::make_shared<const specdec::ngram_model>(std::move(p.target))),
+                              reference_model(std::make_shared<const specdec::ngram_model>(std::move(p.draft))));
+      },
+      "texts"_a, "target_order"_a, "draft_order"_a, "max_words"_a);
+
+  nb::class_<request_spec>(m, "RequestSpec")
+      .def(
+          "__init__",
+          [](request_spec* self, std::uint64_t seed, std::uint32_t request_id, int gamma, int max_new_tokens,
+             std::vector<double> target, std::vector<double> draft, std::string drafter, std::optional<rule_spec> rule,
+             int ngram_min, int ngram_max, int suffix_depth, double suffix_min_probability, bool round_keys) {
+            const auto warp = [](const std::vector<double>& w, const char* name) {
+              if (w.size() != 4) throw specdec::error(std::string(name) + ": (temperature, top_k, top_p, min_p)");
+              if (!(w[1] >= 0.0 && w[1] <= 2147483647.0)) throw specdec::error(std::string(name) + " top_k must be in [0, 2^31)");
+              return specdec::warp_params{.temperature = w[0], .top_k = static_cast<int>(w[1]), .top_p = w[2], .min_p = w[3]};
+            };
+            specdec::suffix_options suffix;
+            suffix.max_depth = specdec_python::non_negative(suffix_depth, "suffix_depth");
+            suffix.min_probability = suffix_min_probability;
+            specdec::validate(suffix);
+            const specdec::prompt_lookup_options lookup{.min_n = specdec_python::non_negative(ngram_min, "ngram_min"),
+                                                        .max_n = specdec_python::non_negative(ngram_max, "ngram_max")};
+            specdec::validate(lookup);
+            new (self) request_spec{.seed = seed,
+                                    .request_id = request_id,
+                                    .gamma = specdec_python::non_negative(gamma, "gamma"),
+                                    .max_new_tokens = specdec_python::non_negative(max_new_tokens, "max_new_tokens"),
+                                    .target = warp(target, "target"),
+                                    .draft = warp(draft, "draft"),
+                                    .drafter = std::move(drafter),
+                                    .rule = rule,
+                                    .ngram_min = lookup.min_n,
+                                    .ngram_max = lookup.max_n,
+                                    .suffix = suffix,
+                                    .round_keys = round_keys};
+          },
+          "seed"_a, "request_id"_a, "gamma"_a, "max_new_tokens"_a, "target"_a, "draft"_a, "drafter"_a, "rule"_a.none(),
+          "ngram_min"_a, "ngram_max"_a, "suffix_depth"_a, "suffix_min_probability"_a, "round_keys"_a);
+
+  nb::class_<decoder>(m, "Decoder")
+      .def(nb::init<reference_model, std::optional<reference_model>, const rule_spec&, const std::string&>(), "target"_a,
+           "draft"_a.none(), "rule"_a, "backend"_a)
+      .def("add", &decoder::add, "prompt"_a, "stop_tokens"_a, "spec"_a)
+      .def("step", &decoder::step)
+      .def("active", &decoder::active)
+      .def("cancel", &decoder::cancel, "request"_a)
+      .def("tokens", &decoder::tokens, "request"_a)
+      .def("stats", &decoder::stats, "request"_a);
+}

@@ -1,0 +1,220 @@
+"""specdec.Decoder: the step decoder over the reference models from Python.
+
+- Output invariance (position-keyed target samples): with Greedy or SampleAndMatch, every chain
+  drafter (the draft model, n-gram lookup, suffix chains) gives token for token what target-only
+  decoding (gamma 0) gives with the same seed, alone and in a mixed batch, on every backend; the
+  round-keyed variant must differ (control).
+- The emitted law: the first two tokens of lossless rules (with a draft model and with model-free
+  drafters, which hand strict a one-hot q) pass a chi-squared test against the target's exact law
+  (false-failure rate about 1e-4 each); Lenient(0.2) and the draft's own law must be rejected.
+- Events: tokens add up to `tokens(h)`, a finished request is reported once, counters agree.
+- Bad input raises ValueError/TypeError naming the argument; two threads step two decoders at once.
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+import specdec
+from specdec.decoder import ngram_pair, random_markov_model
+from conftest import chi2_critical, chi2_statistic
+
+V = 6
+TARGET = random_markov_model(V, 1, seed=11, concentration=0.7)
+DRAFT = random_markov_model(V, 1, seed=12, concentration=0.7)
+CHAIN_DRAFTERS = ("model", "ngram", "suffix")
+
+
+def decode(rule, requests, backend=None, **common):
+    """Adds every request (a dict of add()'s arguments over `common`) to one decoder and runs it."""
+    d = specdec.Decoder(TARGET, DRAFT, rule=rule, backend=backend)
+    handles = [d.add(r.pop("prompt"), **{**common, **r}) for r in (dict(x) for x in requests)]
+    out = d.run()
+    return [out[h] for h in handles]
+
+
+@pytest.mark.parametrize("rule", [specdec.SampleAndMatch(), specdec.Greedy()], ids=["sample-and-match", "greedy"])
+def test_any_chain_drafter_gives_target_only_decodings_tokens(rule, backend):
+    temperature = 0.0 if isinstance(rule, specdec.Greedy) else 0.9
+    for seed in range(4):
+        common = dict(seed=seed, request_id=7, max_new_tokens=40, temperature=temperature)
+        alone = decode(rule, [dict(prompt=[1, 2], gamma=0)], backend, **common)[0]
+        assert len(alone) == 40
+        # every drafter, each in a batch with the others and with unrelated requests
+        batch = [dict(prompt=[1, 2], gamma=g, drafter=dr) for dr in CHAIN_DRAFTERS for g in (1, 3, 6)]
+        batch += [dict(prompt=[3], gamma=2, request_id=99, seed=seed + 100, drafter="ngram")]
+        for tokens in decode(rule, batch, backend, **common)[:-1]:
+            np.testing.assert_array_equal(tokens, alone)
+
+
+def test_round_keyed_samples_change_with_the_drafter():
+    """Control: keyed by the round, sample-and-match's tokens depend on where rounds start."""
+    differs = 0
+    for seed in range(4):
+        common = dict(seed=seed, request_id=7, max_new_tokens=40, sample_keys="round")
+        alone, drafted = decode(specdec.SampleAndMatch(), [dict(prompt=[1, 2], gamma=0), dict(prompt=[1, 2], gamma=4)],
+                                **common)
+        differs += not np.array_equal(alone, drafted)
+    assert differs > 0
+
+
+def test_greedy_target_only_is_the_targets_argmax_chain():
+    tokens = decode(specdec.Greedy(), [dict(prompt=[2], gamma=0)], temperature=0.0, max_new_tokens=20)[0]
+    context = [2]
+    for t in tokens:
+        assert t == int(np.argmax(TARGET.next_probs(context)))
+        context.append(int(t))
+    # a suffix tree verified as a tree (target-only and greedy trees read no q) gives the same tokens
+    tree = decode(specdec.Greedy(), [dict(prompt=[2], gamma=4, drafter="suffix_tree")], temperature=0.0,
+                  max_new_tokens=20)[0]
+    np.testing.assert_array_equal(tree, tokens)
+
+
+def first_two_law(model, prompt):
+    p1 = model.next_probs(prompt)
+    return np.concatenate([p1[a] * model.next_probs(prompt + [a]) for a in range(V)])
+
+
+def first_two_counts(rule, drafter, n=4000):
+    tokens = decode(rule, [dict(prompt=[1], request_id=i) for i in range(n)], seed=5, gamma=2, max_new_tokens=2,
+                    drafter=drafter)
+    return np.bincount([t[0] * V + t[1] for t in tokens], minlength=V * V)
+
+
+@pytest.mark.parametrize("rule,drafter", [(specdec.Strict(), "model"), (specdec.Strict(), "ngram"),
+                                          (specdec.Strict(), "suffix"), (specdec.Block(), "model"),
+                                          (specdec.SampleAndMatch(), "model"), (specdec.SampleAndMatch(), "suffix")])
+def test_lossless_rules_emit_the_targets_law(rule, drafter):
+    stat, dof = chi2_statistic(first_two_counts(rule, drafter), first_two_law(TARGET, [1]))
+    assert stat < chi2_critical(dof), f"chi-squared {stat:.1f} with {dof} degrees of freedom"
+
+
+def test_negative_controls_lenient_and_the_drafts_law_are_rejected():
+    law = first_two_law(TARGET, [1])
+    stat, dof = chi2_statistic(first_two_counts(specdec.Lenient(0.2), "model"), law)
+    assert stat > chi2_critical(dof), f"Lenient(0.2) passed as the target's law (chi-squared {stat:.1f})"
+    counts = first_two_counts(specdec.Strict(), "model")
+    draft_law = first_two_law(DRAFT, [1])
+    expected = draft_law * counts.sum()
+    stat = float(np.sum((counts - expected)[expected >= 5] ** 2 / expected[expected >= 5]))
+    assert stat > chi2_critical(int((expected >= 5).sum()) - 1), "strict's output passed as the draft's law"
+
+
+def test_events_add_up_to_the_requests_tokens_and_counters():
+    d = specdec.Decoder(TARGET, DRAFT)
+    a = d.add([1, 2], gamma=3, max_new_tokens=25, seed=1)
+    b = d.add([4], gamma=2, max_new_tokens=10, seed=2, drafter="ngram", stop_tokens=[])
+    seen = {a: [], b: []}
+    finished = {}
+    steps = 0
+    while d.active:
+        steps += 1
+        for e in d.step():
+            assert e.request not in finished, "a finished request was reported again"
+            seen[e.request].append(e.tokens)
+            assert e.tokens.dtype == np.int32 and ((e.tokens >= 0) & (e.tokens < V)).all()
+            assert e.verified <= e.drafted
+            if e.finished is not None:
+                finished[e.request] = e.finished
+                np.testing.assert_array_equal(np.concatenate(seen[e.request]), d.tokens(e.request))
+                s = d.stats(e.request)
+                assert s["emitted"] == len(d.tokens(e.request)) == (25 if e.request == a else 10)
+                assert s["accepted"] <= s["drafted"]
+    assert finished == {a: "length", b: "length"}
+    assert steps >= 25 / 4
+
+
+def test_stop_tokens_and_cancel():
+    d = specdec.Decoder(TARGET, DRAFT, rule=specdec.Greedy())
+    free = decode(specdec.Greedy(), [dict(prompt=[1], gamma=3)], temperature=0.0, max_new_tokens=30)[0]
+    stop = int(free[5])
+    first = int(np.flatnonzero(free == stop)[0])
+    h = d.add([1], gamma=3, max_new_tokens=30, temperature=0.0, stop_tokens=[stop])
+    c = d.add([2], gamma=3, max_new_tokens=30)
+    d.cancel(c)
+    out = {}
+    while d.active:
+        for e in d.step():
+            if e.finished is not None:
+                out[e.request] = (e.finished, d.tokens(e.request))
+    assert out[h][0] == "stop_token"
+    np.testing.assert_array_equal(out[h][1], free[:first + 1])
+    assert out[c][0] == "cancelled" and len(out[c][1]) == 0
+
+
+def test_ngram_models_on_text_encode_decode_and_decode_with_every_drafter():
+    text = ("the cat sat on the mat and the dog sat on the log . " * 20 + "\n\n") * 3
+    target, draft = ngram_pair([text], target_order=3, draft_order=2)
+    prompt = target.encode("the cat sat on")
+    assert target.decode(prompt) == "the cat sat on"
+    d = specdec.Decoder(target, draft, rule=specdec.Greedy())
+    handles = {dr: d.add(prompt, gamma=4, max_new_tokens=12, temperature=0.0, drafter=dr) for dr in CHAIN_DRAFTERS}
+    out = d.run()
+    texts = {dr: target.decode(out[h]) for dr, h in handles.items()}
+    assert len(set(texts.values())) == 1, texts
+    context = list(prompt)
+    for _ in range(12):
+        context.append(int(np.argmax(target.next_probs(context))))
+    assert texts["model"] == target.decode(context[len(prompt):])
+    assert texts["model"].startswith("the ")
+
+
+def test_without_a_draft_model_only_model_free_drafters_run():
+    d = specdec.Decoder(TARGET, rule=specdec.SampleAndMatch())
+    with pytest.raises(ValueError, match="needs a draft model"):
+        d.add([1], gamma=2)
+    d.add([1], gamma=0, max_new_tokens=3)
+    d.add([1], gamma=4, drafter="suffix", max_new_tokens=3)
+    assert [len(t) for t in d.run().values()] == [3, 3]
+
+
+def test_bad_input_is_refused_naming_the_argument():
+    d = specdec.Decoder(TARGET, DRAFT)
+    with pytest.raises(ValueError, match="prompt is empty"):
+        d.add([])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        d.add([V])
+    with pytest.raises(ValueError, match="prompt"):
+        d.add([-1])
+    with pytest.raises(ValueError, match="drafter"):
+        d.add([1], drafter="eagle")
+    with pytest.raises(ValueError, match="gamma"):
+        d.add([1], gamma=-1)
+    with pytest.raises(ValueError, match="min_n|max_n"):
+        d.add([1], drafter="ngram", ngram=(3, 2))
+    with pytest.raises(ValueError, match="min_n"):
+        d.add([1], drafter="ngram", ngram=(0, 2))
+    with pytest.raises(ValueError, match="suffix_tree"):
+        d.add([1], drafter="suffix_tree")  # the decoder's Strict reads q, a suffix tree writes none
+    with pytest.raises(ValueError, match="temperature"):
+        d.add([1], temperature=-1.0)
+    with pytest.raises(ValueError, match="sample_keys"):
+        d.add([1], sample_keys="step")
+    with pytest.raises(TypeError, match="rule"):
+        specdec.Decoder(TARGET, DRAFT, rule=specdec.TargetOnly())
+    with pytest.raises(ValueError, match="vocabulary"):
+        specdec.Decoder(TARGET, random_markov_model(V + 1, 1))
+    with pytest.raises(ValueError, match="backend"):
+        specdec.Decoder(TARGET, DRAFT, backend="cuda")
+    with pytest.raises(ValueError, match="finished|unknown"):
+        d.cancel(12345)
+    assert d.active == 0  # nothing refused was added
+
+
+def test_two_threads_step_two_decoders_at_once():
+    requests = [dict(prompt=[1, 2], request_id=i, gamma=3) for i in range(40)]
+    expected = decode(specdec.Strict(), requests, seed=3, max_new_tokens=50)
+    results = [None, None]
+
+    def run(k):
+        results[k] = decode(specdec.Strict(), requests, seed=3, max_new_tokens=50)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        for a, b in zip(r, expected):
+            np.testing.assert_array_equal(a, b)
