@@ -102,7 +102,7 @@ SPECDEC_HOST_DEVICE chain_walk_result walk_rejection(const Rule& rule, Ops& ops,
     }
     return r;
   }
-  // Every draft accepted: the bonus is the residual against q = 0, a sample of p_n (DESIGN.md §7).
+  // Every draft accepted: the bonus is the residual against q = 0, a sample of p_n (docs/design.md, "Conventions").
   r.stop = n;
   r.status |= ops.check_bonus(n);
   if (is_valid(r.status)) r.kind = chain_stop::bonus;
