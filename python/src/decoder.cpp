@@ -123,9 +123,8 @@ class policy_decoder {
         rule_(rule),
         target_(target_model_),
         draft_(draft_model_) {
-    specdec_python::with_rule(rule, [&](const auto& r) {
-      decoder_ = std::make_unique<decoder_type>(policy, target_, draft_, r);
-    });
+    specdec_python::with_rule(rule,
+                              [&](const auto& r) { decoder_ = std::make_unique<decoder_type>(policy, target_, draft_, r); });
   }
 
   specdec::request_handle add(std::vector<token_id> prompt, std::vector<token_id> stop_tokens, const request_spec& spec) {
@@ -146,7 +145,8 @@ class policy_decoder {
       specdec_python::with_tree_rule(rule, [&](const auto& r) {
         using R = std::decay_t<decltype(r)>;
         if constexpr (specdec::tree_reads_draft<R>)
-          throw specdec::error("drafter 'suffix_tree' drafts no q: its rule must be TargetOnly, Greedy, SampleAndMatch or Typical");
+          throw specdec::error(
+              "drafter 'suffix_tree' drafts no q: its rule must be TargetOnly, Greedy, SampleAndMatch or Typical");
         else
           o.set_stages(specdec::suffix_tree_stage(spec.suffix), specdec::tree_acceptance{r});
       });
@@ -158,8 +158,10 @@ class policy_decoder {
         // one-hot q of that law (draft/model_free.hpp), never the drafter's frequencies.
         const std::size_t one_hot = specdec::reads_draft_distribution<R> ? V : 0;
         if (kind == drafter_kind::ngram)
-          o.drafter = specdec::prompt_lookup_stage(
-              {.min_n = spec.ngram_min, .max_n = spec.ngram_max, .k = std::max<std::size_t>(spec.gamma, 1), .one_hot_vocab = one_hot});
+          o.drafter = specdec::prompt_lookup_stage({.min_n = spec.ngram_min,
+                                                    .max_n = spec.ngram_max,
+                                                    .k = std::max<std::size_t>(spec.gamma, 1),
+                                                    .one_hot_vocab = one_hot});
         else if (kind == drafter_kind::suffix)
           o.drafter = one_hot > 0 ? specdec::draft_stage(specdec::with_one_hot_q(specdec::suffix_chain_stage(spec.suffix), V))
                                   : specdec::draft_stage(specdec::suffix_chain_stage(spec.suffix));
@@ -232,14 +234,20 @@ class decoder {
     std::vector<event> events;
     locked([&](auto& d) {
       d.step([&](const specdec::step_event& e) {
-        events.push_back({e.request, {e.tokens.begin(), e.tokens.end()}, e.finished, e.status, e.drafted, e.verified,
-                          e.draft_steps, e.target_positions});
+        events.push_back({e.request,
+                          {e.tokens.begin(), e.tokens.end()},
+                          e.finished,
+                          e.status,
+                          e.drafted,
+                          e.verified,
+                          e.draft_steps,
+                          e.target_positions});
       });
     });
     nb::list out;
     for (event& e : events) {
-      out.append(nb::make_tuple(e.request, token_array(e.tokens), finish_name(e.finished),
-                                static_cast<unsigned>(e.status), e.drafted, e.verified, e.draft_steps, e.target_positions));
+      out.append(nb::make_tuple(e.request, token_array(e.tokens), finish_name(e.finished), static_cast<unsigned>(e.status),
+                                e.drafted, e.verified, e.draft_steps, e.target_positions));
     }
     return out;
   }
@@ -300,7 +308,8 @@ void bind_decoder(nb::module_& m) {
           [](const reference_model& model, const nb::handle& context) {
             const std::vector<token_id> c = token_list(context, "context");
             for (const token_id t : c)
-              if (static_cast<std::size_t>(t) >= model.vocab_size()) throw specdec::error("context: a token is outside the vocabulary");
+              if (static_cast<std::size_t>(t) >= model.vocab_size())
+                throw specdec::error("context: a token is outside the vocabulary");
             auto probs = std::make_unique<double[]>(model.vocab_size());
             model.next_probs(c, std::span<double>(probs.get(), model.vocab_size()));
             return to_numpy(std::move(probs), {model.vocab_size()});
@@ -320,7 +329,8 @@ void bind_decoder(nb::module_& m) {
             if (model.words() == nullptr) throw specdec::error("decode: a Markov model has no words");
             const std::vector<token_id> t = token_list(tokens, "tokens");
             for (const token_id x : t)
-              if (static_cast<std::size_t>(x) >= model.vocab_size()) throw specdec::error("tokens: a token is outside the vocabulary");
+              if (static_cast<std::size_t>(x) >= model.vocab_size())
+                throw specdec::error("tokens: a token is outside the vocabulary");
             return model.words()->decode(t);
           },
           "tokens"_a);

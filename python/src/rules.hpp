@@ -72,12 +72,12 @@ void with_policy(const std::string& backend, F&& f) {
 #endif
   throw nanobind::value_error(("backend: '" + backend + "' is not built (available: " +
 #if SPECDEC_ENABLE_SIMD
-                         std::string("'seq', 'simd')")
+                               std::string("'seq', 'simd')")
 #else
-                         std::string("'seq')")
+                               std::string("'seq')")
 #endif
-                             )
-                            .c_str());
+                                   )
+                                  .c_str());
 }
 
 }  // namespace specdec_python

@@ -249,6 +249,10 @@ TEMPLATE_LIST_TEST_CASE("simd argmax, row checks and sums agree with seq", "[sim
         for (const T x : row) all_usable = all_usable && specdec::detail::usable_weight(static_cast<double>(x));
         REQUIRE(summary.usable == all_usable);
         REQUIRE((!summary.usable || !summary.has_mass) == !specdec::backend::seq::seq_kernels::greedy_usable(r));
+        // seq's one-pass greedy scan is greedy_usable, then argmax where usable.
+        const specdec::backend::walks::greedy_row g = specdec::backend::seq::seq_kernels::greedy_row(r);
+        REQUIRE(g.usable == specdec::backend::seq::seq_kernels::greedy_usable(r));
+        if (g.usable) REQUIRE(g.token == specdec::argmax(r));
         REQUIRE(specdec::backend::simd::has_mass<Arch>(r) == specdec::backend::seq::seq_kernels::has_mass(r));
         if (variant == 0) {
           double seq_sum = 0.0;

@@ -40,10 +40,10 @@ void register_rule(const char* rule_name, const Rule& rule) {
         [&](auto backend) {
           using Backend = decltype(backend);
           if constexpr (!std::is_same_v<Backend, naive_backend>) {
-          const std::string name = std::string("BM_verify_") + rule_name + "/" + backend_name<Backend>() + "/B:" +
-                                   std::to_string(B) + "/gamma:" + std::to_string(gamma) + "/V:" + std::to_string(V);
-          benchmark::RegisterBenchmark(name.c_str(), BM_rule<Backend, Rule>, rule_name, &rule, B, gamma, V)
-              ->Unit(benchmark::kMicrosecond);
+            const std::string name = std::string("BM_verify_") + rule_name + "/" + backend_name<Backend>() +
+                                     "/B:" + std::to_string(B) + "/gamma:" + std::to_string(gamma) + "/V:" + std::to_string(V);
+            benchmark::RegisterBenchmark(name.c_str(), BM_rule<Backend, Rule>, rule_name, &rule, B, gamma, V)
+                ->Unit(benchmark::kMicrosecond);
           }
         },
         false);

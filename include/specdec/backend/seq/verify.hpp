@@ -119,6 +119,25 @@ struct seq_kernels {
     }
     return mass;
   }
+  //! `greedy_usable` and, for a usable row, `argmax` in one pass over the row (the entries are then
+  //! finite and >= 0, so the first largest entry is the argmax).
+  template <class T>
+  static walks::greedy_row greedy_row(std::span<const T> row) {
+    bool mass = false;
+    std::size_t best = 0;
+    double best_value = -1.0;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const double v = static_cast<double>(row[i]);
+      if (!(v >= 0.0) || !std::isfinite(v)) return {false, no_token};
+      mass = mass || v > 0.0;
+      if (v > best_value) {
+        best_value = v;
+        best = i;
+      }
+    }
+    if (!mass) return {false, no_token};
+    return {true, static_cast<token_id>(best)};
+  }
   //! No NaN, infinite or negative entry.
   template <class T>
   static bool weights_usable(std::span<const T> row) {
@@ -386,8 +405,12 @@ class target_row_ops {
     return op_.take();
   }
   walks::greedy_row greedy(std::int32_t) const {
-    if (!K::greedy_usable(p_)) return {false, no_token};
-    return {true, static_cast<token_id>(K::argmax(p_))};
+    if constexpr (requires { K::greedy_row(p_); }) {  // one pass (seq's row kernels)
+      return K::greedy_row(p_);
+    } else {
+      if (!K::greedy_usable(p_)) return {false, no_token};
+      return {true, static_cast<token_id>(K::argmax(p_))};
+    }
   }
   walks::row_draw<sample_result> sample_target(std::int32_t i, double u) {
     const std::optional<sample_result> y = target_sample(rows_, op_.checks(), static_cast<std::size_t>(i), u);
