@@ -71,10 +71,13 @@ struct chain_walk_result {
 //! A chain of `n` drafts as a tree of width 1: node i sits at depth i, its one child i + 1 carries
 //! draft i (the shape on which the tree walk's addresses are the chain's).
 struct chain_tree {
-  const token_id* drafts;
-  std::int32_t n;
+  const token_id* drafts;  //!< the n drafts
+  std::int32_t n;          //!< their count
+  //! Node i's one child, i + 1, or none at depth n.
   SPECDEC_HOST_DEVICE std::int32_t first_child(std::int32_t i) const { return i < n ? i + 1 : no_node; }
+  //! A chain's nodes have no siblings.
   SPECDEC_HOST_DEVICE std::int32_t next_sibling(std::int32_t) const { return no_node; }
+  //! Node c's token: draft c - 1.
   SPECDEC_HOST_DEVICE token_id token(std::int32_t c) const { return drafts[c - 1]; }
 };
 
