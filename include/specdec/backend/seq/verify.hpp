@@ -352,13 +352,26 @@ class draft_position {
   bool usable_ = false;
 };
 
+//! Greedy's view of row p with the row kernels `K`: `K::greedy_row` (one pass) where they have it, else
+//! `greedy_usable`, then `argmax`.
+template <class K, class T>
+walks::greedy_row greedy_of(std::span<const T> p) {
+  if constexpr (requires { K::greedy_row(p); }) {
+    return K::greedy_row(p);
+  } else {
+    if (!K::greedy_usable(p)) return {false, no_token};
+    return {true, static_cast<token_id>(K::argmax(p))};
+  }
+}
+
 //! The token typical acceptance emits from the row p whose threshold is `threshold` (finite):
 //! argmax p, or a sample of p restricted to p(v) >= threshold with u, the (position, resample) uniform.
 template <class K, class T>
 sample_result typical_emission(const typical_rule& rule, std::span<const T> p, double threshold, double u) {
   if (rule.correction == typical_correction::argmax) {
-    if (!K::greedy_usable(p)) return {no_token, row_status::not_finite, 0.0};
-    return {static_cast<token_id>(K::argmax(p)), row_status::ok, 1.0};
+    const walks::greedy_row g = greedy_of<K>(p);
+    if (!g.usable) return {no_token, row_status::not_finite, 0.0};
+    return {g.token, row_status::ok, 1.0};
   }
   return sample_by_weights(
       p.size(),
@@ -404,14 +417,7 @@ class target_row_ops {
     op_.checks().row(target);
     return op_.take();
   }
-  walks::greedy_row greedy(std::int32_t) const {
-    if constexpr (requires { K::greedy_row(p_); }) {  // one pass (seq's row kernels)
-      return K::greedy_row(p_);
-    } else {
-      if (!K::greedy_usable(p_)) return {false, no_token};
-      return {true, static_cast<token_id>(K::argmax(p_))};
-    }
-  }
+  walks::greedy_row greedy(std::int32_t) const { return greedy_of<K>(p_); }
   walks::row_draw<sample_result> sample_target(std::int32_t i, double u) {
     const std::optional<sample_result> y = target_sample(rows_, op_.checks(), static_cast<std::size_t>(i), u);
     if (!y) return {op_.take()};
