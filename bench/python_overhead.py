@@ -67,7 +67,7 @@ def cases(B, n, V):
     out_arrays = _core.OutArrays(*x["out"])
     call = dict(seeds=x["seeds"], request_ids=x["ids"], steps=x["steps"])
     core_args = (spec, backend, False, x["num_drafts"], n, V, x["tokens"], x["q"], x["p"], x["seeds"], x["ids"],
-                 x["steps"], False, 1e-3)
+                 x["steps"], None, False, 1e-3)
     lists = dict(tokens=x["tokens"].tolist(), ids=x["ids"].tolist())
     fns = {
         "_core.verify (extension alone)": lambda: _core.verify(*core_args, None),

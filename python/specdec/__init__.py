@@ -313,6 +313,11 @@ def _streams(n, seeds, request_ids, steps):
             _ints("steps", steps, n, _U32, 0, 2**32 - 1))
 
 
+def _output_positions(n, output_positions):
+    # 2**32 - 1 is the C++ library's `keyed_by_round`, so it is not an output position
+    return None if output_positions is None else _ints("output_positions", output_positions, n, _U32, 0, 2**32 - 2)
+
+
 _NO_WARP = (1.0, 0, 1.0, 0.0)  # temperature, top_k, top_p, min_p that leave a row as it is
 
 
@@ -454,8 +459,8 @@ def _result(ret, out):
 
 
 def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids, steps, num_drafts=None,
-           cu_num_drafts=None, backend=None, check_normalisation=False, normalisation_tolerance=1e-3,
-           out=None):
+           cu_num_drafts=None, output_positions=None, backend=None, check_normalisation=False,
+           normalisation_tolerance=1e-3, out=None):
     """Verifies drafted chains against target probabilities (C++ ``specdec::verify``).
 
     Padded layout (FlashInfer's): draft_tokens [B, n], draft_probs [B, n, V], target_probs
@@ -464,7 +469,11 @@ def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids,
     b's n_b rows then its bonus row), with ``num_drafts`` [B] or ``cu_num_drafts`` (prefix sums).
     draft_probs may be None for rules that never read q (Greedy, SampleAndMatch, Typical).
     seeds (uint64), request_ids (uint32, one per request), steps (uint32) address each request's
-    randomness; seeds and steps may be scalars. Returns a ``VerifyResult``; with ``out`` (a
+    randomness; seeds and steps may be scalars. ``output_positions`` (uint32, a scalar or one per
+    request; default None: keyed by ``steps``) keys the target's own samples (sample-and-match's, the
+    bonus) by the index in the request's output of the token chain position 0 decides, so a request
+    decoded with any drafter emits what target-only decoding emits (docs/python.md, "Randomness").
+    Returns a ``VerifyResult``; with ``out`` (a
     VerifyResult or tuple of int32 [B, max_n + 1], int32 [B], uint8 [B] arrays) the results are
     written into those arrays, which are returned.
     """
@@ -473,13 +482,13 @@ def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids,
     c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])
     s, r, t = _streams(c.batch, seeds, request_ids, steps)
     ret = _core.verify(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab, c.draft_tokens,
-                       draft_probs, target_probs, s, r, t, bool(check_normalisation), float(normalisation_tolerance),
-                       _out(out, c))
+                       draft_probs, target_probs, s, r, t, _output_positions(c.batch, output_positions),
+                       bool(check_normalisation), float(normalisation_tolerance), _out(out, c))
     return _result(ret, out)
 
 
 def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids, steps, draft_logits=None,
-                       draft_probs=None, q_at_drafts=None, num_drafts=None, cu_num_drafts=None,
+                       draft_probs=None, q_at_drafts=None, num_drafts=None, cu_num_drafts=None, output_positions=None,
                        temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, draft_temperature=None,
                        draft_top_k=None, draft_top_p=None, draft_min_p=None, backend=None, out=None):
     """Verifies from logits (C++ ``specdec::verify_from_logits``): every target row that is read is
@@ -489,7 +498,8 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
     The draft side (q, the warped rows the drafts were sampled from) is one of:
     ``draft_logits`` (warped with the draft_* parameters, by default the target's), ``draft_probs``
     (the warped rows themselves), and optionally ``q_at_drafts`` (q_i(x_i) of every draft, vLLM's
-    gathered ``draft_probs``, shaped like draft_tokens). Layouts, streams, result and ``out`` as ``verify``.
+    gathered ``draft_probs``, shaped like draft_tokens). Layouts, streams, ``output_positions``, result
+    and ``out`` as ``verify``.
     """
     rule = _rule(rule)
     if draft_logits is not None and draft_probs is not None:
@@ -509,7 +519,7 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
         dw = _warp("draft_", c.batch, *(d if x is None else x for x, d in zip(draft_warp, _NO_WARP)))
     ret = _core.verify_from_logits(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab,
                                    c.draft_tokens, rows, draft_probs is not None, q_at_drafts, target_logits, s, r, t,
-                                   *tw, *dw, _out(out, c))
+                                   _output_positions(c.batch, output_positions), *tw, *dw, _out(out, c))
     return _result(ret, out)
 
 

@@ -103,15 +103,20 @@ nb::ndarray<nb::numpy, std::uint8_t> flags_of(const std::vector<Status>& status)
   return to_numpy(std::move(flags), {status.size()});
 }
 
-// One request_stream per row from the seeds, ids and steps arrays.
-std::vector<specdec::random::request_stream> make_streams(const array& seeds, const array& request_ids, const array& steps) {
+// One request_stream per row from the seeds, ids and steps arrays; with `output_positions` (one
+// uint32 per row) the target's own samples are keyed by output position (random/stream.hpp).
+std::vector<specdec::random::request_stream> make_streams(const array& seeds, const array& request_ids, const array& steps,
+                                                          const std::optional<array>& output_positions = std::nullopt) {
   const auto s = view<std::uint64_t>(seeds, "seeds");
   const auto r = view<std::uint32_t>(request_ids, "request_ids");
   const auto t = view<std::uint32_t>(steps, "steps");
   if (r.size() != s.size() || t.size() != s.size())
     throw nb::value_error("seeds, request_ids and steps must have one entry per request");
+  const auto o = output_positions ? view<std::uint32_t>(*output_positions, "output_positions") : std::span<const std::uint32_t>{};
+  if (output_positions && o.size() != s.size()) throw nb::value_error("output_positions must have one entry per request");
   std::vector<specdec::random::request_stream> out(s.size());
-  for (std::size_t b = 0; b < s.size(); ++b) out[b] = {.seed = s[b], .request = r[b], .step = t[b]};
+  for (std::size_t b = 0; b < s.size(); ++b)
+    out[b] = {.seed = s[b], .request = r[b], .step = t[b], .output_position = o.empty() ? specdec::random::keyed_by_round : o[b]};
   return out;
 }
 
@@ -144,10 +149,12 @@ struct chain_inputs {
 };
 
 chain_inputs make_chain(bool packed, const array& num_drafts, std::size_t max_drafts, std::size_t vocab,
-                        const array& draft_tokens, const array& seeds, const array& request_ids, const array& steps) {
+                        const array& draft_tokens, const array& seeds, const array& request_ids, const array& steps,
+                        const std::optional<array>& output_positions) {
   const auto n = view<std::int32_t>(num_drafts, "num_drafts");
   chain_inputs in{packed ? specdec::ragged_layout::packed(n) : specdec::ragged_layout::padded(n, max_drafts), vocab,
-                  view<specdec::token_id>(draft_tokens, "draft_tokens"), make_streams(seeds, request_ids, steps)};
+                  view<specdec::token_id>(draft_tokens, "draft_tokens"),
+                  make_streams(seeds, request_ids, steps, output_positions)};
   if (in.streams.size() != n.size()) throw nb::value_error("seeds, request_ids and steps must have one entry per request");
   return in;
 }
@@ -205,9 +212,9 @@ nb::object run_chain(const specdec::ragged_layout& layout, out_arrays* dest, Cal
 verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
                      std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
                      const std::optional<array>& draft_probs, const array& target_probs, const array& seeds,
-                     const array& request_ids, const array& steps, bool check_normalisation, double normalisation_tolerance,
-                     out_arrays* dest) {
-  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
+                     const array& request_ids, const array& steps, const std::optional<array>& output_positions,
+                     bool check_normalisation, double normalisation_tolerance, out_arrays* dest) {
+  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps, output_positions);
   const bool dbl = is_double(target_probs, "target_probs");
   if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
     refuse("draft_probs", "must have target_probs' dtype (" + dtype_name(target_probs.dtype()) + ")");
@@ -230,11 +237,12 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
                                  std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
                                  const std::optional<array>& draft_rows, bool draft_rows_are_probs,
                                  const std::optional<array>& q_at_drafts, const array& target_logits, const array& seeds,
-                                 const array& request_ids, const array& steps, const array& temperature, const array& top_k,
-                                 const array& top_p, const array& min_p, const std::optional<array>& draft_temperature,
-                                 const std::optional<array>& draft_top_k, const std::optional<array>& draft_top_p,
-                                 const std::optional<array>& draft_min_p, out_arrays* dest) {
-  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps);
+                                 const array& request_ids, const array& steps, const std::optional<array>& output_positions,
+                                 const array& temperature, const array& top_k, const array& top_p, const array& min_p,
+                                 const std::optional<array>& draft_temperature, const std::optional<array>& draft_top_k,
+                                 const std::optional<array>& draft_top_p, const std::optional<array>& draft_min_p,
+                                 out_arrays* dest) {
+  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps, output_positions);
   const bool dbl = is_double(target_logits, "target_logits");
   const char* draft_name = draft_rows_are_probs ? "draft_probs" : "draft_logits";
   if (draft_rows && is_double(*draft_rows, draft_name) != dbl)
@@ -443,12 +451,12 @@ NB_MODULE(_core, m) {
       .def_ro("kind", &rule_spec::kind);
 
   m.def("verify", &verify, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a, "draft_tokens"_a,
-        "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
-        "normalisation_tolerance"_a, "out"_a.none());
+        "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "output_positions"_a.none(),
+        "check_normalisation"_a, "normalisation_tolerance"_a, "out"_a.none());
   m.def("verify_from_logits", &verify_from_logits, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a,
         "draft_tokens"_a, "draft_rows"_a.none(), "draft_rows_are_probs"_a, "q_at_drafts"_a.none(), "target_logits"_a, "seeds"_a,
-        "request_ids"_a, "steps"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a, "draft_temperature"_a.none(),
-        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a.none());
+        "request_ids"_a, "steps"_a, "output_positions"_a.none(), "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a,
+        "draft_temperature"_a.none(), "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a.none());
   m.def("verify_tree", &verify_tree, "rule"_a, "backend"_a, "num_nodes"_a, "parents"_a, "vocab"_a, "tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
         "normalisation_tolerance"_a, "temperature"_a.none() = nb::none(), "top_k"_a.none() = nb::none(),

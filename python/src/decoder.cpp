@@ -79,6 +79,48 @@ std::vector<token_id> token_list(const nb::handle& x, const char* name) {
   return out;
 }
 
+// A context of token ids for the model-free drafters: an int32 or int64 1-d C-contiguous CPU array
+// (numpy, torch through DLPack) is read in one pass; anything else is iterated as `token_list`.
+std::vector<token_id> context_tokens(const nb::handle& x, const char* name) {
+  const auto checked = [name](auto span) {
+    std::vector<token_id> out(span.size());
+    for (std::size_t i = 0; i < span.size(); ++i) {
+      if (span[i] < 0 || span[i] > INT32_MAX)
+        throw specdec::error(std::string(name) + ": a token id is negative or above 2^31 - 1");
+      out[i] = static_cast<token_id>(span[i]);
+    }
+    return out;
+  };
+  using flat = nb::ndarray<nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+  flat a;
+  if (nb::try_cast(x, a, false)) {
+    if (a.dtype() == nb::dtype<std::int32_t>())
+      return checked(std::span<const std::int32_t>(static_cast<const std::int32_t*>(a.data()), a.size()));
+    if (a.dtype() == nb::dtype<std::int64_t>())
+      return checked(std::span<const std::int64_t>(static_cast<const std::int64_t*>(a.data()), a.size()));
+  }
+  return token_list(x, name);
+}
+
+// Suffix-tree drafting for loops written in Python (draft/suffix_drafter.hpp): one request's tree,
+// indexing only the tokens appended since the last call while the context extends what it saw.
+class suffix_drafter {
+ public:
+  explicit suffix_drafter(const specdec::suffix_options& o) : options_(o), tree_(o.max_depth) {}
+
+  std::vector<token_id> draft(const std::vector<token_id>& context, std::size_t limit) {
+    specdec::index_context(tree_, context);
+    specdec::suffix_speculate(tree_, context, limit, options_, found_, work_);
+    return found_.tokens;
+  }
+
+ private:
+  specdec::suffix_options options_;
+  specdec::suffix_tree tree_;
+  specdec::suffix_draft found_;
+  specdec::suffix_workspace work_;
+};
+
 // A new int32 NumPy array holding `tokens`.
 nb::ndarray<nb::numpy, token_id> token_array(const std::vector<token_id>& tokens) {
   auto data = std::make_unique<token_id[]>(tokens.size());
@@ -355,6 +397,41 @@ void bind_decoder(nb::module_& m) {
                               reference_model(std::make_shared<const specdec::ngram_model>(std::move(p.draft))));
       },
       "texts"_a, "target_order"_a, "draft_order"_a, "max_words"_a);
+
+  m.def(
+      "prompt_lookup",
+      [](const nb::handle& context, int min_n, int max_n, int k) {
+        const specdec::prompt_lookup_options o{.min_n = specdec_python::non_negative(min_n, "min_n"),
+                                               .max_n = specdec_python::non_negative(max_n, "max_n"),
+                                               .k = specdec_python::non_negative(k, "k")};
+        specdec::validate(o);
+        const std::vector<token_id> c = context_tokens(context, "context");
+        std::vector<token_id> found;
+        specdec::prompt_lookup(c, o, o.k, found);
+        return token_array(found);
+      },
+      "context"_a, "min_n"_a, "max_n"_a, "k"_a);
+
+  nb::class_<suffix_drafter>(m, "SuffixDrafter")
+      .def(
+          "__init__",
+          [](suffix_drafter* self, int max_depth, int max_spec, double factor, double min_probability, int min_match) {
+            specdec::suffix_options o;
+            o.max_depth = specdec_python::non_negative(max_depth, "max_depth");
+            o.max_spec = specdec_python::non_negative(max_spec, "max_spec");
+            o.factor = factor;
+            o.min_probability = min_probability;
+            o.min_match = specdec_python::non_negative(min_match, "min_match");
+            specdec::validate(o);
+            new (self) suffix_drafter(o);
+          },
+          "max_depth"_a, "max_spec"_a, "factor"_a, "min_probability"_a, "min_match"_a)
+      .def(
+          "draft",
+          [](suffix_drafter& d, const nb::handle& context, int limit) {
+            return token_array(d.draft(context_tokens(context, "context"), specdec_python::non_negative(limit, "limit")));
+          },
+          "context"_a, "limit"_a);
 
   nb::class_<request_spec>(m, "RequestSpec")
       .def(

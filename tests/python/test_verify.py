@@ -100,6 +100,30 @@ def batch(rng, B=24, n=4, V=33, dtype=np.float32):
 
 
 @pytest.mark.skipif(not specdec.HAS_SIMD, reason="this build has no simd backend (xsimd was not found)")
+def test_output_positions_key_the_targets_samples_by_the_position_they_decide(backend):
+    """With output_positions, sample-and-match's sample at chain position i is the target sample of
+    stream (seed, id, step = output_position + i, position 0) whatever `steps` is; without, it moves
+    with `steps` (control)."""
+    rng = np.random.default_rng(4)
+    B, n, V = 300, 3, 6
+    p = rng.random((B, n + 1, V))
+    p /= p.sum(-1, keepdims=True)
+    drafts = rng.integers(0, V, (B, n)).astype(np.int32)
+    outpos = rng.integers(0, 1000, B).astype(np.uint32)
+    kw = dict(seeds=3, request_ids=np.arange(B), backend=backend)
+    r0 = specdec.verify(specdec.SampleAndMatch(), drafts, None, p, steps=0, output_positions=outpos, **kw)
+    r1 = specdec.verify(specdec.SampleAndMatch(), drafts, None, p, steps=77, output_positions=outpos, **kw)
+    assert r0.tokens.tolist() == r1.tokens.tolist()
+    for i in range(n + 1):  # the token each request emits at chain position i, drawn from its own address
+        want = specdec.sample(np.ascontiguousarray(p[:, i]), steps=outpos + i, position=0, **kw).tokens
+        reached = r0.num_accepted >= i
+        assert np.array_equal(r0.tokens[reached, i], want[reached])
+    by_round = [specdec.verify(specdec.SampleAndMatch(), drafts, None, p, steps=s, **kw).tokens for s in (0, 77)]
+    assert (by_round[0] != by_round[1]).any()
+    with pytest.raises(ValueError, match="output_positions"):
+        specdec.verify(specdec.SampleAndMatch(), drafts, None, p, steps=0, output_positions=2**32 - 1, **kw)
+
+
 @pytest.mark.parametrize("rule", RULES, ids=repr)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_simd_gives_seq_tokens_bit_for_bit(rule, dtype):
