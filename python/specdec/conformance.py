@@ -9,7 +9,9 @@ include/specdec/conformance/kit.hpp) calls the verifier directly with numpy arra
     report = specdec.conformance.check_chain_verifier(my_verifier, "lossless")
     assert report.passed, report.text
 
-``check_tree_verifier`` does the same for tree verifiers (``TreeInputs``: trees given by parents).
+``check_chain_logits_verifier`` does it for verifiers from logits (``ChainLogitInputs``: logits and
+each side's warping parameters), ``check_tree_verifier`` for tree verifiers (``TreeInputs``: trees
+given by parents).
 
 Built when Boost.Math was found at build time and SPECDEC_PYTHON_CONFORMANCE is on (``AVAILABLE``).
 """
@@ -41,6 +43,31 @@ class ChainInputs(NamedTuple):
     seeds: np.ndarray  # uint64 [B]
     request_ids: np.ndarray  # uint64 [B]
     steps: np.ndarray  # uint64 [B]
+
+
+class ChainLogitInputs(NamedTuple):
+    """A batch of chains from logits: ``ChainInputs``' arrays with rows of logits (-inf masks a
+    token) in draft_rows and target_rows; request b's q and p are those rows warped by its draft_* and
+    target_* parameters in specdec's order (temperature, then top-k, top-p, min-p; ``specdec.warp_logits``),
+    and each draft was sampled from its warped draft row."""
+
+    vocab_size: int
+    num_drafts: np.ndarray  # int32 [B]
+    offsets: np.ndarray  # int64 [B + 1]
+    draft_tokens: np.ndarray  # int32 [N]
+    draft_rows: np.ndarray  # float32 [N, V] logits
+    target_rows: np.ndarray  # float32 [N + B, V] logits
+    seeds: np.ndarray  # uint64 [B]
+    request_ids: np.ndarray  # uint64 [B]
+    steps: np.ndarray  # uint64 [B]
+    target_temperature: np.ndarray  # float64 [B]
+    target_top_k: np.ndarray  # int32 [B]
+    target_top_p: np.ndarray  # float64 [B]
+    target_min_p: np.ndarray  # float64 [B]
+    draft_temperature: np.ndarray  # float64 [B]
+    draft_top_k: np.ndarray  # int32 [B]
+    draft_top_p: np.ndarray  # float64 [B]
+    draft_min_p: np.ndarray  # float64 [B]
 
 
 class TreeInputs(NamedTuple):
@@ -92,6 +119,24 @@ def specdec_verifier(rule, backend=None):
     return verify
 
 
+def specdec_logits_verifier(rule, backend=None):
+    """A chain verifier from logits calling ``specdec.verify_from_logits`` with `rule` and each side's
+    warping parameters."""
+
+    def verify(inputs: ChainLogitInputs):
+        draft = {}
+        if rule.reads_q:
+            draft = dict(draft_logits=inputs.draft_rows, draft_temperature=inputs.draft_temperature,
+                         draft_top_k=inputs.draft_top_k, draft_top_p=inputs.draft_top_p,
+                         draft_min_p=inputs.draft_min_p)
+        return specdec.verify_from_logits(rule, inputs.draft_tokens, inputs.target_rows, num_drafts=inputs.num_drafts,
+                                          temperature=inputs.target_temperature, top_k=inputs.target_top_k,
+                                          top_p=inputs.target_top_p, min_p=inputs.target_min_p, backend=backend,
+                                          **draft, **_streams(inputs))
+
+    return verify
+
+
 def specdec_tree_verifier(rule, backend=None):
     """A tree verifier calling ``specdec.verify_tree`` with `rule`."""
 
@@ -135,8 +180,21 @@ def check_chain_verifier(verifier, guarantee="lossless", *, name="python verifie
     "impossible_tokens"). A ValueError from the verifier counts as reporting every request of that
     call, as the kit counts a C++ exception; any other exception, or a result of the wrong type or
     shape, stops the run at once and is raised. Returns a ``Report``."""
-    return _run(False, ChainInputs, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests,
+    return _run("chain", ChainInputs, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests,
                 batch_size, independence_pairs, impossible_token_trials, "independent", only)
+
+
+def check_chain_logits_verifier(verifier, guarantee="lossless", *, name="python logits verifier", seeded=True,
+                                reads_draft_probs=True, alpha=1e-6, seed=20261125, law_requests=100_000,
+                                batch_size=2000, only=()):
+    """Runs the kit's logits checks on `verifier` (a callable taking a ``ChainLogitInputs`` and returning
+    (tokens, reported) or a ``specdec.VerifyResult``): exact laws on Markov pairs of logits under three
+    warping configurations (top-k against top-p, top-p against min-p, both sides alike), determinism,
+    batch invariance and the logits bad-input catalogue. `guarantee` and errors as
+    ``check_chain_verifier``; the coins' independence and the impossible-token check do not depend on
+    the rows' form and are ``check_chain_verifier``'s. Returns a ``Report``."""
+    return _run("chain_logits", ChainLogitInputs, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed,
+                law_requests, batch_size, 0, 0, "independent", only)
 
 
 def check_tree_verifier(verifier, guarantee="lossless", *, sampling="independent", name="python tree verifier",
@@ -152,11 +210,11 @@ def check_tree_verifier(verifier, guarantee="lossless", *, sampling="independent
         raise ValueError(f"sampling: 'independent' or 'without_replacement', got {sampling!r}")
     if isinstance(guarantee, specdec.Lenient):
         raise ValueError("guarantee: trees are checked against 'lossless' or 'greedy'")
-    return _run(True, TreeInputs, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests,
+    return _run("tree", TreeInputs, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests,
                 batch_size, 0, 0, sampling, only)
 
 
-def _run(tree, inputs_type, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests, batch_size,
+def _run(form, inputs_type, verifier, guarantee, name, seeded, reads_draft_probs, alpha, seed, law_requests, batch_size,
          independence_pairs, impossible_token_trials, sampling, only):
     if not AVAILABLE:
         raise RuntimeError("specdec.conformance was not built (Boost.Math was not found, "
@@ -177,8 +235,8 @@ def _run(tree, inputs_type, verifier, guarantee, name, seeded, reads_draft_probs
         B = len(inputs.seeds)
         try:
             result = verifier(inputs)
-        except ValueError:  # the verifier refused the batch: every request of the call is reported
-            return np.full((B, 1), -1, np.int32), np.ones(B, bool)
+        except ValueError as e:  # the verifier refused the batch: a throw, as a C++ exception is to the kit
+            return f"ValueError: {e}"  # (every request of the call counts as reported)
         except BaseException as e:  # noqa: BLE001 (raised again below)
             failure.append(e)
             return None  # stops the run
@@ -188,7 +246,7 @@ def _run(tree, inputs_type, verifier, guarantee, name, seeded, reads_draft_probs
             failure.append(type(e)(f"verifier: {e}"))
             return None
 
-    ret = _core.check_verifier(tree, name, call, claim, lenience, float(alpha), int(seed), int(law_requests),
+    ret = _core.check_verifier(form, name, call, claim, lenience, float(alpha), int(seed), int(law_requests),
                                int(batch_size), int(independence_pairs), int(impossible_token_trials), bool(seeded),
                                bool(reads_draft_probs), sampling == "without_replacement", list(only))
     if failure:

@@ -1,5 +1,5 @@
-// specdec._core.check_verifier: the conformance kit (include/specdec/conformance/kit.hpp) on a
-// Python verifier, called directly with numpy arrays (no files). Built when Boost.Math is found
+// specdec._core.check_verifier: the conformance kit (include/specdec/conformance/kit.hpp and, for
+// verifiers from logits, conformance/logits.hpp) on a Python verifier, called directly with numpy arrays (no files). Built when Boost.Math is found
 // (specdec::conformance links specdec::stats). The GIL stays held: the kit calls Python for every batch.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "numpy_out.hpp"
 #include "specdec/acceptance/lenient.hpp"
 #include "specdec/conformance/kit.hpp"
+#include "specdec/conformance/logits.hpp"
 #include "specdec/conformance/stop_run.hpp"
 
 namespace nb = nanobind;
@@ -56,6 +58,30 @@ nb::dict to_python(const sc::chain_inputs& in) {
   return d;
 }
 
+// The kit's chain batch from logits: the chain's arrays (rows of logits, -inf masking a token) and
+// each side's warping parameters per request.
+nb::dict to_python(const sc::chain_logit_inputs& in) {
+  nb::dict d = to_python(static_cast<const sc::chain_inputs&>(in));
+  const std::size_t B = in.batch_size();
+  const auto side = [&](const std::vector<specdec::warp_params>& w, const std::string& prefix) {
+    std::vector<double> t(B), p(B), m(B);
+    std::vector<std::int32_t> k(B);
+    for (std::size_t b = 0; b < B; ++b) {
+      t[b] = w[b].temperature;
+      k[b] = w[b].top_k;
+      p[b] = w[b].top_p;
+      m[b] = w[b].min_p;
+    }
+    d[(prefix + "temperature").c_str()] = copy(t, {B});
+    d[(prefix + "top_k").c_str()] = copy(k, {B});
+    d[(prefix + "top_p").c_str()] = copy(p, {B});
+    d[(prefix + "min_p").c_str()] = copy(m, {B});
+  };
+  side(in.target_warp, "target_");
+  side(in.draft_warp, "draft_");
+  return d;
+}
+
 // The kit's tree batch (parents, local ids, packed request after request; float32 rows per node).
 nb::dict to_python(const sc::tree_inputs& in) {
   const std::size_t B = in.batch_size(), N = in.parents.size(), V = in.vocab_size;
@@ -88,13 +114,15 @@ std::vector<sc::verdict> from_python(const nb::object& result, std::size_t B) {
   return out;
 }
 
-// Runs the kit on a chain (tree = false) or tree verifier; returns (passed, text report, JSON
-// report), or None when the callable stopped the run (it returned None: the Python side holds the
-// exception to raise).
-nb::object check_verifier(bool tree, const std::string& name, nb::callable verifier, const std::string& claim,
+// Runs the kit on a verifier of `form` "chain", "chain_logits" or "tree"; returns (passed, text
+// report, JSON report), or None when the callable stopped the run (it returned None: the Python side
+// holds the exception to raise).
+nb::object check_verifier(const std::string& form, const std::string& name, nb::callable verifier, const std::string& claim,
                           std::optional<double> lenience, double alpha, std::uint64_t seed, std::size_t law_requests,
                           std::size_t batch_size, std::size_t independence_pairs, std::uint64_t impossible_token_trials,
                           bool seeded, bool reads_draft_probs, bool without_replacement, const std::vector<std::string>& only) {
+  const bool tree = form == "tree";
+  if (!tree && form != "chain" && form != "chain_logits") throw nb::value_error("form: 'chain', 'chain_logits' or 'tree'");
   sc::guarantee g;
   if (claim == "lossless")
     g = sc::guarantee::lossless();
@@ -118,11 +146,14 @@ nb::object check_verifier(bool tree, const std::string& name, nb::callable verif
   const auto call = [&verifier](const auto& in) {
     const nb::object result = verifier(to_python(in));
     if (result.is_none()) throw sc::stop_run{"the Python verifier raised"};
+    // it raised ValueError (refusing the batch): a throw to the kit, as a C++ verifier's exception is
+    if (nb::isinstance<nb::str>(result)) throw std::invalid_argument(nb::cast<std::string>(result));
     return from_python(result, in.batch_size());
   };
   try {
-    const sc::report r = tree ? sc::check_tree_verifier(name, sc::tree_verifier(call), g, o)
-                              : sc::check_chain_verifier(name, sc::chain_verifier(call), g, o);
+    const sc::report r = tree                     ? sc::check_tree_verifier(name, sc::tree_verifier(call), g, o)
+                         : form == "chain_logits" ? sc::check_chain_logits_verifier(name, sc::chain_logits_verifier(call), g, o)
+                                                  : sc::check_chain_verifier(name, sc::chain_verifier(call), g, o);
     return nb::make_tuple(r.passed(), sc::to_text(r), sc::to_json(r));
   } catch (const sc::stop_run&) {
     return nb::none();
@@ -132,7 +163,7 @@ nb::object check_verifier(bool tree, const std::string& name, nb::callable verif
 }  // namespace
 
 void bind_conformance(nb::module_& m) {
-  m.def("check_verifier", &check_verifier, "tree"_a, "name"_a, "verifier"_a, "claim"_a, "lenience"_a.none(), "alpha"_a, "seed"_a,
+  m.def("check_verifier", &check_verifier, "form"_a, "name"_a, "verifier"_a, "claim"_a, "lenience"_a.none(), "alpha"_a, "seed"_a,
         "law_requests"_a, "batch_size"_a, "independence_pairs"_a, "impossible_token_trials"_a, "seeded"_a, "reads_draft_probs"_a,
         "without_replacement"_a, "only"_a);
 }

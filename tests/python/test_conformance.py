@@ -159,3 +159,54 @@ def test_tree_arguments_are_checked():
         conformance.check_tree_verifier(conformance.specdec_tree_verifier(specdec.Strict()), sampling="sequential")
     with pytest.raises(ValueError, match="guarantee"):
         conformance.check_tree_verifier(conformance.specdec_tree_verifier(specdec.Strict()), specdec.Lenient(0.5))
+
+
+# ---- verifiers from logits ---------------------------------------------------------------------------
+
+LOGIT_SMALL = dict(law_requests=4000, batch_size=1000, alpha=1e-4)
+
+
+def test_specdec_from_logits_passes_the_logits_kit():
+    r = conformance.check_chain_logits_verifier(conformance.specdec_logits_verifier(specdec.Strict()), "lossless",
+                                                name="specdec strict from logits", **LOGIT_SMALL)
+    assert r.passed, r.text
+    for check in ("exact_law/", "determinism", "batch_invariance", "bad_input/"):
+        assert any(name.startswith(check) for name in r.checks), (check, list(r.checks))
+    assert sum(name.startswith("exact_law/") for name in r.checks) == 3
+
+
+def test_a_draft_side_warped_with_the_targets_parameters_is_caught():
+    """A common engine bug: q taken as the draft's logits warped with the target's parameters. The law
+    is wrong where the two sides' parameters differ, and right where they agree."""
+
+    def target_params_for_q(inputs):
+        return specdec.verify_from_logits(specdec.Strict(), inputs.draft_tokens, inputs.target_rows,
+                                          draft_logits=inputs.draft_rows, num_drafts=inputs.num_drafts,
+                                          temperature=inputs.target_temperature, top_k=inputs.target_top_k,
+                                          top_p=inputs.target_top_p, min_p=inputs.target_min_p,
+                                          **conformance._streams(inputs))
+
+    r = conformance.check_chain_logits_verifier(target_params_for_q, "lossless", only=("exact_law",), **LOGIT_SMALL)
+    laws = {name.split("/", 1)[1]: ok for name, ok in r.checks.items()}
+    assert not r.passed and len(laws) == 3, r.text
+    assert not laws["v6_logits_topk_vs_topp"] and not laws["v5_logits_topp_vs_minp"], r.text
+    assert laws["v8_logits_same_params"], r.text
+
+
+def test_the_logits_inputs_carry_each_sides_warp():
+    seen = []
+
+    def record(inputs):
+        seen.append(inputs)
+        return conformance.specdec_logits_verifier(specdec.Greedy())(inputs)
+
+    conformance.check_chain_logits_verifier(record, "greedy", only=("exact_law",), law_requests=200, batch_size=100)
+    b = seen[0]
+    assert isinstance(b, conformance.ChainLogitInputs)
+    B = len(b.num_drafts)
+    for side in ("target_", "draft_"):
+        for field, dtype in (("temperature", np.float64), ("top_k", np.int32), ("top_p", np.float64),
+                             ("min_p", np.float64)):
+            a = getattr(b, side + field)
+            assert a.shape == (B,) and a.dtype == dtype
+    assert np.isneginf(np.concatenate([x.target_rows.ravel() for x in seen])).any()  # masked logits occur
