@@ -4,7 +4,8 @@ The C++ step decoder (decode/batch_decoder.hpp) runs a batch of requests, each w
 seed, draft length, sampling parameters, drafter and rule; each ``step()`` runs one speculative round
 for every running request and returns what each emitted as a ``StepEvent``. The models are the
 library's reference models (``random_markov_model``, ``ngram_pair`` trained on text), evaluated in
-C++: a step runs without the GIL. Drafters: ``"model"`` (the draft model, batched chain drafting),
+C++: a step runs without the GIL; or models written in Python (``python_model``: a callable from the
+context to the next token's logits), called with the GIL taken for each row. Drafters: ``"model"`` (the draft model, batched chain drafting),
 ``"ngram"`` (prompt lookup over the request's prompt and output), ``"suffix"`` (a suffix tree over
 them, chains) and ``"suffix_tree"`` (its trees, verified as trees by a rule that reads no q). A
 model-free drafter hands a rule that reads q (Strict, Lenient, Block) the one-hot q of its
@@ -17,14 +18,15 @@ the default): with Greedy or SampleAndMatch, a request's tokens are those of tar
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple, Optional, Sequence
+import warnings
+from typing import Callable, Iterable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from . import _core
 from . import _Rule, _CHAIN_RULES, _backend, Status, Strict
 
-__all__ = ["ReferenceModel", "random_markov_model", "ngram_pair", "Decoder", "StepEvent", "DRAFTERS"]
+__all__ = ["ReferenceModel", "random_markov_model", "ngram_pair", "python_model", "Decoder", "StepEvent", "DRAFTERS"]
 
 ReferenceModel = _core.ReferenceModel
 DRAFTERS: tuple[str, ...] = ("model", "ngram", "suffix", "suffix_tree")
@@ -46,6 +48,18 @@ def ngram_pair(texts: Sequence[str], *, target_order: int = 4, draft_order: int 
     if isinstance(texts, str):
         raise TypeError("texts: a sequence of strings, not one string")
     return tuple(_core.ngram_pair([str(t) for t in texts], int(target_order), int(draft_order), int(max_words)))
+
+
+def python_model(next_logits: Callable[[np.ndarray], np.ndarray], vocab_size: int) -> ReferenceModel:
+    """A model written in Python for ``Decoder``: ``next_logits(context)`` gets the context (prompt and
+    output so far, a new int32 array) and returns the next token's logits, ``vocab_size`` float32 or
+    float64 entries (-inf masks a token). The decoder calls it once per row it scores (no KV cache: the
+    whole context each time), taking the GIL for each call. If it raises or returns the wrong shape or
+    dtype, that row becomes NaN: the request ends with ``Status.INVALID_ROW`` (finished "error"), the
+    other requests run on, and ``Decoder.step`` warns with the error's text (RuntimeWarning)."""
+    if not callable(next_logits):
+        raise TypeError(f"next_logits: must be callable, got {type(next_logits).__name__}")
+    return _core.python_model(next_logits, int(vocab_size))
 
 
 class StepEvent(NamedTuple):
@@ -73,6 +87,7 @@ class Decoder:
         if not isinstance(rule, _CHAIN_RULES):
             raise TypeError(f"rule: a chain rule ({', '.join(r.__name__ for r in _CHAIN_RULES)}), got {type(rule).__name__}")
         self._decoder = _core.Decoder(target, draft, rule._spec(), _backend(backend))
+        self._models = (target,) if draft is None else (target, draft)
         self.vocab_size: int = target.vocab_size
 
     def add(self, prompt: Iterable[int], *, seed: int = 0, request_id: int = 0, gamma: int = 4,
@@ -105,8 +120,14 @@ class Decoder:
         return self._decoder.add(prompt, stop_tokens, spec)
 
     def step(self) -> list[StepEvent]:
-        """One round for every running request; finished requests are reported once, then dropped."""
-        return [StepEvent(r, t, f, Status(s), d, v, ds, tp) for (r, t, f, s, d, v, ds, tp) in self._decoder.step()]
+        """One round for every running request; finished requests are reported once, then dropped.
+        Warns (RuntimeWarning) when a model written in Python failed during the round."""
+        events = [StepEvent(r, t, f, Status(s), d, v, ds, tp) for (r, t, f, s, d, v, ds, tp) in self._decoder.step()]
+        errors = [e for m in self._models for e in m.take_errors()]
+        if errors:
+            warnings.warn(f"specdec.Decoder: a model written in Python failed on {len(errors)} row(s); their requests "
+                          f"end with INVALID_ROW. First: {errors[0]}", RuntimeWarning, stacklevel=2)
+        return events
 
     def run(self) -> dict[int, np.ndarray]:
         """Steps until no request runs; returns every request's tokens by handle."""

@@ -9,13 +9,17 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -40,12 +44,76 @@ using specdec_python::to_numpy;
 
 namespace {
 
-// A reference model behind one type: a Markov model or an n-gram model, shared by every Python
-// object and decoder that holds it.
+// A model written in Python: `next_logits(context)` with the context as a new int32 array returns
+// the next token's logits, `vocab_size` float32 or float64 entries (any array nanobind can import).
+// The decoder calls it without the GIL held, so each call takes the GIL. What the callable raises, or
+// a result of the wrong shape or dtype, becomes a row of NaN (the decoder ends that request with
+// `invalid_row`, its batch-mates run on) and its text is kept for `take_errors`.
+class python_model {
+ public:
+  python_model(nb::callable next_logits, std::size_t vocab_size) : next_logits_(std::move(next_logits)), vocab_(vocab_size) {
+    if (vocab_ == 0) throw specdec::error("vocab_size must be >= 1");
+  }
+
+  std::size_t vocab_size() const noexcept { return vocab_; }
+
+  void next_logits(std::span<const token_id> context, std::span<float> logits) const {
+    const nb::gil_scoped_acquire gil;
+    try {
+      auto copy = std::make_unique<token_id[]>(context.size());
+      std::copy(context.begin(), context.end(), copy.get());
+      const nb::object result = next_logits_(to_numpy(std::move(copy), {context.size()}));
+      nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu> row;
+      if (!nb::try_cast(result, row, false)) throw specdec::error("next_logits returned no 1-d C-contiguous CPU array");
+      if (row.size() != vocab_)
+        throw specdec::error("next_logits returned " + std::to_string(row.size()) +
+                             " logits, not vocab_size = " + std::to_string(vocab_));
+      if (row.dtype() == nb::dtype<float>())
+        std::copy_n(static_cast<const float*>(row.data()), vocab_, logits.begin());
+      else if (row.dtype() == nb::dtype<double>())
+        std::transform(static_cast<const double*>(row.data()), static_cast<const double*>(row.data()) + vocab_, logits.begin(),
+                       [](double x) { return static_cast<float>(x); });
+      else
+        throw specdec::error("next_logits returned an array that is not float32 or float64");
+    } catch (const std::exception& e) {  // nb::python_error included (destroyed here, with the GIL held)
+      std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
+      const std::lock_guard lock(errors_->mutex);
+      errors_->texts.emplace_back(e.what());
+    }
+  }
+
+  void next_probs(std::span<const token_id> context, std::span<double> probs) const {
+    std::vector<float> logits(vocab_);
+    next_logits(context, logits);
+    const float top = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (std::size_t v = 0; v < vocab_; ++v) sum += probs[v] = std::exp(static_cast<double>(logits[v] - top));
+    for (double& p : probs) p /= sum;
+  }
+
+  // The errors kept since the last call, oldest first.
+  std::vector<std::string> take_errors() const {
+    const std::lock_guard lock(errors_->mutex);
+    return std::exchange(errors_->texts, {});
+  }
+
+ private:
+  struct error_log {
+    std::mutex mutex;
+    std::vector<std::string> texts;
+  };
+  nb::callable next_logits_;
+  std::size_t vocab_;
+  std::shared_ptr<error_log> errors_ = std::make_shared<error_log>();
+};
+
+// A reference model behind one type: a Markov model, an n-gram model or a model written in Python,
+// shared by every Python object and decoder that holds it.
 class reference_model {
  public:
   explicit reference_model(std::shared_ptr<const specdec::markov_model> m) : model_(std::move(m)) {}
   explicit reference_model(std::shared_ptr<const specdec::ngram_model> m) : model_(std::move(m)) {}
+  explicit reference_model(std::shared_ptr<const python_model> m) : model_(std::move(m)) {}
 
   std::size_t vocab_size() const {
     return std::visit([](const auto& m) { return static_cast<std::size_t>(m->vocab_size()); }, model_);
@@ -61,9 +129,16 @@ class reference_model {
     const auto* n = std::get_if<std::shared_ptr<const specdec::ngram_model>>(&model_);
     return n != nullptr ? &(*n)->vocab() : nullptr;
   }
+  // The errors a model written in Python raised since the last call (none for the C++ models).
+  std::vector<std::string> take_errors() const {
+    const auto* p = std::get_if<std::shared_ptr<const python_model>>(&model_);
+    return p != nullptr ? (*p)->take_errors() : std::vector<std::string>{};
+  }
 
  private:
-  std::variant<std::shared_ptr<const specdec::markov_model>, std::shared_ptr<const specdec::ngram_model>> model_;
+  std::variant<std::shared_ptr<const specdec::markov_model>, std::shared_ptr<const specdec::ngram_model>,
+               std::shared_ptr<const python_model>>
+      model_;
 };
 
 using sequence_model = specdec::recomputing_sequence_model<reference_model>;
@@ -346,6 +421,19 @@ void bind_decoder(nb::module_& m) {
   nb::class_<reference_model>(m, "ReferenceModel")
       .def_prop_ro("vocab_size", &reference_model::vocab_size)
       .def(
+          "next_logits",
+          [](const reference_model& model, const nb::handle& context) {
+            const std::vector<token_id> c = context_tokens(context, "context");
+            for (const token_id t : c)
+              if (static_cast<std::size_t>(t) >= model.vocab_size())
+                throw specdec::error("context: a token is outside the vocabulary");
+            auto logits = std::make_unique<float[]>(model.vocab_size());
+            model.next_logits(c, std::span<float>(logits.get(), model.vocab_size()));
+            return to_numpy(std::move(logits), {model.vocab_size()});
+          },
+          "context"_a)
+      .def("take_errors", &reference_model::take_errors)
+      .def(
           "next_probs",
           [](const reference_model& model, const nb::handle& context) {
             const std::vector<token_id> c = token_list(context, "context");
@@ -386,6 +474,14 @@ void bind_decoder(nb::module_& m) {
             specdec::random_markov_model(V, k, seed, concentration, zero_fraction)));
       },
       "vocab_size"_a, "order"_a, "seed"_a, "concentration"_a, "zero_fraction"_a);
+
+  m.def(
+      "python_model",
+      [](nb::callable next_logits, int vocab_size) {
+        return reference_model(
+            std::make_shared<const python_model>(std::move(next_logits), specdec_python::non_negative(vocab_size, "vocab_size")));
+      },
+      "next_logits"_a, "vocab_size"_a);
 
   m.def(
       "ngram_pair",

@@ -218,3 +218,66 @@ def test_two_threads_step_two_decoders_at_once():
     for r in results:
         for a, b in zip(r, expected):
             np.testing.assert_array_equal(a, b)
+
+
+# ---- models written in Python -------------------------------------------------------------------------
+
+
+def run_events(target, draft, rule, requests, backend=None):
+    d = specdec.Decoder(target, draft, rule=rule, backend=backend)
+    handles = [d.add(r.pop("prompt"), **r) for r in (dict(x) for x in requests)]
+    events = []
+    while d.active:
+        events += [(e.request, e.tokens.tolist(), e.finished, int(e.status), e.drafted, e.verified) for e in d.step()]
+    return handles, events
+
+
+def test_a_python_model_decodes_exactly_as_the_model_it_wraps(backend):
+    """python_model(m.next_logits) hands the decoder the very floats m computes: every event equals."""
+    py_target = specdec.decoder.python_model(TARGET.next_logits, V)
+    py_draft = specdec.decoder.python_model(DRAFT.next_logits, V)
+    requests = [dict(prompt=[1, 2], gamma=g, drafter=dr, seed=s, request_id=s, max_new_tokens=24, temperature=0.9)
+                for s, (dr, g) in enumerate([("model", 3), ("ngram", 4), ("suffix", 2), ("model", 0)])]
+    for rule in (specdec.Strict(), specdec.SampleAndMatch(), specdec.Greedy()):
+        want = run_events(TARGET, DRAFT, rule, requests, backend)
+        assert run_events(py_target, py_draft, rule, requests, backend) == want
+        assert run_events(py_target, DRAFT, rule, requests, backend) == want
+
+
+def test_a_failing_python_model_ends_its_request_alone_with_a_warning():
+    def flaky(context):
+        if len(context) >= 6 and context[0] == 5:  # only the request whose prompt starts with 5
+            raise KeyError("the model broke")
+        return TARGET.next_logits(context)
+
+    d = specdec.Decoder(specdec.decoder.python_model(flaky, V), None, rule=specdec.SampleAndMatch())
+    bad = d.add([5, 1], drafter="ngram", max_new_tokens=20, seed=1)
+    good = d.add([1, 2], drafter="ngram", max_new_tokens=20, seed=2, request_id=1)
+    finished = {}
+    with pytest.warns(RuntimeWarning, match="the model broke"):
+        while d.active:
+            for e in d.step():
+                if e.finished:
+                    finished[e.request] = (e.finished, e.status)
+    assert finished[bad][0] == "error" and finished[bad][1] & specdec.Status.INVALID_ROW
+    assert finished[good] == ("length", specdec.Status.OK) and len(d.tokens(good)) == 20
+
+
+@pytest.mark.parametrize("result, text", [(lambda c: np.zeros(V + 1), "7 logits, not vocab_size = 6"),
+                                          (lambda c: np.zeros(V, np.int64), "not float32 or float64"),
+                                          (lambda c: "logits", "no 1-d")])
+def test_a_python_model_returning_the_wrong_thing_is_reported(result, text):
+    d = specdec.Decoder(specdec.decoder.python_model(result, V), None, rule=specdec.Greedy())
+    h = d.add([1], gamma=0, max_new_tokens=3)
+    with pytest.warns(RuntimeWarning, match=text):
+        events = d.step()
+    assert events[0].request == h and events[0].finished == "error"
+
+
+def test_python_model_arguments_are_checked():
+    with pytest.raises(TypeError, match="next_logits"):
+        specdec.decoder.python_model(3, V)
+    with pytest.raises(ValueError, match="vocab_size"):
+        specdec.decoder.python_model(TARGET.next_logits, 0)
+    with pytest.raises(ValueError, match="vocabulary"):
+        specdec.Decoder(specdec.decoder.python_model(TARGET.next_logits, V + 1), DRAFT)
