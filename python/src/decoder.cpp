@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -415,36 +416,30 @@ class decoder {
   std::mutex mutex_;
 };
 
+// The model's next-token row after `context` as a new NumPy array: its logits (float) or its
+// probabilities (double).
+template <class T>
+nb::ndarray<nb::numpy, T> next_row(const reference_model& model, const nb::handle& context) {
+  const std::vector<token_id> c = context_tokens(context, "context");
+  for (const token_id t : c)
+    if (static_cast<std::size_t>(t) >= model.vocab_size()) throw specdec::error("context: a token is outside the vocabulary");
+  auto row = std::make_unique<T[]>(model.vocab_size());
+  const std::span<T> out(row.get(), model.vocab_size());
+  if constexpr (std::is_same_v<T, float>)
+    model.next_logits(c, out);
+  else
+    model.next_probs(c, out);
+  return to_numpy(std::move(row), {model.vocab_size()});
+}
+
 }  // namespace
 
 void bind_decoder(nb::module_& m) {
   nb::class_<reference_model>(m, "ReferenceModel")
       .def_prop_ro("vocab_size", &reference_model::vocab_size)
-      .def(
-          "next_logits",
-          [](const reference_model& model, const nb::handle& context) {
-            const std::vector<token_id> c = context_tokens(context, "context");
-            for (const token_id t : c)
-              if (static_cast<std::size_t>(t) >= model.vocab_size())
-                throw specdec::error("context: a token is outside the vocabulary");
-            auto logits = std::make_unique<float[]>(model.vocab_size());
-            model.next_logits(c, std::span<float>(logits.get(), model.vocab_size()));
-            return to_numpy(std::move(logits), {model.vocab_size()});
-          },
-          "context"_a)
+      .def("next_logits", &next_row<float>, "context"_a)
+      .def("next_probs", &next_row<double>, "context"_a)
       .def("take_errors", &reference_model::take_errors)
-      .def(
-          "next_probs",
-          [](const reference_model& model, const nb::handle& context) {
-            const std::vector<token_id> c = token_list(context, "context");
-            for (const token_id t : c)
-              if (static_cast<std::size_t>(t) >= model.vocab_size())
-                throw specdec::error("context: a token is outside the vocabulary");
-            auto probs = std::make_unique<double[]>(model.vocab_size());
-            model.next_probs(c, std::span<double>(probs.get(), model.vocab_size()));
-            return to_numpy(std::move(probs), {model.vocab_size()});
-          },
-          "context"_a)
       .def(
           "encode",
           [](const reference_model& model, const std::string& text) {
