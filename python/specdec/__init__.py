@@ -12,12 +12,15 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
 import numpy as np
 
 from . import _core
 from ._core import Error  # specdec::error (shape or parameter misuse); a subclass of ValueError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "Error", "Status", "RowStatus", "Purpose", "is_valid",
@@ -49,7 +52,7 @@ class Status(enum.IntFlag):
 _ERRORS = int(Status.INVALID_ROW | Status.BAD_DRAFT_TOKEN | Status.NOT_NORMALISED)
 
 
-def is_valid(status):
+def is_valid(status: Union[int, ArrayLike]) -> Union[bool, np.ndarray]:
     """True where no error flag is set (a bool, or a bool array for an array of statuses)."""
     s = np.asarray(status)
     valid = (s.astype(np.int64) & _ERRORS) == 0
@@ -458,9 +461,11 @@ def _result(ret, out):
 # ---- verification ---------------------------------------------------------------------------------
 
 
-def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids, steps, num_drafts=None,
-           cu_num_drafts=None, output_positions=None, backend=None, check_normalisation=False,
-           normalisation_tolerance=1e-3, out=None):
+def verify(rule: _Rule, draft_tokens: ArrayLike, draft_probs: Optional[ArrayLike], target_probs: ArrayLike, *,
+           seeds: ArrayLike, request_ids: ArrayLike, steps: ArrayLike, num_drafts: Optional[ArrayLike] = None,
+           cu_num_drafts: Optional[ArrayLike] = None, output_positions: Optional[ArrayLike] = None,
+           backend: Optional[str] = None, check_normalisation: bool = False, normalisation_tolerance: float = 1e-3,
+           out: Optional[tuple] = None) -> VerifyResult:
     """Verifies drafted chains against target probabilities (C++ ``specdec::verify``).
 
     Padded layout (FlashInfer's): draft_tokens [B, n], draft_probs [B, n, V], target_probs
@@ -487,10 +492,15 @@ def verify(rule, draft_tokens, draft_probs, target_probs, *, seeds, request_ids,
     return _result(ret, out)
 
 
-def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids, steps, draft_logits=None,
-                       draft_probs=None, q_at_drafts=None, num_drafts=None, cu_num_drafts=None, output_positions=None,
-                       temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, draft_temperature=None,
-                       draft_top_k=None, draft_top_p=None, draft_min_p=None, backend=None, out=None):
+def verify_from_logits(rule: _Rule, draft_tokens: ArrayLike, target_logits: ArrayLike, *, seeds: ArrayLike,
+                       request_ids: ArrayLike, steps: ArrayLike, draft_logits: Optional[ArrayLike] = None,
+                       draft_probs: Optional[ArrayLike] = None, q_at_drafts: Optional[ArrayLike] = None,
+                       num_drafts: Optional[ArrayLike] = None, cu_num_drafts: Optional[ArrayLike] = None,
+                       output_positions: Optional[ArrayLike] = None, temperature: ArrayLike = 1.0,
+                       top_k: ArrayLike = 0, top_p: ArrayLike = 1.0, min_p: ArrayLike = 0.0,
+                       draft_temperature: Optional[ArrayLike] = None, draft_top_k: Optional[ArrayLike] = None,
+                       draft_top_p: Optional[ArrayLike] = None, draft_min_p: Optional[ArrayLike] = None,
+                       backend: Optional[str] = None, out: Optional[tuple] = None) -> VerifyResult:
     """Verifies from logits (C++ ``specdec::verify_from_logits``): every target row that is read is
     warped with its request's temperature / top_k / top_p / min_p (scalars or one per request), and
     target samples (sample-and-match's, the bonus) are drawn from logits.
@@ -523,8 +533,10 @@ def verify_from_logits(rule, draft_tokens, target_logits, *, seeds, request_ids,
     return _result(ret, out)
 
 
-def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, request_ids, steps, num_nodes=None,
-                backend=None, check_normalisation=False, normalisation_tolerance=1e-3):
+def verify_tree(rule: _Rule, parents: ArrayLike, tokens: ArrayLike, draft_probs: Optional[ArrayLike],
+                target_probs: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike, steps: ArrayLike,
+                num_nodes: Optional[ArrayLike] = None, backend: Optional[str] = None,
+                check_normalisation: bool = False, normalisation_tolerance: float = 1e-3) -> TreeResult:
     """Verifies drafted token trees (C++ ``specdec::verify_tree``). Node 0 of each tree is the root
     (the verified context: parent -1, its token ignored); every other node's parent is an earlier
     node (local ids). Every node has a target row p(. | context, path to the node) and, for rules
@@ -541,9 +553,11 @@ def verify_tree(rule, parents, tokens, draft_probs, target_probs, *, seeds, requ
                         num_nodes, backend, check_normalisation, normalisation_tolerance, None)
 
 
-def verify_tree_from_logits(rule, parents, tokens, draft_probs, target_logits, *, seeds, request_ids, steps,
-                            num_nodes=None, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, backend=None,
-                            check_normalisation=False, normalisation_tolerance=1e-3):
+def verify_tree_from_logits(rule: _Rule, parents: ArrayLike, tokens: ArrayLike, draft_probs: Optional[ArrayLike],
+                            target_logits: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike, steps: ArrayLike,
+                            num_nodes: Optional[ArrayLike] = None, temperature: ArrayLike = 1.0, top_k: ArrayLike = 0,
+                            top_p: ArrayLike = 1.0, min_p: ArrayLike = 0.0, backend: Optional[str] = None,
+                            check_normalisation: bool = False, normalisation_tolerance: float = 1e-3) -> TreeResult:
     """``verify_tree`` from target logits (C++ ``specdec::verify_tree_from_logits``): every node's
     target row that is read is warped with its request's temperature / top_k / top_p / min_p
     (scalars or one per tree: one renormalisation, as ``warp_logits``), and target samples (the
@@ -605,7 +619,8 @@ def _below(name, x, bound, shown):
     return v
 
 
-def sample(probs, *, seeds, request_ids, steps, position=0, purpose=Purpose.TARGET_SAMPLE, backend=None):
+def sample(probs: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike, steps: ArrayLike, position: int = 0,
+           purpose: int = Purpose.TARGET_SAMPLE, backend: Optional[str] = None) -> SampleResult:
     """One token per row of ``probs`` [R, V] (weights, need not sum to 1), row r drawing the uniform
     of its own stream (seeds[r], request_ids[r], steps[r], position, purpose). Returns a ``SampleResult``."""
     R, V = _rows("probs", probs)
@@ -613,8 +628,10 @@ def sample(probs, *, seeds, request_ids, steps, position=0, purpose=Purpose.TARG
     return SampleResult(*_core.sample(_backend(backend), probs, V, s, r, t, _position(position), _purpose(purpose)))
 
 
-def sample_logits(logits, *, seeds, request_ids, steps, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, position=0,
-                  purpose=Purpose.TARGET_SAMPLE, backend=None):
+def sample_logits(logits: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike, steps: ArrayLike,
+                  temperature: ArrayLike = 1.0, top_k: ArrayLike = 0, top_p: ArrayLike = 1.0, min_p: ArrayLike = 0.0,
+                  position: int = 0, purpose: int = Purpose.TARGET_SAMPLE,
+                  backend: Optional[str] = None) -> SampleResult:
     """One token per row of warp(softmax(logits / T)) with each row's temperature / top_k / top_p /
     min_p (scalars or one per row) and its own stream, as ``sample``. Returns a ``SampleResult``."""
     R, V = _rows("logits", logits)
@@ -641,7 +658,8 @@ def _row_transform(kernel, logits, backend, return_status, params):
     return (probs, status) if return_status else probs
 
 
-def softmax(logits, temperature=None, *, backend=None, return_status=False):
+def softmax(logits: ArrayLike, temperature: Optional[ArrayLike] = None, *, backend: Optional[str] = None,
+            return_status: bool = False) -> Union[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """softmax(logits / T) per row of ``logits`` [R, V] or [V] (T: None for 1, a scalar or one per
     row). The result has the input's shape and dtype; with ``return_status`` also a uint8 array of
     ``RowStatus`` per row (a NaN or all -inf row is flagged, not raised)."""
@@ -649,7 +667,9 @@ def softmax(logits, temperature=None, *, backend=None, return_status=False):
                           lambda R: (np.empty(0) if temperature is None else _floats("temperature", temperature, R),))
 
 
-def warp_logits(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, backend=None, return_status=False):
+def warp_logits(logits: ArrayLike, temperature: ArrayLike = 1.0, top_k: ArrayLike = 0, top_p: ArrayLike = 1.0,
+                min_p: ArrayLike = 0.0, *, backend: Optional[str] = None,
+                return_status: bool = False) -> Union[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """warp(softmax(logits / T)) per row: temperature, then top-k, top-p and min-p, one
     renormalisation (C++ ``specdec::warp_logits``); parameters are scalars or one per row. Shape,
     dtype and ``return_status`` as ``softmax``."""
@@ -660,13 +680,13 @@ def warp_logits(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, backe
 # ---- the random streams ---------------------------------------------------------------------------
 
 
-def uniform(seed, request, step, position, purpose, index=0):
+def uniform(seed: int, request: int, step: int, position: int, purpose: int, index: int = 0) -> float:
     """The index-th uniform double in [0, 1) of the stream (seed, request, step, position, purpose):
     the draws the kernels make (e.g. the accept test of draft i reads uniform(..., i, Purpose.ACCEPT))."""
     return _core.uniform(int(seed), int(request), int(step), int(position), _purpose(purpose), int(index))
 
 
-def philox4x32_10(counter, key):
+def philox4x32_10(counter: ArrayLike, key: ArrayLike) -> tuple[int, int, int, int]:
     """Philox4x32-10 of four 32-bit counter words and two key words: four 32-bit words."""
     c, k = [int(x) for x in counter], [int(x) for x in key]
     if len(c) != 4 or len(k) != 2:
