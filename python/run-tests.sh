@@ -4,7 +4,8 @@
 #   python/run-tests.sh [DIR] [pytest args...]
 #
 # DIR (default /tmp) holds the environment, DIR/specdec-pyenv, made afresh each run with its build
-# tree (DIR/specdec-pyenv/build: every run is a clean build). PYTHON picks the
+# tree (DIR/specdec-pyenv/build: every run is a clean build) and the wheel it builds and installs
+# (DIR/specdec-pyenv/dist/specdec-<version>-<tag>.whl; the tests run on that installed wheel). PYTHON picks the
 # interpreter (default python3, >= 3.10); CMAKE_BUILD_PARALLEL_LEVEL the build's jobs; CXX the
 # compiler of the C++ parity test. Exits with pytest's status; prints "SKIPPED: ..." and exits 0
 # only when pip cannot reach the package index at all (nanobind, scikit-build-core, numpy, pytest
@@ -45,8 +46,12 @@ rm -rf "$probe"
 
 echo "== installing build and test dependencies"
 "${pip[@]}" install -q nanobind scikit-build-core numpy pytest hypothesis
-echo "== building and installing specdec from $root/python"
-"${pip[@]}" install -q --no-build-isolation -Cbuild-dir="$venv/build" "$root/python"
+echo "== building the specdec wheel from $root/python, installing it"
+rm -rf "$venv/dist"
+"${pip[@]}" wheel -q --no-build-isolation --no-deps -Cbuild-dir="$venv/build" -w "$venv/dist" "$root/python"
+wheel=("$venv"/dist/specdec-*.whl)
+echo "   ${wheel[0]##*/}"
+"${pip[@]}" install -q --no-deps "${wheel[0]}"
 built=$(date +%s)
 echo "== pytest tests/python"
 cd "$base"

@@ -9,7 +9,7 @@
 #   fuzz      every libFuzzer harness of tests/fuzz/ for SPECDEC_FUZZ_SECONDS (default 20) each, in the
 #             sanitize build (test preset fuzz). scripts/fuzz.sh runs them longer.
 #   format    scripts/format.sh --check (clang-format).
-#   python    the Python package (python/): a fresh virtual environment, pip install ./python (nanobind,
+#   python    the Python package (python/): a fresh virtual environment, a wheel built from ./python and installed (nanobind,
 #             scikit-build-core and numpy from PyPI), its pytest suite (python/run-tests.sh, in
 #             $PYTHON_BUILD_DIR, default ./build-python); about 2 min on 2 cores.
 #   docs      the Doxygen API reference (target docs of the gcc build, docs/Doxyfile.in): any warning,
