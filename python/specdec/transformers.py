@@ -2,7 +2,8 @@
 
 ``generate`` is a decoding loop for transformers' ``custom_generate`` extension point: passed as a
 callable to ``model.generate``, it receives the inputs and the generation config transformers
-prepared (transformers >= 5; tested with 5.24.0 and torch 2.15.0 on CPU)::
+prepared (versions whose ``generate`` takes a callable ``custom_generate``; tested with transformers
+5.24.0 and torch 2.15.0 on CPU)::
 
     out = model.generate(input_ids, custom_generate=specdec.transformers.generate,
                          drafter="ngram", max_new_tokens=64, do_sample=False)
