@@ -56,7 +56,8 @@ def python_model(next_logits: Callable[[np.ndarray], np.ndarray], vocab_size: in
     float64 entries (-inf masks a token). The decoder calls it once per row it scores (no KV cache: the
     whole context each time), taking the GIL for each call. If it raises or returns the wrong shape or
     dtype, that row becomes NaN: the request ends with ``Status.INVALID_ROW`` (finished "error"), the
-    other requests run on, and ``Decoder.step`` warns with the error's text (RuntimeWarning)."""
+    other requests run on, and ``Decoder.step`` warns with the error's text (RuntimeWarning). The
+    decoder holds its lock during the call: the callable must not call back into the same decoder."""
     if not callable(next_logits):
         raise TypeError(f"next_logits: must be callable, got {type(next_logits).__name__}")
     return _core.python_model(next_logits, int(vocab_size))
