@@ -113,15 +113,6 @@ class _CachedModel:
             self.cache.crop(n - self.length)  # a negative count removes that many (transformers 4.x and 5.x)
 
 
-def _ids(name, x, batch):
-    a = np.asarray(x.tolist() if torch.is_tensor(x) else x)
-    if a.ndim == 0:
-        a = np.full(batch, a)
-    if a.shape != (batch,) or a.dtype.kind not in "iu":
-        raise ValueError(f"{name}: an integer or one integer per row ({batch}), got {x!r}")
-    return [int(v) for v in a]
-
-
 def _check_lists(logits_processor, stopping_criteria):
     for p in logits_processor or []:
         if type(p).__name__ not in _WARPERS:
@@ -202,8 +193,9 @@ def generate(model, input_ids, logits_processor=None, stopping_criteria=None, ge
     warp = _warp(config)
     eos = _eos_ids(config)
     pad = config.pad_token_id if config.pad_token_id is not None else (min(eos) if eos else 0)
-    seeds = _ids("seeds", seeds, B)
-    request_ids = _ids("request_ids", np.arange(B) if request_ids is None else request_ids, B)
+    seeds = specdec._ints("seeds", seeds, B, np.uint64, 0, 2**64 - 1).tolist()  # the core entries' checks
+    request_ids = specdec._ints("request_ids", np.arange(B) if request_ids is None else request_ids, B, np.uint32, 0,
+                                2**32 - 1).tolist()
     mask = model_kwargs.get("attention_mask")
     rows, stats = [], []
     for b in range(B):
