@@ -7,7 +7,9 @@ library's reference models (``random_markov_model``, ``ngram_pair`` trained on t
 C++: a step runs without the GIL; or models written in Python (``python_model``: a callable from the
 context to the next token's logits), called with the GIL taken for each row. Drafters: ``"model"`` (the draft model, batched chain drafting),
 ``"ngram"`` (prompt lookup over the request's prompt and output), ``"suffix"`` (a suffix tree over
-them, chains) and ``"suffix_tree"`` (its trees, verified as trees by a rule that reads no q). A
+them, chains), ``"suffix_tree"`` (its trees, verified as trees by a rule that reads no q), ``"tree"``
+(EAGLE-2's dynamic tree over the draft model, verified likewise) and ``"mtad"`` (MTAD's beams over the
+draft model, verified by its joint rule: lossy by design). A
 model-free drafter hands a rule that reads q (Strict, Lenient, Block) the one-hot q of its
 deterministic draft, never its frequencies, so every lossless rule stays lossless.
 
@@ -29,7 +31,7 @@ from . import _Rule, _CHAIN_RULES, _backend, Status, Strict
 __all__ = ["ReferenceModel", "random_markov_model", "ngram_pair", "python_model", "Decoder", "StepEvent", "DRAFTERS"]
 
 ReferenceModel = _core.ReferenceModel
-DRAFTERS: tuple[str, ...] = ("model", "ngram", "suffix", "suffix_tree")
+DRAFTERS: tuple[str, ...] = ("model", "ngram", "suffix", "suffix_tree", "tree", "mtad")
 
 
 def random_markov_model(vocab_size: int, order: int = 1, *, seed: int = 0, concentration: float = 1.0,
@@ -96,14 +98,19 @@ class Decoder:
             min_p: float = 0.0, draft_temperature: Optional[float] = None, drafter: str = "model",
             rule: Optional[_Rule] = None, stop_tokens: Iterable[int] = (), ngram: tuple[int, int] = (1, 3),
             suffix_depth: int = 24, suffix_min_probability: float = 0.1,
-            sample_keys: str = "output_position") -> int:
+            sample_keys: str = "output_position", tree_width: int = 4, tree_nodes: int = 16, beams: int = 4,
+            tau: float = 0.5) -> int:
         """Adds a request; it runs from the next ``step()``. Returns its handle.
 
         ``seed`` and ``request_id`` name its random streams; ``gamma`` drafts per round; the target's
         rows are warped with ``temperature``/``top_k``/``top_p``/``min_p`` (the draft's with the same,
         or ``draft_temperature``); ``drafter`` one of ``DRAFTERS``; ``rule`` overrides the decoder's
-        (``suffix_tree`` takes TargetOnly, Greedy, SampleAndMatch or Typical); ``ngram`` the (min, max)
-        n-gram lengths of prompt lookup; ``sample_keys`` "output_position" or "round" (the addressing
+        (``suffix_tree`` and ``tree`` take TargetOnly, Greedy, SampleAndMatch or Typical; ``mtad`` takes
+        none: its joint rule with threshold ``tau`` in [0, 1] decides); ``ngram`` the (min, max)
+        n-gram lengths of prompt lookup; ``tree_width`` the dynamic tree's frontier width and children
+        per expanded node, ``tree_nodes`` the drafted nodes it keeps, ``gamma`` - 1 its expansions
+        (draft/tree.hpp: top-k candidates of the draft's unwarped rows); ``beams`` MTAD's beam count W,
+        its rows warped with the target's parameters; ``sample_keys`` "output_position" or "round" (the addressing
         before output keys: tokens then depend on where rounds start). A bad argument raises
         ValueError (specdec.Error) or TypeError naming it."""
         if drafter not in DRAFTERS:
@@ -117,7 +124,8 @@ class Decoder:
         draft = list(target) if draft_temperature is None else [float(draft_temperature)] + target[1:]
         spec = _core.RequestSpec(int(seed), int(request_id), int(gamma), int(max_new_tokens), target, draft, drafter,
                                  None if rule is None else rule._spec(), int(lo), int(hi), int(suffix_depth),
-                                 float(suffix_min_probability), sample_keys == "round")
+                                 float(suffix_min_probability), sample_keys == "round", int(tree_width),
+                                 int(tree_nodes), int(beams), float(tau))
         return self._decoder.add(prompt, stop_tokens, spec)
 
     def step(self) -> list[StepEvent]:

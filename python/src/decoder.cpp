@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -27,11 +28,14 @@
 #include "numpy_out.hpp"
 #include "rules.hpp"
 #include "specdec/acceptance/concepts.hpp"
+#include "specdec/acceptance/mtad.hpp"
 #include "specdec/decode/batch_decoder.hpp"
 #include "specdec/decode/verification_stage.hpp"
+#include "specdec/draft/beam.hpp"
 #include "specdec/draft/model_free.hpp"
 #include "specdec/draft/prompt_lookup.hpp"
 #include "specdec/draft/suffix_drafter.hpp"
+#include "specdec/draft/tree.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/model/sequence.hpp"
 #include "specdec/models/markov.hpp"
@@ -205,14 +209,17 @@ nb::ndarray<nb::numpy, token_id> token_array(const std::vector<token_id>& tokens
 }
 
 // The drafter a request names.
-enum class drafter_kind { model, ngram, suffix, suffix_tree };
+enum class drafter_kind { model, ngram, suffix, suffix_tree, tree, mtad };
 
 drafter_kind drafter_of(const std::string& name) {
   if (name == "model") return drafter_kind::model;
   if (name == "ngram") return drafter_kind::ngram;
   if (name == "suffix") return drafter_kind::suffix;
   if (name == "suffix_tree") return drafter_kind::suffix_tree;
-  throw nb::value_error(("drafter: '" + name + "' is not one of 'model', 'ngram', 'suffix', 'suffix_tree'").c_str());
+  if (name == "tree") return drafter_kind::tree;
+  if (name == "mtad") return drafter_kind::mtad;
+  throw nb::value_error(
+      ("drafter: '" + name + "' is not one of 'model', 'ngram', 'suffix', 'suffix_tree', 'tree', 'mtad'").c_str());
 }
 
 // What `add` takes beyond the prompt (Python's keyword arguments, checked in specdec/decoder.py).
@@ -228,6 +235,9 @@ struct request_spec {
   std::size_t ngram_min = 1, ngram_max = 3;
   specdec::suffix_options suffix{};
   bool round_keys = false;
+  std::size_t tree_width = 4, tree_nodes = 16;  // "tree": EAGLE-2's frontier width and kept nodes
+  std::size_t beams = 4;                        // "mtad": beams W
+  double tau = 0.5;                             // "mtad": the joint rule's threshold
 };
 
 // One decoder on one policy. The models are held here, the sequence adapters refer to them.
@@ -259,15 +269,41 @@ class policy_decoder {
     const rule_spec rule = spec.rule.value_or(rule_);
     const std::size_t V = target_model_.vocab_size();
     const drafter_kind kind = drafter_of(spec.drafter);
-    if (kind == drafter_kind::suffix_tree) {
+    if ((kind == drafter_kind::tree || kind == drafter_kind::mtad) && !has_draft_)
+      throw specdec::error("drafter '" + spec.drafter + "' needs a draft model (Decoder(target, draft))");
+    std::shared_ptr<void> owned;  // the request's drafter, when its stage refers to one (kept until it finishes)
+    if (kind == drafter_kind::suffix_tree || kind == drafter_kind::tree) {
+      // EAGLE-2's dynamic tree (draft/tree.hpp): top-k candidates of the draft's unwarped rows, `gamma` - 1
+      // expansions; like the suffix tree's, its siblings are not draws from q, so only rules that read no q.
       specdec_python::with_tree_rule(rule, [&](const auto& r) {
         using R = std::decay_t<decltype(r)>;
-        if constexpr (specdec::tree_reads_draft<R>)
-          throw specdec::error(
-              "drafter 'suffix_tree' drafts no q: its rule must be TargetOnly, Greedy, SampleAndMatch or Typical");
-        else
+        if constexpr (specdec::tree_reads_draft<R>) {
+          throw specdec::error("drafter '" + spec.drafter +
+                               "' drafts no q: its rule must be TargetOnly, Greedy, SampleAndMatch or Typical");
+        } else if (kind == drafter_kind::suffix_tree) {
           o.set_stages(specdec::suffix_tree_stage(spec.suffix), specdec::tree_acceptance{r});
+        } else {
+          const specdec::dynamic_tree_params params{
+              .depth = std::max<std::size_t>(spec.gamma, 1) - 1, .top_k = spec.tree_width, .total_tokens = spec.tree_nodes};
+          try {
+            specdec::validate(params);
+          } catch (const specdec::error& e) {  // named as Python names them
+            throw specdec::error(std::string("tree_width (top_k), tree_nodes (total_tokens): ") + e.what());
+          }
+          auto d = std::make_shared<specdec::dynamic_tree_drafter<reference_model>>(draft_model_, params);
+          o.set_stages(specdec::tree_drafter_stage(*d), specdec::tree_acceptance{r});
+          owned = std::move(d);
+        }
       });
+    } else if (kind == drafter_kind::mtad) {
+      // MTAD (seed 003): W beams over the draft, rows warped with the target's parameters (one warper for
+      // both sides, its appendix F), the joint rule with threshold tau; a lossy method by design.
+      if (spec.rule) throw specdec::error("drafter 'mtad' verifies with MTAD's joint rule (tau); drop rule");
+      auto d = std::make_shared<specdec::beam_drafter<reference_model>>(
+          draft_model_, specdec::beam_params{.width = spec.beams, .warp = spec.target});
+      o.drafter = specdec::beam_stage(*d);
+      o.acceptance = specdec::mtad_rule(spec.tau);
+      owned = std::move(d);
     } else {
       specdec_python::with_rule(rule, [&](const auto& r) {
         using R = std::decay_t<decltype(r)>;
@@ -287,13 +323,18 @@ class policy_decoder {
           throw specdec::error("drafter 'model' needs a draft model (Decoder(target, draft)), or gamma = 0");
       });
     }
-    return decoder_->add(std::move(o));
+    const specdec::request_handle h = decoder_->add(std::move(o));
+    if (owned) drafters_[h] = std::move(owned);
+    return h;
   }
 
   // One step; the events copied out (their spans live until the next step).
   template <class Visit>
   void step(Visit&& visit) {
-    for (const specdec::step_event& e : decoder_->step()) visit(e);
+    for (const specdec::step_event& e : decoder_->step()) {
+      visit(e);
+      if (e.finished != specdec::finish_reason::none) drafters_.erase(e.request);
+    }
   }
   std::size_t active() const noexcept { return decoder_->active(); }
   void cancel(specdec::request_handle h) { decoder_->cancel(h); }
@@ -310,6 +351,7 @@ class policy_decoder {
   rule_spec rule_;
   sequence_model target_, draft_;
   std::unique_ptr<decoder_type> decoder_;
+  std::unordered_map<specdec::request_handle, std::shared_ptr<void>> drafters_;  // stages' drafters, by request
 };
 
 // The Python object: a decoder on the backend it was made for; one step (or add) at a time.
@@ -529,7 +571,8 @@ void bind_decoder(nb::module_& m) {
           "__init__",
           [](request_spec* self, std::uint64_t seed, std::uint32_t request_id, int gamma, int max_new_tokens,
              std::vector<double> target, std::vector<double> draft, std::string drafter, std::optional<rule_spec> rule,
-             int ngram_min, int ngram_max, int suffix_depth, double suffix_min_probability, bool round_keys) {
+             int ngram_min, int ngram_max, int suffix_depth, double suffix_min_probability, bool round_keys, int tree_width,
+             int tree_nodes, int beams, double tau) {
             const auto warp = [](const std::vector<double>& w, const char* name) {
               if (w.size() != 4) throw specdec::error(std::string(name) + ": (temperature, top_k, top_p, min_p)");
               if (!(w[1] >= 0.0 && w[1] <= 2147483647.0)) throw specdec::error(std::string(name) + " top_k must be in [0, 2^31)");
@@ -553,10 +596,15 @@ void bind_decoder(nb::module_& m) {
                                     .ngram_min = lookup.min_n,
                                     .ngram_max = lookup.max_n,
                                     .suffix = suffix,
-                                    .round_keys = round_keys};
+                                    .round_keys = round_keys,
+                                    .tree_width = specdec_python::non_negative(tree_width, "tree_width"),
+                                    .tree_nodes = specdec_python::non_negative(tree_nodes, "tree_nodes"),
+                                    .beams = specdec_python::non_negative(beams, "beams"),
+                                    .tau = tau};
           },
           "seed"_a, "request_id"_a, "gamma"_a, "max_new_tokens"_a, "target"_a, "draft"_a, "drafter"_a, "rule"_a.none(),
-          "ngram_min"_a, "ngram_max"_a, "suffix_depth"_a, "suffix_min_probability"_a, "round_keys"_a);
+          "ngram_min"_a, "ngram_max"_a, "suffix_depth"_a, "suffix_min_probability"_a, "round_keys"_a, "tree_width"_a,
+          "tree_nodes"_a, "beams"_a, "tau"_a);
 
   nb::class_<decoder>(m, "Decoder")
       .def(nb::init<reference_model, std::optional<reference_model>, const rule_spec&, const std::string&>(), "target"_a,

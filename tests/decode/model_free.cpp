@@ -407,6 +407,25 @@ TEMPLATE_LIST_TEST_CASE("position-keyed target samples: any drafter gives target
   for (auto& o : mixed)
     if (!o.drafter) o.gamma = 0;  // target-only requests in the batch (no draft model here)
   CHECK(decode_batch(policy, target, mixed) == expected);
+  // Suffix trees verified as trees: sample-and-match's sample at each node of the walk is addressed by
+  // the node's depth, the output position it decides; keyed by node index instead (round keys), they differ.
+  for (const auto keys : {specdec::target_sample_keys::output_position, specdec::target_sample_keys::round}) {
+    std::vector<specdec::request_options> trees;
+    for (std::uint32_t id = 0; id < requests; ++id) {
+      auto o = request(id, {}, keys);
+      o.set_stages(specdec::suffix_tree_stage({.max_depth = 8, .min_probability = 0.01}),
+                   specdec::tree_acceptance{specdec::sample_and_match});
+      trees.push_back(std::move(o));
+    }
+    const auto got = decode_batch(policy, target, trees);
+    if (keys == specdec::target_sample_keys::output_position) {
+      CHECK(got == expected);
+    } else {
+      std::size_t differing = 0;
+      for (std::uint32_t id = 0; id < requests; ++id) differing += got.at(id) != expected.at(id) ? 1 : 0;
+      CHECK(differing > requests / 2);
+    }
+  }
   // Control: keyed by the round, drafting changes the samples (the random drafter's rounds fall elsewhere).
   std::vector<specdec::request_options> by_round;
   for (std::uint32_t id = 0; id < requests; ++id)

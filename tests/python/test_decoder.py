@@ -7,6 +7,9 @@
 - The emitted law: the first two tokens of lossless rules (with a draft model and with model-free
   drafters, which hand strict a one-hot q) pass a chi-squared test against the target's exact law
   (false-failure rate about 1e-4 each); Lenient(0.2) and the draft's own law must be rejected.
+- Trees and beams over the draft model: EAGLE-2's dynamic tree gives target-only decoding's tokens
+  (Greedy, SampleAndMatch) and the target's law (TargetOnly); MTAD at tau = 1 emits the target's
+  law, at tau = 0 the beams' (control); MTAD's requests are batch-invariant.
 - Events: tokens add up to `tokens(h)`, a finished request is reported once, counters agree.
 - Bad input raises ValueError/TypeError naming the argument; two threads step two decoders at once.
 """
@@ -76,9 +79,10 @@ def first_two_law(model, prompt):
     return np.concatenate([p1[a] * model.next_probs(prompt + [a]) for a in range(V)])
 
 
-def first_two_counts(rule, drafter, n=4000):
-    tokens = decode(rule, [dict(prompt=[1], request_id=i) for i in range(n)], seed=5, gamma=2, max_new_tokens=2,
-                    drafter=drafter)
+def first_two_counts(decoder_rule, drafter, n=4000, **add):
+    """The first two tokens' counts of n requests (add's `rule` overrides the decoder's)."""
+    tokens = decode(decoder_rule, [dict(prompt=[1], request_id=i, **add) for i in range(n)], seed=5, gamma=2,
+                    max_new_tokens=2, drafter=drafter)
     return np.bincount([t[0] * V + t[1] for t in tokens], minlength=V * V)
 
 
@@ -99,6 +103,51 @@ def test_negative_controls_lenient_and_the_drafts_law_are_rejected():
     expected = draft_law * counts.sum()
     stat = float(np.sum((counts - expected)[expected >= 5] ** 2 / expected[expected >= 5]))
     assert stat > chi2_critical(int((expected >= 5).sum()) - 1), "strict's output passed as the draft's law"
+
+
+@pytest.mark.parametrize("rule", [specdec.SampleAndMatch(), specdec.Greedy()], ids=["sample-and-match", "greedy"])
+def test_trees_give_target_only_decodings_tokens(rule, backend):
+    """EAGLE-2's dynamic tree over the draft model and the suffix tree, verified as trees: the same output
+    (sample-and-match's sample at a node is addressed by its depth, the output position it decides)."""
+    temperature = 0.0 if isinstance(rule, specdec.Greedy) else 0.9
+    for seed in range(3):
+        common = dict(seed=seed, request_id=7, max_new_tokens=30, temperature=temperature)
+        alone = decode(rule, [dict(prompt=[1, 2], gamma=0)], backend, **common)[0]
+        batch = [dict(prompt=[1, 2], gamma=g, drafter="tree", tree_width=w, tree_nodes=n)
+                 for g, w, n in ((1, 2, 2), (3, 2, 5), (5, 3, 12))]
+        batch += [dict(prompt=[1, 2], gamma=6, drafter="suffix_tree", suffix_min_probability=0.01)]
+        batch += [dict(prompt=[3], gamma=2, request_id=99, drafter="mtad")]
+        for tokens in decode(rule, batch, backend, **common)[:-1]:
+            np.testing.assert_array_equal(tokens, alone)
+
+
+def test_eagle_trees_under_target_only_emit_the_targets_law():
+    counts = first_two_counts(specdec.Strict(), "tree", rule=specdec.TargetOnly(), tree_width=3, tree_nodes=6)
+    stat, dof = chi2_statistic(counts, first_two_law(TARGET, [1]))
+    assert stat < chi2_critical(dof), f"chi-squared {stat:.1f} with {dof} degrees of freedom"
+
+
+def test_mtad_at_tau_one_emits_the_targets_law_and_at_tau_zero_the_beams():
+    """MTAD's joint rule accepts a prefix iff min(1, p/q) > tau: at tau = 1 never, so every token is
+    the target's sample (its law exactly); at tau = 0 always (rows without zeros), so the tokens are
+    the beams' and the law is not the target's (control)."""
+    law = first_two_law(TARGET, [1])
+    stat, dof = chi2_statistic(first_two_counts(specdec.Strict(), "mtad", tau=1.0, beams=3), law)
+    assert stat < chi2_critical(dof), f"tau = 1: chi-squared {stat:.1f} with {dof} degrees of freedom"
+    stat, dof = chi2_statistic(first_two_counts(specdec.Strict(), "mtad", tau=0.0, beams=3), law)
+    assert stat > chi2_critical(dof), f"tau = 0 passed as the target's law (chi-squared {stat:.1f})"
+
+
+def test_mtad_requests_are_batch_invariant_and_accept_all_at_tau_zero():
+    requests = [dict(prompt=[1 + i % 3], request_id=i, seed=i, gamma=1 + i % 4, beams=1 + i % 3) for i in range(8)]
+    together = decode(specdec.Strict(), requests, drafter="mtad", tau=0.3, max_new_tokens=20)
+    for r, tokens in zip(requests, together):
+        np.testing.assert_array_equal(decode(specdec.Strict(), [r], drafter="mtad", tau=0.3, max_new_tokens=20)[0],
+                                      tokens)
+    d = specdec.Decoder(TARGET, DRAFT)
+    d.add([1], gamma=3, drafter="mtad", tau=0.0, max_new_tokens=16)
+    for e in d.step():
+        assert e.drafted == e.verified == 3 and len(e.tokens) == 4
 
 
 def test_events_add_up_to_the_requests_tokens_and_counters():
@@ -191,6 +240,18 @@ def test_bad_input_is_refused_naming_the_argument():
         d.add([1], temperature=-1.0)
     with pytest.raises(ValueError, match="sample_keys"):
         d.add([1], sample_keys="step")
+    with pytest.raises(ValueError, match="'tree' drafts no q"):
+        d.add([1], drafter="tree")  # Strict reads q; the dynamic tree's siblings are not draws from q
+    with pytest.raises(ValueError, match="drop rule"):
+        d.add([1], drafter="mtad", rule=specdec.Strict())
+    with pytest.raises(ValueError, match="tau"):
+        d.add([1], drafter="mtad", tau=1.5)
+    with pytest.raises(ValueError, match="width|beam"):
+        d.add([1], drafter="mtad", beams=0)
+    with pytest.raises(ValueError, match="tree_width"):
+        d.add([1], drafter="tree", rule=specdec.TargetOnly(), tree_width=0)
+    with pytest.raises(ValueError, match="needs a draft model"):
+        specdec.Decoder(TARGET, rule=specdec.Greedy()).add([1], drafter="mtad")
     with pytest.raises(TypeError, match="rule"):
         specdec.Decoder(TARGET, DRAFT, rule=specdec.TargetOnly())
     with pytest.raises(ValueError, match="vocabulary"):

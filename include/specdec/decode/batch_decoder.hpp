@@ -105,7 +105,8 @@ struct request_options {
   //! rule, a user's own included; `tree_acceptance`; `mtad_rule`; `bild_rule`; `last_token`; a stage of
   //! the user's own), or none: the decoder's own chain rule.
   request_acceptance acceptance{};
-  //! How the target's own samples are addressed (chain verification; trees are keyed by the round).
+  //! How the target's own samples are addressed (chain and tree verification; the joint and last-token
+  //! rules keep round keys).
   target_sample_keys sample_keys = target_sample_keys::output_position;
 
   //! Sets the drafter stage and the acceptance together: a drafter stage whose output is part of its

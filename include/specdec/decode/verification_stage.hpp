@@ -504,7 +504,7 @@ class tree_stage final : public verification_stage {
   stage_traits traits() const override {
     const bool reads_q =
         std::visit([](const auto& rule) { return tree_reads_draft<std::decay_t<decltype(rule)>>; }, acceptance_.rule);
-    return {.order = 3, .reads_q_rows = reads_q, .output_keys = false, .verified_length = false};
+    return {.order = 3, .reads_q_rows = reads_q, .output_keys = true, .verified_length = false};
   }
   bool same_group(const verification_stage& other) const override { return detail::same_stage(*this, other); }
   //! Whether it verifies what a drafter stage declaring `o` writes: a tree only.

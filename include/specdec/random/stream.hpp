@@ -109,7 +109,8 @@ inline constexpr std::uint32_t keyed_by_round = 0xFFFFFFFFu;
 //! alone, and speculative decoding with any drafter emits, token for token, what target-only
 //! decoding emits with the same seed. Only chain walks take such a stream (a chain walk draws the
 //! target's sample at position i only when positions < i were accepted, so each output position's
-//! uniform decides one token); tree walks address their nodes by node index and take round keys.
+//! uniform decides one token); tree walks take such a stream too and address sample-and-match's sample
+//! by the node's depth (one node per depth is visited), every other draw by the node's index.
 struct request_stream {
   std::uint64_t seed = 0;                          //!< the seed (the Philox key)
   std::uint32_t request = 0;                       //!< the request's stable id (not its index in the batch)

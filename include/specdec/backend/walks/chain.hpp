@@ -129,7 +129,7 @@ SPECDEC_HOST_DEVICE chain_walk_result walk_target_choice(Ops& ops, const token_i
       r.status |= ops.check_target(i);
       if (!is_valid(r.status)) return r;
     }
-    const tree_choice d = match_target_choice<method>(ops, chain, i, vocab, stream, r.status);
+    const tree_choice d = match_target_choice<method>(ops, chain, i, i, vocab, stream, r.status);  // node i at depth i
     if (!is_valid(r.status)) return r;
     if (d.child == no_node) {
       r.kind = chain_stop::target_choice;

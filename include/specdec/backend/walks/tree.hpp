@@ -8,7 +8,10 @@
 //! stops; a leaf emits the bonus from its row, drawn as the chain rule draws it. Randomness of node n:
 //! the sibling tests read the stream (n, accept) in sibling order, the emitted token (n, resample),
 //! sample-and-match's target sample (n, target_sample); on a chain (node id = depth) these are the chain
-//! verifier's addresses, so a chain tree yields its tokens.
+//! verifier's addresses, so a chain tree yields its tokens. A stream that keys the target's samples by
+//! output position (random/stream.hpp) addresses sample-and-match's sample by the node's depth instead:
+//! the walk visits one node per depth, so each output position's uniform decides one token, as on a
+//! chain, and a tree emits what target-only decoding emits (docs/reference/sampling-contract.md).
 //!
 //! `Tree` is one request's tree: num_nodes(), first_child(n), next_sibling(n), parent(n) (`no_node`
 //! where there is none) and token(n). `Ops` reads the rows of a node (`Sample`: the backend's
@@ -72,12 +75,13 @@ SPECDEC_HOST_DEVICE tree_choice child_with_token(const Tree& tree, std::int32_t 
   return {no_node, token};
 }
 
-//! Greedy and sample-and-match at a node: the child whose token is the target's choice (the argmax,
-//! or a sample y ~ p), or that choice emitted.
+//! Greedy and sample-and-match at a node of depth `depth`: the child whose token is the target's choice
+//! (the argmax, or a sample y ~ p), or that choice emitted.
 SPECDEC_DETAIL_EXEC_CHECK_DISABLE
 template <tree_method Method, class Ops, class Tree>
-SPECDEC_HOST_DEVICE tree_choice match_target_choice(Ops& ops, const Tree& tree, std::int32_t node, std::size_t vocab,
-                                                    const random::request_stream& stream, verify_status& status) {
+SPECDEC_HOST_DEVICE tree_choice match_target_choice(Ops& ops, const Tree& tree, std::int32_t node, std::int32_t depth,
+                                                    std::size_t vocab, const random::request_stream& stream,
+                                                    verify_status& status) {
   token_id choice = no_token;
   if constexpr (Method == tree_method::greedy) {
     const greedy_row g = ops.greedy(node);
@@ -87,7 +91,8 @@ SPECDEC_HOST_DEVICE tree_choice match_target_choice(Ops& ops, const Tree& tree, 
     }
     choice = g.token;
   } else {
-    const auto y = ops.sample_target(node, first_uniform(stream, node, random::purpose::target_sample));
+    const std::int32_t address = stream.output_position == random::keyed_by_round ? node : depth;
+    const auto y = ops.sample_target(node, first_uniform(stream, address, random::purpose::target_sample));
     status |= y.flags;
     if (!is_valid(status)) return {};
     emit_sample(y.sample, vocab, choice, status);
@@ -211,7 +216,7 @@ SPECDEC_HOST_DEVICE tree_walk_result walk_tree(Ops& ops, const Tree& tree, std::
       // A target sample: sample-and-match's at every node (the matching child, or emitted); the other
       // rules' bonus at a leaf, drawn as the chain rule draws it.
       if constexpr (samples_target) {
-        d = match_target_choice<Method>(ops, tree, node, vocab, stream, r.status);
+        d = match_target_choice<Method>(ops, tree, node, r.depth, vocab, stream, r.status);
       } else {
         const auto y = ops.sample_target(node, first_uniform(stream, node, random::purpose::resample));
         r.status |= y.flags;
@@ -221,7 +226,7 @@ SPECDEC_HOST_DEVICE tree_walk_result walk_tree(Ops& ops, const Tree& tree, std::
       r.status |= ops.check_target(node);
       if (!is_valid(r.status)) return r;
       if constexpr (Method == tree_method::greedy)  // the argmax: the matching child, or emitted
-        d = match_target_choice<Method>(ops, tree, node, vocab, stream, r.status);
+        d = match_target_choice<Method>(ops, tree, node, r.depth, vocab, stream, r.status);
       else
         d = decide_by_coins<Method>(ops, tree, node, vocab, stream, r.status);
     }
