@@ -7,7 +7,8 @@ Times, per call (time.perf_counter_ns around each call, the median of --calls ca
 --rounds interleaved rounds so that a change in the machine's load hits every case alike):
   - C++ specdec::verify (bench/python/verify_call.cpp, compiled here with $CXX or c++; skipped without one),
   - the extension alone, specdec._core.verify (nanobind's dispatch, its array checks, the kernel, the
-    output arrays), with new outputs and with the caller's (out=),
+    output arrays), with new outputs and with the caller's (out=), and _core.verify_direct (the call
+    specdec.verify makes first: the user's arguments checked in C++, declined unless in final form),
   - specdec.verify with typed arrays (int32 tokens, uint64 seeds, uint32 ids and steps), with out=,
     and with Python lists and scalars,
 on an empty batch (B = 0) and a small one (B = 1, n = 1, V = 8), float32, strict rule, the default
@@ -72,6 +73,8 @@ def cases(B, n, V):
     fns = {
         "_core.verify (extension alone)": lambda: _core.verify(*core_args, None),
         "_core.verify, out=": lambda: _core.verify(*core_args, out_arrays),
+        "_core.verify_direct (the direct call alone)": lambda: _core.verify_direct(
+            rule._direct_spec, backend, x["tokens"], x["q"], x["p"], x["seeds"], x["ids"], x["steps"], None, None, False, 1e-3, None),
         "specdec.verify, typed arrays": lambda: specdec.verify(rule, x["tokens"], x["q"], x["p"], **call),
         "specdec.verify, typed arrays, out=": lambda: specdec.verify(rule, x["tokens"], x["q"], x["p"], out=x["out"],
                                                                      **call),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Large-batch throughput of specdec.verify against the C++ call and a plain NumPy implementation of
-the same rule, in one run.
+"""Large-batch throughput of specdec.verify against the C++ call and plain NumPy and PyTorch
+implementations of the same rule, in one run.
 
     python bench/python_throughput.py [--batch 64] [--gamma 4] [--vocab 128256] [--rounds 5] [--calls 10]
 
@@ -12,7 +12,9 @@ written to a temporary folder and verified with the strict rule by
     $CXX or c++, -O3 -march=native; skipped without a compiler),
   - specdec.verify (default backend) with the caller's output arrays (out=) and with new ones,
   - numpy_strict below: the same rule in vectorised NumPy (its uniforms from numpy's generator),
-in --rounds interleaved rounds of --calls calls each (NumPy: a third of them), so that a change of the
+  - torch_strict below: the same rule in PyTorch on CPU tensors sharing the arrays' memory, one
+    intra-op thread as the others use (skipped when torch is not installed),
+in --rounds interleaved rounds of --calls calls each (NumPy and PyTorch: a third of them), so that a change of the
 machine's load hits every case alike. Prints the median per call of each round, the medians over all
 rounds, and the ratios to the C++ call; the load average before and after. Nothing is asserted.
 """
@@ -51,6 +53,30 @@ def numpy_strict(drafts, q, p, rng):
     keep = i < k[:, None]
     out[:, :n][keep] = drafts[keep]
     out[np.arange(B), k] = np.minimum(last, V - 1)
+    return out
+
+
+def torch_strict(torch, drafts, q, p, generator):
+    """numpy_strict in PyTorch: drafts int64 [B, n], q [B, n, V], p [B, n + 1, V] CPU tensors; rows
+    picked with index_select and the correction drawn by inverse CDF (cumsum, searchsorted), which on
+    CPU tensors are several times faster than advanced indexing and torch.multinomial."""
+    B, n, V = q.shape
+    b = torch.arange(B)[:, None]
+    i = torch.arange(n)[None, :]
+    px, qx = p[b, i, drafts], q[b, i, drafts]
+    accept = torch.rand((B, n), generator=generator) * qx < px
+    k = torch.where(accept.all(dim=1), n, torch.argmin(accept.to(torch.int8), dim=1))  # the first rejection, or n
+    rows = p.view(B * (n + 1), V).index_select(0, torch.arange(B) * (n + 1) + k).to(torch.float64)
+    rejected = torch.nonzero(k < n).squeeze(1)
+    q_rows = q.view(B * n, V).index_select(0, rejected * n + k[rejected]).to(torch.float64)
+    rows.index_copy_(0, rejected, torch.clamp(rows.index_select(0, rejected) - q_rows, min=0.0))
+    cdf = torch.cumsum(rows, dim=1)
+    u = torch.rand((B, 1), dtype=torch.float64, generator=generator) * cdf[:, -1:]
+    last = torch.clamp(torch.searchsorted(cdf, u, right=True).squeeze(1), max=V - 1)
+    out = torch.full((B, n + 1), -1, dtype=torch.int32)
+    keep = i < k[:, None]
+    out[:, :n][keep] = drafts[keep].to(torch.int32)
+    out[torch.arange(B), k] = last.to(torch.int32)
     return out
 
 
@@ -107,6 +133,16 @@ def main():
         "specdec.verify": lambda: specdec.verify(specdec.Strict(), drafts, q, p, **kw),
         "NumPy (numpy_strict)": lambda: numpy_strict(drafts, q, p, rng),
     }
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch not measured: torch is not installed")
+    else:
+        torch.set_num_threads(1)
+        t_drafts, t_q, t_p = torch.from_numpy(drafts.astype(np.int64)), torch.from_numpy(q), torch.from_numpy(p)
+        generator = torch.Generator().manual_seed(1)
+        cases["PyTorch (torch_strict)"] = lambda: torch_strict(torch, t_drafts, t_q, t_p, generator)
+        print(f"torch {torch.__version__}, 1 intra-op thread")
     rows = {"C++ specdec::verify": []} if exe is not None else {}
     rows.update({name: [] for name in cases})
     for _ in range(a.rounds):
@@ -115,7 +151,7 @@ def main():
                                   capture_output=True, text=True, check=True)
             rows["C++ specdec::verify"].append(float(done.stdout) / 1e6)
         for name, fn in cases.items():
-            rows[name].append(median_ms(fn, max(a.calls // 3, 1) if name.startswith("NumPy") else a.calls))
+            rows[name].append(median_ms(fn, max(a.calls // 3, 1) if name.startswith(("NumPy", "PyTorch")) else a.calls))
     load_after = os.getloadavg()
     for f in os.listdir(folder):
         os.remove(os.path.join(folder, f))

@@ -10,6 +10,7 @@ memory; they are read in place, never copied or converted (a TypeError names the
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Optional, Union
@@ -90,8 +91,18 @@ class _Rule:
     _kind = -1
     reads_q = True
 
+    def _spec_args(self):
+        """(kind, a, b, c, d): the C++ side's rule_spec."""
+        return (self._kind, 0.0, 0.0, 0.0, 0)
+
     def _spec(self):
-        return _core.RuleSpec(self._kind)
+        return _core.RuleSpec(*self._spec_args())
+
+    @functools.cached_property
+    def _direct_spec(self):
+        # made once (a rule is frozen) for the direct call (docs/python.md, "Call overhead"); a tuple, not
+        # a RuleSpec, so that rules kept to the interpreter's end hold no extension object
+        return self._spec_args()
 
 
 @dataclass(frozen=True)
@@ -112,8 +123,8 @@ class Lenient(_Rule):
         if not (isinstance(self.lenience, (int, float)) and math.isfinite(self.lenience) and self.lenience > 0):
             raise ValueError(f"Lenient: lenience must be finite and > 0, got {self.lenience!r}")
 
-    def _spec(self):
-        return _core.RuleSpec(self._kind, float(self.lenience))
+    def _spec_args(self):
+        return (self._kind, float(self.lenience), 0.0, 0.0, 0)
 
 
 @dataclass(frozen=True)
@@ -155,9 +166,9 @@ class Typical(_Rule):
         if self.correction not in ("argmax", "typical_sample"):
             raise ValueError(f"Typical: correction must be 'argmax' or 'typical_sample', got {self.correction!r}")
 
-    def _spec(self):
-        return _core.RuleSpec(self._kind, float(self.epsilon), float(self.delta), float(self.log_offset),
-                              0 if self.correction == "argmax" else 1)
+    def _spec_args(self):
+        return (self._kind, float(self.epsilon), float(self.delta), float(self.log_offset),
+                0 if self.correction == "argmax" else 1)
 
 
 @dataclass(frozen=True)
@@ -183,6 +194,7 @@ class TargetOnly(_Rule):
 
 
 _CHAIN_RULES = (Strict, Lenient, Greedy, SampleAndMatch, Block, Typical)
+_CHAIN_RULE_TYPES = frozenset(_CHAIN_RULES)  # exact types: the direct call's test (a subclass takes the checked path)
 _TREE_RULES = (Strict, Greedy, SampleAndMatch, Typical, RecursiveRejection, KSeq, TargetOnly)
 
 
@@ -482,6 +494,12 @@ def verify(rule: _Rule, draft_tokens: ArrayLike, draft_probs: Optional[ArrayLike
     VerifyResult or tuple of int32 [B, max_n + 1], int32 [B], uint8 [B] arrays) the results are
     written into those arrays, which are returned.
     """
+    if cu_num_drafts is None and type(rule) in _CHAIN_RULE_TYPES:  # arguments already in final form: no checks here
+        ret = _core.verify_direct(rule._direct_spec, DEFAULT_BACKEND if backend is None else backend, draft_tokens,
+                                  draft_probs, target_probs, seeds, request_ids, steps, num_drafts, output_positions,
+                                  check_normalisation, normalisation_tolerance, out)
+        if ret is not None:
+            return VerifyResult._make(ret)
     rule = _rule(rule)
     _needs_q(rule, "draft_probs", draft_probs)
     c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])

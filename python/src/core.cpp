@@ -10,8 +10,10 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -65,17 +67,25 @@ std::string dtype_name(const nb::dlpack::dtype& d) {
   throw nb::type_error((std::string(name) + ": " + what).c_str());
 }
 
-// CPU memory, C order (extents of 1 may have any stride).
+// Whether an array's entries lie in C order (extents of 1 may have any stride; an empty array has no
+// memory to lay out).
+template <class Array>
+bool c_contiguous(const Array& a) {
+  if (a.size() == 0) return true;
+  std::int64_t expected = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<std::int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+// CPU memory, C order.
 template <class Array>
 void check_memory(const Array& a, const char* name) {
   if (a.device_type() != nb::device::cpu::value) refuse(name, "must be in CPU memory (this build has no CUDA backend)");
-  if (a.size() == 0) return;  // no memory to lay out
-  std::int64_t expected = 1;
-  for (std::size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expected)
-      refuse(name, "must be C-contiguous (specdec does not copy its inputs; pass numpy.ascontiguousarray(...))");
-    expected *= static_cast<std::int64_t>(a.shape(i));
-  }
+  if (!c_contiguous(a))
+    refuse(name, "must be C-contiguous (specdec does not copy its inputs; pass numpy.ascontiguousarray(...))");
 }
 
 // Whether a row array holds float64 (true) or float32 (false); any other dtype is refused.
@@ -103,8 +113,27 @@ nb::ndarray<nb::numpy, std::uint8_t> flags_of(const std::vector<Status>& status)
   return to_numpy(std::move(flags), {status.size()});
 }
 
+// One value per request: an array's entries, or `fill` for every request when there is no array.
+template <class T>
+struct column {
+  std::span<const T> values;
+  T fill{};
+  T operator[](std::size_t b) const { return values.data() != nullptr ? values[b] : fill; }
+};
+
+// The B requests' streams; `output_positions` keys the target's own samples by output position
+// (random/stream.hpp; `keyed_by_round` where it holds that value).
+std::vector<specdec::random::request_stream> streams_of(std::size_t B, column<std::uint64_t> seeds,
+                                                        column<std::uint32_t> request_ids, column<std::uint32_t> steps,
+                                                        column<std::uint32_t> output_positions) {
+  std::vector<specdec::random::request_stream> out(B);
+  for (std::size_t b = 0; b < B; ++b)
+    out[b] = {.seed = seeds[b], .request = request_ids[b], .step = steps[b], .output_position = output_positions[b]};
+  return out;
+}
+
 // One request_stream per row from the seeds, ids and steps arrays; with `output_positions` (one
-// uint32 per row) the target's own samples are keyed by output position (random/stream.hpp).
+// uint32 per row) the target's own samples are keyed by output position.
 std::vector<specdec::random::request_stream> make_streams(const array& seeds, const array& request_ids, const array& steps,
                                                           const std::optional<array>& output_positions = std::nullopt) {
   const auto s = view<std::uint64_t>(seeds, "seeds");
@@ -114,10 +143,7 @@ std::vector<specdec::random::request_stream> make_streams(const array& seeds, co
     throw nb::value_error("seeds, request_ids and steps must have one entry per request");
   const auto o = output_positions ? view<std::uint32_t>(*output_positions, "output_positions") : std::span<const std::uint32_t>{};
   if (output_positions && o.size() != s.size()) throw nb::value_error("output_positions must have one entry per request");
-  std::vector<specdec::random::request_stream> out(s.size());
-  for (std::size_t b = 0; b < s.size(); ++b)
-    out[b] = {.seed = s[b], .request = r[b], .step = t[b], .output_position = o.empty() ? specdec::random::keyed_by_round : o[b]};
-  return out;
+  return streams_of(s.size(), {s}, {r}, {t}, {o, specdec::random::keyed_by_round});
 }
 
 // Per-row warp parameters from four arrays of one entry per row.
@@ -209,17 +235,13 @@ nb::object run_chain(const specdec::ragged_layout& layout, out_arrays* dest, Cal
   return nb::make_tuple(to_numpy(std::move(own_tokens), {B, W}), to_numpy(std::move(own_accepted), {B}), flags_of(status));
 }
 
-verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
-                     std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
-                     const std::optional<array>& draft_probs, const array& target_probs, const array& seeds,
-                     const array& request_ids, const array& steps, const std::optional<array>& output_positions,
-                     bool check_normalisation, double normalisation_tolerance, out_arrays* dest) {
-  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps, output_positions);
+// Verifies a checked chain batch (`in`) against target rows (the dtype of both row arrays checked).
+verify_result verify_chain(const rule_spec& rule, const std::string& backend, const chain_inputs& in,
+                           const std::optional<array>& draft_probs, const array& target_probs,
+                           const specdec::verify_options& options, out_arrays* dest) {
   const bool dbl = is_double(target_probs, "target_probs");
   if (draft_probs && is_double(*draft_probs, "draft_probs") != dbl)
     refuse("draft_probs", "must have target_probs' dtype (" + dtype_name(target_probs.dtype()) + ")");
-  const specdec::verify_options options{.check_normalisation = check_normalisation,
-                                        .normalisation_tolerance = normalisation_tolerance};
   auto typed = [&]<class T>(T*) {
     const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens,
                                         draft_probs ? view<T>(*draft_probs, "draft_probs") : std::span<const T>{},
@@ -231,6 +253,164 @@ verify_result verify(const rule_spec& rule, const std::string& backend, bool pac
     });
   };
   return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+}
+
+verify_result verify(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
+                     std::size_t max_drafts, std::size_t vocab, const array& draft_tokens,
+                     const std::optional<array>& draft_probs, const array& target_probs, const array& seeds,
+                     const array& request_ids, const array& steps, const std::optional<array>& output_positions,
+                     bool check_normalisation, double normalisation_tolerance, out_arrays* dest) {
+  const chain_inputs in =
+      make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps, output_positions);
+  return verify_chain(rule, backend, in, draft_probs, target_probs,
+                      {.check_normalisation = check_normalisation, .normalisation_tolerance = normalisation_tolerance}, dest);
+}
+
+// ---- specdec.verify's direct call ------------------------------------------------------------------
+// The per-call overhead goal (docs/python.md, "Call overhead"): `specdec.verify` first hands the
+// user's arguments, as given, to `verify_direct`, which accepts them only when each already is what
+// the checked path (specdec/__init__.py) would pass on unchanged: a C-contiguous CPU array of the
+// exact dtype and shape, a Python int where one number may stand for every request, None where the
+// argument is optional, numpy arrays for `out`. Anything else (another dtype, a list, a value out
+// of range, a wrong shape) is declined with None, and the checked path converts it or raises its
+// error naming the argument. An accepted call runs `verify_chain` as the checked path does.
+
+// `h` as a C-contiguous CPU array of dtype T (one of Ts), or nothing.
+template <class... Ts>
+std::optional<array> exact_array(nb::handle h) {
+  array a;
+  if (h.is_none() || !nb::try_cast(h, a, false) || a.device_type() != nb::device::cpu::value ||
+      !((a.dtype() == nb::dtype<Ts>()) || ...) || !c_contiguous(a))
+    return std::nullopt;
+  return a;
+}
+
+// `h` as one value per request, each at most `max`: a [B] array of T, or a Python int standing for
+// every request when `scalar_ok`; or nothing.
+template <class T>
+std::optional<column<T>> exact_column(nb::handle h, std::size_t B, bool scalar_ok, T max = std::numeric_limits<T>::max()) {
+  if (PyLong_CheckExact(h.ptr())) {
+    T v{};
+    if (!scalar_ok || !nb::try_cast(h, v, false) || v > max) return std::nullopt;
+    return column<T>{{}, v};
+  }
+  const auto a = exact_array<T>(h);
+  if (!a || a->ndim() != 1 || a->shape(0) != B) return std::nullopt;
+  const std::span<const T> values(static_cast<const T*>(a->data()), B);
+  if (std::any_of(values.begin(), values.end(), [max](T v) { return v > max; })) return std::nullopt;
+  return column<T>{values};
+}
+
+// The requests' draft counts: `num_drafts` as given (None: n each, padded), each in [0, n] padded,
+// summing to N packed; or nothing.
+std::optional<specdec::ragged_layout> exact_layout(const array& tokens, nb::handle num_drafts) {
+  if (tokens.ndim() == 2) {  // padded [B, n]
+    const std::size_t B = tokens.shape(0), n = tokens.shape(1);
+    if (n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) return std::nullopt;
+    const auto c = num_drafts.is_none() ? std::optional(column<std::int32_t>{{}, static_cast<std::int32_t>(n)})
+                                        : exact_column<std::int32_t>(num_drafts, B, true, static_cast<std::int32_t>(n));
+    if (!c) return std::nullopt;
+    std::vector<std::int32_t> counts(B);
+    for (std::size_t b = 0; b < B; ++b)
+      if ((counts[b] = (*c)[b]) < 0) return std::nullopt;
+    return specdec::ragged_layout::padded(counts, n);
+  }
+  const auto c = exact_array<std::int32_t>(num_drafts);  // packed [N]: num_drafts [B] required
+  if (!c || c->ndim() != 1) return std::nullopt;
+  const std::span<const std::int32_t> counts(static_cast<const std::int32_t*>(c->data()), c->shape(0));
+  std::int64_t total = 0;
+  for (const std::int32_t n : counts) {
+    if (n < 0) return std::nullopt;
+    total += n;
+  }
+  if (total != static_cast<std::int64_t>(tokens.shape(0))) return std::nullopt;
+  return specdec::ragged_layout::packed(counts);
+}
+
+// `out` as the caller's (tokens [B, W] int32, num_accepted [B] int32, status [B] uint8) numpy
+// arrays, C-contiguous and writable; or nothing.
+std::optional<out_arrays> exact_out(nb::handle out, std::size_t B, std::size_t W) {
+  static const nb::handle numpy_array = nb::object(nb::module_::import_("numpy").attr("ndarray")).release();  // kept
+  if (!PyTuple_Check(out.ptr()) || PyTuple_GET_SIZE(out.ptr()) != 3) return std::nullopt;
+  out_arrays o;
+  const auto take = [&]<class T>(std::optional<nb::ndarray<>>& to, std::size_t i, T*, std::size_t size, std::size_t ndim) {
+    nb::ndarray<> a;  // not `nb::ro`: a read-only array is not taken
+    const nb::handle h = PyTuple_GET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i));
+    if (!nb::isinstance(h, numpy_array) || !nb::try_cast(h, a, false) || a.dtype() != nb::dtype<T>() || a.ndim() != ndim ||
+        a.size() != size || a.shape(0) != B || !c_contiguous(a))
+      return false;
+    to = a;
+    return true;
+  };
+  if (!take(o.tokens, 0, static_cast<std::int32_t*>(nullptr), B * W, 2) || o.tokens->shape(1) != W ||
+      !take(o.num_accepted, 1, static_cast<std::int32_t*>(nullptr), B, 1) ||
+      !take(o.status, 2, static_cast<std::uint8_t*>(nullptr), B, 1))
+    return std::nullopt;
+  return o;
+}
+
+// The rule a rule object's `_direct_spec` names: the tuple (kind, a, b, c, d) of `rule_spec`; or nothing.
+std::optional<rule_spec> exact_rule(nb::handle spec) {
+  if (!PyTuple_CheckExact(spec.ptr()) || PyTuple_GET_SIZE(spec.ptr()) != 5) return std::nullopt;
+  const auto item = [&](Py_ssize_t i) { return nb::handle(PyTuple_GET_ITEM(spec.ptr(), i)); };
+  rule_spec r{};
+  if (!nb::try_cast(item(0), r.kind, false) || !nb::try_cast(item(1), r.a, false) || !nb::try_cast(item(2), r.b, false) ||
+      !nb::try_cast(item(3), r.c, false) || !nb::try_cast(item(4), r.d, false))
+    return std::nullopt;
+  return r;
+}
+
+// specdec.verify's arguments as the user gave them: the results (or `out`), or None when declined.
+nb::object verify_direct(nb::handle rule_tuple, nb::handle backend, nb::handle draft_tokens, nb::handle draft_probs,
+                         nb::handle target_probs, nb::handle seeds, nb::handle request_ids, nb::handle steps,
+                         nb::handle num_drafts, nb::handle output_positions, nb::handle check_normalisation,
+                         nb::handle normalisation_tolerance, nb::handle out) {
+  const auto spec = exact_rule(rule_tuple);
+  if (!spec || spec->kind < 0 || spec->kind > 5 || !nb::isinstance<nb::str>(backend) ||
+      !PyBool_Check(check_normalisation.ptr()) || !PyFloat_CheckExact(normalisation_tolerance.ptr()))
+    return nb::none();
+  const rule_spec& rule = *spec;
+  const std::string policy = nb::cast<std::string>(backend);
+  if (policy != "seq" && (policy != "simd" || !SPECDEC_ENABLE_SIMD)) return nb::none();
+  const auto tokens = exact_array<std::int32_t>(draft_tokens);
+  if (!tokens || (tokens->ndim() != 1 && tokens->ndim() != 2)) return nb::none();
+  const std::size_t rows_ndim = tokens->ndim() + 1;
+  const auto target = exact_array<float, double>(target_probs);
+  if (!target || target->ndim() != rows_ndim || target->shape(rows_ndim - 1) < 1) return nb::none();
+  const std::size_t V = target->shape(rows_ndim - 1);
+  const bool reads_q = rule.kind == 0 || rule.kind == 1 || rule.kind == 4;  // Strict, Lenient, Block
+  std::optional<array> draft;
+  if (draft_probs.is_none()) {
+    if (reads_q) return nb::none();
+  } else {
+    draft = exact_array<float, double>(draft_probs);
+    if (!draft || draft->dtype() != target->dtype() || draft->ndim() != rows_ndim || draft->shape(rows_ndim - 1) != V)
+      return nb::none();
+    for (std::size_t i = 0; i + 1 < rows_ndim; ++i)
+      if (draft->shape(i) != tokens->shape(i)) return nb::none();
+  }
+  const auto layout = exact_layout(*tokens, num_drafts);
+  if (!layout) return nb::none();
+  const std::size_t B = layout->batch_size();
+  const bool target_shape_ok = tokens->ndim() == 2 ? target->shape(0) == B && target->shape(1) == tokens->shape(1) + 1
+                                                   : target->shape(0) == tokens->shape(0) + B;
+  if (!target_shape_ok) return nb::none();
+  const auto s = exact_column<std::uint64_t>(seeds, B, true);
+  const auto r = exact_column<std::uint32_t>(request_ids, B, B == 1);
+  const auto t = exact_column<std::uint32_t>(steps, B, true);
+  const auto o = output_positions.is_none()
+                     ? std::optional(column<std::uint32_t>{{}, specdec::random::keyed_by_round})
+                     : exact_column<std::uint32_t>(output_positions, B, true, specdec::random::keyed_by_round - 1);
+  if (!s || !r || !t || !o) return nb::none();
+  std::optional<out_arrays> dest;
+  if (!out.is_none() && !(dest = exact_out(out, B, layout->max_drafts() + 1))) return nb::none();
+  const chain_inputs in{
+      *layout, V, {static_cast<const specdec::token_id*>(tokens->data()), tokens->size()}, streams_of(B, *s, *r, *t, *o)};
+  nb::object ret = verify_chain(rule, policy, in, draft, *target,
+                                {.check_normalisation = check_normalisation.ptr() == Py_True,
+                                 .normalisation_tolerance = PyFloat_AS_DOUBLE(normalisation_tolerance.ptr())},
+                                dest ? &*dest : nullptr);
+  return dest ? nb::borrow(out) : ret;
 }
 
 verify_result verify_from_logits(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
@@ -453,6 +633,11 @@ NB_MODULE(_core, m) {
   m.def("verify", &verify, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a, "draft_tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "output_positions"_a.none(),
         "check_normalisation"_a, "normalisation_tolerance"_a, "out"_a.none());
+  m.def("verify_direct", &verify_direct, "rule"_a.none(), "backend"_a.none(), "draft_tokens"_a.none(), "draft_probs"_a.none(),
+        "target_probs"_a.none(), "seeds"_a.none(), "request_ids"_a.none(), "steps"_a.none(), "num_drafts"_a.none(),
+        "output_positions"_a.none(), "check_normalisation"_a.none(), "normalisation_tolerance"_a.none(), "out"_a.none(),
+        "specdec.verify's arguments as given: the results, or None when any is not already in the form the checked "
+        "path passes on (that path then converts it or names the error).");
   m.def("verify_from_logits", &verify_from_logits, "rule"_a, "backend"_a, "packed"_a, "num_drafts"_a, "max_drafts"_a, "vocab"_a,
         "draft_tokens"_a, "draft_rows"_a.none(), "draft_rows_are_probs"_a, "q_at_drafts"_a.none(), "target_logits"_a, "seeds"_a,
         "request_ids"_a, "steps"_a, "output_positions"_a.none(), "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a,
