@@ -18,11 +18,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "numpy_out.hpp"
 #include "rules.hpp"
 #include "specdec/acceptance/block.hpp"
+#include "specdec/acceptance/concepts.hpp"
 #include "specdec/acceptance/greedy.hpp"
 #include "specdec/acceptance/lenient.hpp"
 #include "specdec/acceptance/sample_and_match.hpp"
@@ -378,7 +380,8 @@ nb::object verify_direct(nb::handle rule_tuple, nb::handle backend, nb::handle d
   const auto target = exact_array<float, double>(target_probs);
   if (!target || target->ndim() != rows_ndim || target->shape(rows_ndim - 1) < 1) return nb::none();
   const std::size_t V = target->shape(rows_ndim - 1);
-  const bool reads_q = rule.kind == 0 || rule.kind == 1 || rule.kind == 4;  // Strict, Lenient, Block
+  bool reads_q = true;
+  with_rule(rule, [&](const auto& r) { reads_q = specdec::reads_draft_distribution<std::decay_t<decltype(r)>>; });
   std::optional<array> draft;
   if (draft_probs.is_none()) {
     if (reads_q) return nb::none();
