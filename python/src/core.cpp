@@ -299,7 +299,8 @@ std::optional<column<T>> exact_column(nb::handle h, std::size_t B, bool scalar_o
   const auto a = exact_array<T>(h);
   if (!a || a->ndim() != 1 || a->shape(0) != B) return std::nullopt;
   const std::span<const T> values(static_cast<const T*>(a->data()), B);
-  if (std::any_of(values.begin(), values.end(), [max](T v) { return v > max; })) return std::nullopt;
+  if (max < std::numeric_limits<T>::max() && std::any_of(values.begin(), values.end(), [max](T v) { return v > max; }))
+    return std::nullopt;  // scanned only when a bound is below the type's own
   return column<T>{values};
 }
 
