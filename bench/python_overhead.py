@@ -11,8 +11,12 @@ Times, per call (time.perf_counter_ns around each call, the median of --calls ca
     specdec.verify makes first: the user's arguments checked in C++, declined unless in final form),
   - specdec.verify with typed arrays (int32 tokens, uint64 seeds, uint32 ids and steps), with out=,
     and with Python lists and scalars,
+  - specdec.verify_from_logits with typed arrays (draft and target logits, one temperature for every
+    request) and its direct call alone, _core.verify_from_logits_direct,
+  - specdec.sample_logits with typed arrays (B rows, one temperature for every row),
 on an empty batch (B = 0) and a small one (B = 1, n = 1, V = 8), float32, strict rule, the default
-backend; then one large batch (B = 64, n = 4, V = --large-vocab) for C++ against specdec.verify.
+backend, every case of both batches interleaved in the same rounds after one warm-up round; then one
+large batch (B = 64, n = 4, V = --large-vocab) for C++ against specdec.verify.
 Prints a table; nothing is asserted (timings are not tests).
 """
 
@@ -79,17 +83,30 @@ def cases(B, n, V):
         "specdec.verify, typed arrays, out=": lambda: specdec.verify(rule, x["tokens"], x["q"], x["p"], out=x["out"],
                                                                      **call),
     }
+    logits = dict(draft_logits=x["q"], temperature=0.7, **call)
+    fns["_core.verify_from_logits_direct (alone)"] = lambda: _core.verify_from_logits_direct(
+        rule._direct_spec, backend, x["tokens"], x["p"], x["seeds"], x["ids"], x["steps"], x["q"], None, None, None, None,
+        0.7, 0, 1.0, 0.0, None, None, None, None, None)
+    fns["specdec.verify_from_logits, typed arrays"] = lambda: specdec.verify_from_logits(rule, x["tokens"], x["p"],
+                                                                                        **logits)
+    rows = x["p"].reshape(-1, V)[:B]  # B rows of V
+    fns["specdec.sample_logits, typed arrays"] = lambda: specdec.sample_logits(rows, temperature=0.7, **call)
     if B:  # [] cannot say [B, n] = [0, 1]
         fns["specdec.verify, lists and scalars"] = lambda: specdec.verify(
             rule, lists["tokens"], x["q"], x["p"], seeds=1, request_ids=lists["ids"], steps=0)
     return fns
 
 
-def median_us(fns, calls, rounds):
-    """Median microseconds per call of each function, the calls spread over interleaved rounds."""
+def median_us(fns, calls, rounds, warm_up=True):
+    """Median microseconds per call of each function, the calls spread over interleaved rounds (after
+    one round that is not counted, when `warm_up`)."""
     times = {name: [] for name in fns}
     per_round = max(calls // rounds, 1)
     clock = time.perf_counter_ns
+    if warm_up:
+        for fn in fns.values():
+            for _ in range(per_round):
+                fn()
     for _ in range(rounds):
         for name, fn in fns.items():
             t = times[name]
@@ -113,8 +130,11 @@ def main():
           f"numpy {np.__version__}; medians of {a.calls} calls in {a.rounds} rounds")
     if exe is None:
         print(f"C++ call not measured: {why}")
-    for label, (B, n, V) in (("empty batch, B = 0", (0, 1, 8)), ("small batch, B = 1, n = 1, V = 8", (1, 1, 8))):
-        rows = median_us(cases(B, n, V), a.calls, a.rounds)
+    batches = (("empty batch, B = 0", (0, 1, 8)), ("small batch, B = 1, n = 1, V = 8", (1, 1, 8)))
+    both = median_us({(label, name): fn for label, shape in batches for name, fn in cases(*shape).items()}, a.calls,
+                     a.rounds)
+    for label, (B, n, V) in batches:
+        rows = {name: us for (batch, name), us in both.items() if batch == label}
         if exe is not None:
             rows = {"C++ specdec::verify": cpp_median_ns(exe, B, n, V, a.calls) / 1000, **rows}
         print(f"\n{label}\n{'call':42s} {'us/call':>9s}")

@@ -5,6 +5,8 @@ explicit per-request arrays (``seeds``, ``request_ids``, ``steps``): a request's
 its own seed, id, step and rows, never on the other requests of the batch, the backend or a global
 generator. Row arrays (probabilities, logits) must be float32 or float64, C-contiguous and in CPU
 memory; they are read in place, never copied or converted (a TypeError names the argument).
+Results are new numpy arrays, or torch tensors sharing those arrays' memory when the call's rows
+(``target_probs``, ``target_logits``, ``probs``, ``logits``) are torch tensors.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
@@ -234,6 +237,19 @@ class SampleResult(NamedTuple):
 
     tokens: np.ndarray
     status: np.ndarray
+
+
+def _framework_of(rows):
+    """torch when `rows` is a torch tensor (results then come back as torch tensors), else None (numpy)."""
+    torch = sys.modules.get("torch")  # never imported here: a torch tensor means torch is loaded
+    return torch if torch is not None and isinstance(rows, torch.Tensor) else None
+
+
+def _returned(cls, arrays, rows):
+    """New numpy `arrays` as a `cls` result, as torch tensors sharing their memory when `rows` (the
+    call's row argument) is a torch tensor."""
+    torch = _framework_of(rows)
+    return cls._make(arrays) if torch is None else cls._make(map(torch.from_numpy, arrays))
 
 
 # ---- argument checks (each error names the argument) ----------------------------------------------
@@ -466,8 +482,8 @@ def _out(out, c):
     return _core.OutArrays(*out)  # ndarray subclasses that pass every check
 
 
-def _result(ret, out):
-    return VerifyResult(*out) if ret is None else VerifyResult(*ret)
+def _result(ret, out, rows):
+    return VerifyResult(*out) if ret is None else _returned(VerifyResult, ret, rows)
 
 
 # ---- verification ---------------------------------------------------------------------------------
@@ -499,7 +515,7 @@ def verify(rule: _Rule, draft_tokens: ArrayLike, draft_probs: Optional[ArrayLike
                                   draft_probs, target_probs, seeds, request_ids, steps, num_drafts, output_positions,
                                   check_normalisation, normalisation_tolerance, out)
         if ret is not None:
-            return VerifyResult._make(ret)
+            return VerifyResult._make(ret) if out is not None else _returned(VerifyResult, ret, target_probs)
     rule = _rule(rule)
     _needs_q(rule, "draft_probs", draft_probs)
     c = _chain(draft_tokens, "target_probs", target_probs, num_drafts, cu_num_drafts, [("draft_probs", draft_probs)])
@@ -507,7 +523,7 @@ def verify(rule: _Rule, draft_tokens: ArrayLike, draft_probs: Optional[ArrayLike
     ret = _core.verify(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab, c.draft_tokens,
                        draft_probs, target_probs, s, r, t, _output_positions(c.batch, output_positions),
                        bool(check_normalisation), float(normalisation_tolerance), _out(out, c))
-    return _result(ret, out)
+    return _result(ret, out, target_probs)
 
 
 def verify_from_logits(rule: _Rule, draft_tokens: ArrayLike, target_logits: ArrayLike, *, seeds: ArrayLike,
@@ -529,6 +545,13 @@ def verify_from_logits(rule: _Rule, draft_tokens: ArrayLike, target_logits: Arra
     gathered ``draft_probs``, shaped like draft_tokens). Layouts, streams, ``output_positions``, result
     and ``out`` as ``verify``.
     """
+    if cu_num_drafts is None and type(rule) in _CHAIN_RULE_TYPES:  # arguments already in final form: no checks here
+        ret = _core.verify_from_logits_direct(
+            rule._direct_spec, DEFAULT_BACKEND if backend is None else backend, draft_tokens, target_logits, seeds,
+            request_ids, steps, draft_logits, draft_probs, q_at_drafts, num_drafts, output_positions, temperature, top_k,
+            top_p, min_p, draft_temperature, draft_top_k, draft_top_p, draft_min_p, out)
+        if ret is not None:
+            return VerifyResult._make(ret) if out is not None else _returned(VerifyResult, ret, target_logits)
     rule = _rule(rule)
     if draft_logits is not None and draft_probs is not None:
         raise ValueError("draft_logits and draft_probs: give at most one")
@@ -548,7 +571,7 @@ def verify_from_logits(rule: _Rule, draft_tokens: ArrayLike, target_logits: Arra
     ret = _core.verify_from_logits(rule._spec(), _backend(backend), c.packed, c.num_drafts, c.max_drafts, c.vocab,
                                    c.draft_tokens, rows, draft_probs is not None, q_at_drafts, target_logits, s, r, t,
                                    _output_positions(c.batch, output_positions), *tw, *dw, _out(out, c))
-    return _result(ret, out)
+    return _result(ret, out, target_logits)
 
 
 def verify_tree(rule: _Rule, parents: ArrayLike, tokens: ArrayLike, draft_probs: Optional[ArrayLike],
@@ -613,8 +636,9 @@ def _verify_tree(rule, parents, tokens, draft_probs, target_name, target, seeds,
     _check_rows("draft_probs", draft_probs, lead + (V,))
     s, r, t = _streams(len(nn), seeds, request_ids, steps)
     w = (None,) * 4 if warp is None else _warp("", len(nn), *warp)
-    return TreeResult(*_core.verify_tree(rule._spec(), _backend(backend), nn, par, V, tok, draft_probs, target,
-                                         s, r, t, bool(check_normalisation), float(normalisation_tolerance), *w))
+    return _returned(TreeResult, _core.verify_tree(rule._spec(), _backend(backend), nn, par, V, tok, draft_probs, target,
+                                                   s, r, t, bool(check_normalisation), float(normalisation_tolerance), *w),
+                     target)
 
 
 # ---- sampling and row transforms ------------------------------------------------------------------
@@ -641,9 +665,14 @@ def sample(probs: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike, steps:
            purpose: int = Purpose.TARGET_SAMPLE, backend: Optional[str] = None) -> SampleResult:
     """One token per row of ``probs`` [R, V] (weights, need not sum to 1), row r drawing the uniform
     of its own stream (seeds[r], request_ids[r], steps[r], position, purpose). Returns a ``SampleResult``."""
+    ret = _core.sample_direct(DEFAULT_BACKEND if backend is None else backend, probs, seeds, request_ids, steps,
+                              position, purpose)  # arguments already in final form: no checks here
+    if ret is not None:
+        return _returned(SampleResult, ret, probs)
     R, V = _rows("probs", probs)
     s, r, t = _streams(R, seeds, request_ids, steps)
-    return SampleResult(*_core.sample(_backend(backend), probs, V, s, r, t, _position(position), _purpose(purpose)))
+    return _returned(SampleResult, _core.sample(_backend(backend), probs, V, s, r, t, _position(position),
+                                                _purpose(purpose)), probs)
 
 
 def sample_logits(logits: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike, steps: ArrayLike,
@@ -652,11 +681,15 @@ def sample_logits(logits: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike
                   backend: Optional[str] = None) -> SampleResult:
     """One token per row of warp(softmax(logits / T)) with each row's temperature / top_k / top_p /
     min_p (scalars or one per row) and its own stream, as ``sample``. Returns a ``SampleResult``."""
+    ret = _core.sample_logits_direct(DEFAULT_BACKEND if backend is None else backend, logits, seeds, request_ids, steps,
+                                     temperature, top_k, top_p, min_p, position, purpose)
+    if ret is not None:
+        return _returned(SampleResult, ret, logits)
     R, V = _rows("logits", logits)
     s, r, t = _streams(R, seeds, request_ids, steps)
     w = _warp("", R, temperature, top_k, top_p, min_p)
-    return SampleResult(*_core.sample_logits(_backend(backend), logits, V, s, r, t, _position(position),
-                                             _purpose(purpose), *w))
+    return _returned(SampleResult, _core.sample_logits(_backend(backend), logits, V, s, r, t, _position(position),
+                                                       _purpose(purpose), *w), logits)
 
 
 def _position(position):
@@ -673,14 +706,18 @@ def _row_transform(kernel, logits, backend, return_status, params):
     shape = _rows("logits", logits, (1, 2))
     probs, status = kernel(_backend(backend), logits, shape[-1], *params(shape[0] if len(shape) == 2 else 1))
     probs = probs.reshape(shape)
+    torch = _framework_of(logits)
+    if torch is not None:
+        probs, status = torch.from_numpy(probs), torch.from_numpy(status)
     return (probs, status) if return_status else probs
 
 
 def softmax(logits: ArrayLike, temperature: Optional[ArrayLike] = None, *, backend: Optional[str] = None,
             return_status: bool = False) -> Union[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """softmax(logits / T) per row of ``logits`` [R, V] or [V] (T: None for 1, a scalar or one per
-    row). The result has the input's shape and dtype; with ``return_status`` also a uint8 array of
-    ``RowStatus`` per row (a NaN or all -inf row is flagged, not raised)."""
+    row). The result has the input's shape, dtype and framework (numpy, or torch for a torch tensor);
+    with ``return_status`` also a uint8 array of ``RowStatus`` per row (a NaN or all -inf row is
+    flagged, not raised)."""
     return _row_transform(_core.softmax, logits, backend, return_status,
                           lambda R: (np.empty(0) if temperature is None else _floats("temperature", temperature, R),))
 

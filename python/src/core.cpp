@@ -363,58 +363,116 @@ std::optional<rule_spec> exact_rule(nb::handle spec) {
   return r;
 }
 
-// specdec.verify's arguments as the user gave them: the results (or `out`), or None when declined.
-nb::object verify_direct(nb::handle rule_tuple, nb::handle backend, nb::handle draft_tokens, nb::handle draft_probs,
-                         nb::handle target_probs, nb::handle seeds, nb::handle request_ids, nb::handle steps,
-                         nb::handle num_drafts, nb::handle output_positions, nb::handle check_normalisation,
-                         nb::handle normalisation_tolerance, nb::handle out) {
+// What both direct calls share, accepted: the rule, the policy, the chain's layout and streams, the
+// target rows, the draft rows (when given) and the caller's `out`.
+struct exact_chain_call {
+  rule_spec rule;
+  std::string policy;
+  chain_inputs in;
+  array tokens;
+  array target;
+  std::optional<array> draft;
+  std::optional<out_arrays> dest;
+};
+
+// The arguments both direct calls share, as given (`draft_rows` None: no q rows, which a rule that
+// reads q declines); or nothing.
+std::optional<exact_chain_call> exact_chain(nb::handle rule_tuple, nb::handle backend, nb::handle draft_tokens,
+                                            nb::handle draft_rows, nb::handle target_rows, nb::handle seeds,
+                                            nb::handle request_ids, nb::handle steps, nb::handle num_drafts,
+                                            nb::handle output_positions, nb::handle out) {
   const auto spec = exact_rule(rule_tuple);
-  if (!spec || spec->kind < 0 || spec->kind > 5 || !nb::isinstance<nb::str>(backend) ||
-      !PyBool_Check(check_normalisation.ptr()) || !PyFloat_CheckExact(normalisation_tolerance.ptr()))
-    return nb::none();
-  const rule_spec& rule = *spec;
-  const std::string policy = nb::cast<std::string>(backend);
-  if (policy != "seq" && (policy != "simd" || !SPECDEC_ENABLE_SIMD)) return nb::none();
+  if (!spec || spec->kind < 0 || spec->kind > 5 || !nb::isinstance<nb::str>(backend)) return std::nullopt;
+  std::string policy = nb::cast<std::string>(backend);
+  if (policy != "seq" && (policy != "simd" || !SPECDEC_ENABLE_SIMD)) return std::nullopt;
   const auto tokens = exact_array<std::int32_t>(draft_tokens);
-  if (!tokens || (tokens->ndim() != 1 && tokens->ndim() != 2)) return nb::none();
+  if (!tokens || (tokens->ndim() != 1 && tokens->ndim() != 2)) return std::nullopt;
   const std::size_t rows_ndim = tokens->ndim() + 1;
-  const auto target = exact_array<float, double>(target_probs);
-  if (!target || target->ndim() != rows_ndim || target->shape(rows_ndim - 1) < 1) return nb::none();
+  const auto target = exact_array<float, double>(target_rows);
+  if (!target || target->ndim() != rows_ndim || target->shape(rows_ndim - 1) < 1) return std::nullopt;
   const std::size_t V = target->shape(rows_ndim - 1);
   bool reads_q = true;
-  with_rule(rule, [&](const auto& r) { reads_q = specdec::reads_draft_distribution<std::decay_t<decltype(r)>>; });
+  with_rule(*spec, [&](const auto& r) { reads_q = specdec::reads_draft_distribution<std::decay_t<decltype(r)>>; });
   std::optional<array> draft;
-  if (draft_probs.is_none()) {
-    if (reads_q) return nb::none();
+  if (draft_rows.is_none()) {
+    if (reads_q) return std::nullopt;
   } else {
-    draft = exact_array<float, double>(draft_probs);
+    draft = exact_array<float, double>(draft_rows);
     if (!draft || draft->dtype() != target->dtype() || draft->ndim() != rows_ndim || draft->shape(rows_ndim - 1) != V)
-      return nb::none();
+      return std::nullopt;
     for (std::size_t i = 0; i + 1 < rows_ndim; ++i)
-      if (draft->shape(i) != tokens->shape(i)) return nb::none();
+      if (draft->shape(i) != tokens->shape(i)) return std::nullopt;
   }
   const auto layout = exact_layout(*tokens, num_drafts);
-  if (!layout) return nb::none();
+  if (!layout) return std::nullopt;
   const std::size_t B = layout->batch_size();
   const bool target_shape_ok = tokens->ndim() == 2 ? target->shape(0) == B && target->shape(1) == tokens->shape(1) + 1
                                                    : target->shape(0) == tokens->shape(0) + B;
-  if (!target_shape_ok) return nb::none();
+  if (!target_shape_ok) return std::nullopt;
   const auto s = exact_column<std::uint64_t>(seeds, B, true);
   const auto r = exact_column<std::uint32_t>(request_ids, B, B == 1);
   const auto t = exact_column<std::uint32_t>(steps, B, true);
   const auto o = output_positions.is_none()
                      ? std::optional(column<std::uint32_t>{{}, specdec::random::keyed_by_round})
                      : exact_column<std::uint32_t>(output_positions, B, true, specdec::random::keyed_by_round - 1);
-  if (!s || !r || !t || !o) return nb::none();
+  if (!s || !r || !t || !o) return std::nullopt;
   std::optional<out_arrays> dest;
-  if (!out.is_none() && !(dest = exact_out(out, B, layout->max_drafts() + 1))) return nb::none();
-  const chain_inputs in{
-      *layout, V, {static_cast<const specdec::token_id*>(tokens->data()), tokens->size()}, streams_of(B, *s, *r, *t, *o)};
-  nb::object ret = verify_chain(rule, policy, in, draft, *target,
+  if (!out.is_none() && !(dest = exact_out(out, B, layout->max_drafts() + 1))) return std::nullopt;
+  return exact_chain_call{
+      *spec,
+      std::move(policy),
+      {*layout, V, {static_cast<const specdec::token_id*>(tokens->data()), tokens->size()}, streams_of(B, *s, *r, *t, *o)},
+      *tokens,
+      *target,
+      std::move(draft),
+      std::move(dest)};
+}
+
+// specdec.verify's arguments as the user gave them: the results (or `out`), or None when declined.
+nb::object verify_direct(nb::handle rule_tuple, nb::handle backend, nb::handle draft_tokens, nb::handle draft_probs,
+                         nb::handle target_probs, nb::handle seeds, nb::handle request_ids, nb::handle steps,
+                         nb::handle num_drafts, nb::handle output_positions, nb::handle check_normalisation,
+                         nb::handle normalisation_tolerance, nb::handle out) {
+  if (!PyBool_Check(check_normalisation.ptr()) || !PyFloat_CheckExact(normalisation_tolerance.ptr())) return nb::none();
+  auto c = exact_chain(rule_tuple, backend, draft_tokens, draft_probs, target_probs, seeds, request_ids, steps, num_drafts,
+                       output_positions, out);
+  if (!c) return nb::none();
+  nb::object ret = verify_chain(c->rule, c->policy, c->in, c->draft, c->target,
                                 {.check_normalisation = check_normalisation.ptr() == Py_True,
                                  .normalisation_tolerance = PyFloat_AS_DOUBLE(normalisation_tolerance.ptr())},
-                                dest ? &*dest : nullptr);
-  return dest ? nb::borrow(out) : ret;
+                                c->dest ? &*c->dest : nullptr);
+  return c->dest ? nb::borrow(out) : ret;
+}
+
+// Verifies a checked chain batch (`in`) from target logits warped with `target_params` (the dtypes of
+// the row arrays checked); the draft side as specdec::draft_side.
+verify_result from_logits_chain(const rule_spec& rule, const std::string& backend, const chain_inputs& in,
+                                const std::optional<array>& draft_rows, bool draft_rows_are_probs,
+                                const std::optional<array>& q_at_drafts, const array& target_logits,
+                                std::span<const specdec::warp_params> target_params,
+                                std::span<const specdec::warp_params> draft_params, out_arrays* dest) {
+  const bool dbl = is_double(target_logits, "target_logits");
+  const char* draft_name = draft_rows_are_probs ? "draft_probs" : "draft_logits";
+  if (draft_rows && is_double(*draft_rows, draft_name) != dbl)
+    refuse(draft_name, "must have target_logits' dtype (" + dtype_name(target_logits.dtype()) + ")");
+  if (q_at_drafts && is_double(*q_at_drafts, "q_at_drafts") != dbl)
+    refuse("q_at_drafts", "must have target_logits' dtype (" + dtype_name(target_logits.dtype()) + ")");
+  auto typed = [&]<class T>(T*) {
+    const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens,
+                                        draft_rows ? view<T>(*draft_rows, draft_name) : std::span<const T>{},
+                                        view<T>(target_logits, "target_logits")};
+    const specdec::draft_side<T> draft{
+        .rows = draft_rows_are_probs ? specdec::draft_rows_kind::probabilities : specdec::draft_rows_kind::logits,
+        .params = draft_params,
+        .q_at_drafts = q_at_drafts ? view<T>(*q_at_drafts, "q_at_drafts") : std::span<const T>{}};
+    return run_chain(in.layout, dest, [&](const specdec::chain_outputs& out) {
+      with_policy(backend, [&](const auto& policy) {
+        with_rule(rule,
+                  [&](const auto& r) { specdec::verify_from_logits(policy, r, batch, target_params, draft, in.streams, out); });
+      });
+    });
+  };
+  return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
 }
 
 verify_result verify_from_logits(const rule_spec& rule, const std::string& backend, bool packed, const array& num_drafts,
@@ -426,34 +484,89 @@ verify_result verify_from_logits(const rule_spec& rule, const std::string& backe
                                  const std::optional<array>& draft_temperature, const std::optional<array>& draft_top_k,
                                  const std::optional<array>& draft_top_p, const std::optional<array>& draft_min_p,
                                  out_arrays* dest) {
-  chain_inputs in = make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps, output_positions);
-  const bool dbl = is_double(target_logits, "target_logits");
-  const char* draft_name = draft_rows_are_probs ? "draft_probs" : "draft_logits";
-  if (draft_rows && is_double(*draft_rows, draft_name) != dbl)
-    refuse(draft_name, "must have target_logits' dtype (" + dtype_name(target_logits.dtype()) + ")");
-  if (q_at_drafts && is_double(*q_at_drafts, "q_at_drafts") != dbl)
-    refuse("q_at_drafts", "must have target_logits' dtype (" + dtype_name(target_logits.dtype()) + ")");
+  const chain_inputs in =
+      make_chain(packed, num_drafts, max_drafts, vocab, draft_tokens, seeds, request_ids, steps, output_positions);
   const auto target_params = make_warp(temperature, top_k, top_p, min_p, "");
   std::vector<specdec::warp_params> draft_params;
   if (draft_temperature) draft_params = make_warp(*draft_temperature, *draft_top_k, *draft_top_p, *draft_min_p, "draft_");
-  auto typed = [&]<class T>(T*) {
-    const specdec::chain_batch<T> batch{in.layout, in.vocab, in.tokens,
-                                        draft_rows ? view<T>(*draft_rows, draft_name) : std::span<const T>{},
-                                        view<T>(target_logits, "target_logits")};
-    const specdec::draft_side<T> draft{
-        .rows = draft_rows_are_probs ? specdec::draft_rows_kind::probabilities : specdec::draft_rows_kind::logits,
-        .params = draft_params,
-        .q_at_drafts = q_at_drafts ? view<T>(*q_at_drafts, "q_at_drafts") : std::span<const T>{}};
-    return run_chain(in.layout, dest, [&](const specdec::chain_outputs& out) {
-      with_policy(backend, [&](const auto& policy) {
-        with_rule(rule, [&](const auto& r) {
-          specdec::verify_from_logits(policy, r, batch, std::span<const specdec::warp_params>(target_params), draft, in.streams,
-                                      out);
-        });
-      });
-    });
-  };
-  return dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
+  return from_logits_chain(rule, backend, in, draft_rows, draft_rows_are_probs, q_at_drafts, target_logits, target_params,
+                           draft_params, dest);
+}
+
+// One real number per request as given: a [B] float64 array, or a Python float or int standing for
+// every request (`fill` where the argument is None and `none_is` holds it); or nothing.
+std::optional<column<double>> exact_reals(nb::handle h, std::size_t B, std::optional<double> none_is = std::nullopt) {
+  if (h.is_none()) return none_is ? std::optional(column<double>{{}, *none_is}) : std::nullopt;
+  if (PyFloat_CheckExact(h.ptr())) return column<double>{{}, PyFloat_AS_DOUBLE(h.ptr())};
+  if (PyLong_CheckExact(h.ptr())) {
+    const double v = PyLong_AsDouble(h.ptr());
+    if (v == -1.0 && PyErr_Occurred()) {  // too large for a double: the checked path says so
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return column<double>{{}, v};
+  }
+  const auto a = exact_array<double>(h);
+  if (!a || a->ndim() != 1 || a->shape(0) != B) return std::nullopt;
+  return column<double>{{static_cast<const double*>(a->data()), B}};
+}
+
+// The requests' warp parameters as given (each one valid), None standing for the unwarped value when
+// `none_is_unwarped`; or nothing.
+std::optional<std::vector<specdec::warp_params>> exact_warp(std::size_t B, nb::handle temperature, nb::handle top_k,
+                                                            nb::handle top_p, nb::handle min_p, bool none_is_unwarped) {
+  const auto unwarped = [&](double v) { return none_is_unwarped ? std::optional(v) : std::nullopt; };
+  const auto t = exact_reals(temperature, B, unwarped(1.0));
+  const auto k = top_k.is_none() && none_is_unwarped ? std::optional(column<std::int32_t>{{}, 0})
+                                                     : exact_column<std::int32_t>(top_k, B, true);
+  const auto tp = exact_reals(top_p, B, unwarped(1.0));
+  const auto mp = exact_reals(min_p, B, unwarped(0.0));
+  if (!t || !k || !tp || !mp) return std::nullopt;
+  std::vector<specdec::warp_params> params(B);
+  for (std::size_t b = 0; b < B; ++b) {
+    params[b] = {.temperature = (*t)[b], .top_k = (*k)[b], .top_p = (*tp)[b], .min_p = (*mp)[b]};
+    try {
+      specdec::validate(params[b]);
+    } catch (const specdec::error&) {  // the checked path raises it, naming the argument
+      return std::nullopt;
+    }
+  }
+  return params;
+}
+
+// specdec.verify_from_logits's arguments as the user gave them: the results (or `out`), or None when declined.
+nb::object verify_from_logits_direct(nb::handle rule_tuple, nb::handle backend, nb::handle draft_tokens, nb::handle target_logits,
+                                     nb::handle seeds, nb::handle request_ids, nb::handle steps, nb::handle draft_logits,
+                                     nb::handle draft_probs, nb::handle q_at_drafts, nb::handle num_drafts,
+                                     nb::handle output_positions, nb::handle temperature, nb::handle top_k, nb::handle top_p,
+                                     nb::handle min_p, nb::handle draft_temperature, nb::handle draft_top_k,
+                                     nb::handle draft_top_p, nb::handle draft_min_p, nb::handle out) {
+  if (!draft_logits.is_none() && !draft_probs.is_none()) return nb::none();
+  const bool are_probs = !draft_probs.is_none();
+  auto c = exact_chain(rule_tuple, backend, draft_tokens, are_probs ? draft_probs : draft_logits, target_logits, seeds,
+                       request_ids, steps, num_drafts, output_positions, out);
+  if (!c) return nb::none();
+  std::optional<array> q_at;
+  if (!q_at_drafts.is_none()) {
+    q_at = exact_array<float, double>(q_at_drafts);
+    if (!q_at || q_at->dtype() != c->target.dtype() || q_at->ndim() != c->tokens.ndim()) return nb::none();
+    for (std::size_t i = 0; i < q_at->ndim(); ++i)
+      if (q_at->shape(i) != c->tokens.shape(i)) return nb::none();
+  }
+  const std::size_t B = c->in.layout.batch_size();
+  const auto target_params = exact_warp(B, temperature, top_k, top_p, min_p, false);
+  const bool draft_warped =
+      !draft_temperature.is_none() || !draft_top_k.is_none() || !draft_top_p.is_none() || !draft_min_p.is_none();
+  if (!target_params || (draft_warped && draft_logits.is_none())) return nb::none();
+  std::vector<specdec::warp_params> draft_params;
+  if (draft_warped) {
+    auto p = exact_warp(B, draft_temperature, draft_top_k, draft_top_p, draft_min_p, true);
+    if (!p) return nb::none();
+    draft_params = std::move(*p);
+  }
+  nb::object ret = from_logits_chain(c->rule, c->policy, c->in, c->draft, are_probs, q_at, c->target, *target_params,
+                                     draft_params, c->dest ? &*c->dest : nullptr);
+  return c->dest ? nb::borrow(out) : ret;
 }
 
 // (tokens int32 [B, D + 1], path int32 [B, D + 1], num_accepted int32 [B], status uint8 [B]),
@@ -515,10 +628,10 @@ sample_output pack_samples(std::unique_ptr<std::int32_t[]> tokens, const std::ve
 }
 
 // Row r: a categorical sample of probs[r] with streams[r].open(position, purpose).uniform().
-sample_output sample(const std::string& backend, const array& probs, std::size_t vocab, const array& seeds,
-                     const array& request_ids, const array& steps, std::uint32_t position, std::uint8_t purpose) {
+sample_output sample_rows(const std::string& backend, const array& probs, std::size_t vocab,
+                          std::span<const specdec::random::request_stream> streams, std::uint32_t position,
+                          std::uint8_t purpose) {
   const bool dbl = is_double(probs, "probs");
-  const auto streams = make_streams(seeds, request_ids, steps);
   const std::size_t R = streams.size();
   std::unique_ptr<std::int32_t[]> tokens(new std::int32_t[R]);
   std::vector<specdec::row_status> status(R);
@@ -527,21 +640,24 @@ sample_output sample(const std::string& backend, const array& probs, std::size_t
     const specdec::row_batch<const T> rows(view<T>(probs, "probs"), vocab);
     nb::gil_scoped_release release;
     with_policy(backend, [&](const auto& policy) {
-      specdec::sample_categorical(policy, rows, std::span<const specdec::random::request_stream>(streams),
-                                  std::span<specdec::token_id>(tokens.get(), R), std::span<specdec::row_status>(status), at);
+      specdec::sample_categorical(policy, rows, streams, std::span<specdec::token_id>(tokens.get(), R),
+                                  std::span<specdec::row_status>(status), at);
     });
   };
   dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
   return pack_samples(std::move(tokens), status);
 }
 
+sample_output sample(const std::string& backend, const array& probs, std::size_t vocab, const array& seeds,
+                     const array& request_ids, const array& steps, std::uint32_t position, std::uint8_t purpose) {
+  return sample_rows(backend, probs, vocab, make_streams(seeds, request_ids, steps), position, purpose);
+}
+
 // Row r: a sample of warp(softmax(logits[r] / T_r)) with streams[r].open(position, purpose).uniform().
-sample_output sample_logits(const std::string& backend, const array& logits, std::size_t vocab, const array& seeds,
-                            const array& request_ids, const array& steps, std::uint32_t position, std::uint8_t purpose,
-                            const array& temperature, const array& top_k, const array& top_p, const array& min_p) {
+sample_output sample_logit_rows(const std::string& backend, const array& logits, std::size_t vocab,
+                                std::span<const specdec::random::request_stream> streams,
+                                std::span<const specdec::warp_params> params, std::uint32_t position, std::uint8_t purpose) {
   const bool dbl = is_double(logits, "logits");
-  const auto streams = make_streams(seeds, request_ids, steps);
-  const auto params = make_warp(temperature, top_k, top_p, min_p, "");
   const std::size_t R = streams.size();
   if (params.size() != R) throw nb::value_error("one set of warp parameters per row");
   std::unique_ptr<std::int32_t[]> tokens(new std::int32_t[R]);
@@ -561,6 +677,69 @@ sample_output sample_logits(const std::string& backend, const array& logits, std
   };
   dbl ? typed(static_cast<double*>(nullptr)) : typed(static_cast<float*>(nullptr));
   return pack_samples(std::move(tokens), status);
+}
+
+sample_output sample_logits(const std::string& backend, const array& logits, std::size_t vocab, const array& seeds,
+                            const array& request_ids, const array& steps, std::uint32_t position, std::uint8_t purpose,
+                            const array& temperature, const array& top_k, const array& top_p, const array& min_p) {
+  return sample_logit_rows(backend, logits, vocab, make_streams(seeds, request_ids, steps),
+                           make_warp(temperature, top_k, top_p, min_p, ""), position, purpose);
+}
+
+// What both sampling direct calls share, accepted: the policy, the [R, V] rows, their streams, the
+// position and the purpose.
+struct exact_rows_call {
+  std::string policy;
+  array rows;
+  std::vector<specdec::random::request_stream> streams;
+  std::uint32_t position;
+  std::uint8_t purpose;
+};
+
+// The sampling calls' arguments as given (rows [R, V], V >= 1); or nothing.
+std::optional<exact_rows_call> exact_rows(nb::handle backend, nb::handle rows, nb::handle seeds, nb::handle request_ids,
+                                          nb::handle steps, nb::handle position, nb::handle purpose) {
+  if (!nb::isinstance<nb::str>(backend)) return std::nullopt;
+  std::string policy = nb::cast<std::string>(backend);
+  if (policy != "seq" && (policy != "simd" || !SPECDEC_ENABLE_SIMD)) return std::nullopt;
+  const auto a = exact_array<float, double>(rows);
+  if (!a || a->ndim() != 2 || a->shape(1) < 1) return std::nullopt;
+  const std::size_t R = a->shape(0);
+  std::uint32_t at = 0;
+  if (!PyLong_CheckExact(position.ptr()) || !nb::try_cast(position, at, false) || !PyLong_Check(purpose.ptr()) ||
+      PyBool_Check(purpose.ptr()))
+    return std::nullopt;
+  const long what = PyLong_AsLong(purpose.ptr());  // an int or a specdec.Purpose (an IntEnum)
+  if (what < 0 || what > 255) {                    // -1 also when too large for a long
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  const auto s = exact_column<std::uint64_t>(seeds, R, true);
+  const auto r = exact_column<std::uint32_t>(request_ids, R, R == 1);
+  const auto t = exact_column<std::uint32_t>(steps, R, true);
+  if (!s || !r || !t) return std::nullopt;
+  return exact_rows_call{std::move(policy), *a,
+                         streams_of(R, *s, *r, *t, column<std::uint32_t>{{}, specdec::random::keyed_by_round}), at,
+                         static_cast<std::uint8_t>(what)};
+}
+
+// specdec.sample's arguments as the user gave them: the results, or None when declined.
+nb::object sample_direct(nb::handle backend, nb::handle probs, nb::handle seeds, nb::handle request_ids, nb::handle steps,
+                         nb::handle position, nb::handle purpose) {
+  const auto c = exact_rows(backend, probs, seeds, request_ids, steps, position, purpose);
+  if (!c) return nb::none();
+  return sample_rows(c->policy, c->rows, c->rows.shape(1), c->streams, c->position, c->purpose);
+}
+
+// specdec.sample_logits's arguments as the user gave them: the results, or None when declined.
+nb::object sample_logits_direct(nb::handle backend, nb::handle logits, nb::handle seeds, nb::handle request_ids, nb::handle steps,
+                                nb::handle temperature, nb::handle top_k, nb::handle top_p, nb::handle min_p, nb::handle position,
+                                nb::handle purpose) {
+  const auto c = exact_rows(backend, logits, seeds, request_ids, steps, position, purpose);
+  if (!c) return nb::none();
+  const auto params = exact_warp(c->streams.size(), temperature, top_k, top_p, min_p, false);
+  if (!params) return nb::none();
+  return sample_logit_rows(c->policy, c->rows, c->rows.shape(1), c->streams, *params, c->position, c->purpose);
 }
 
 // Row-wise softmax (temperatures empty: all 1) or warp (temperature, top-k, top-p, min-p); output
@@ -646,11 +825,25 @@ NB_MODULE(_core, m) {
         "draft_tokens"_a, "draft_rows"_a.none(), "draft_rows_are_probs"_a, "q_at_drafts"_a.none(), "target_logits"_a, "seeds"_a,
         "request_ids"_a, "steps"_a, "output_positions"_a.none(), "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a,
         "draft_temperature"_a.none(), "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a.none());
+  m.def("verify_from_logits_direct", &verify_from_logits_direct, "rule"_a.none(), "backend"_a.none(), "draft_tokens"_a.none(),
+        "target_logits"_a.none(), "seeds"_a.none(), "request_ids"_a.none(), "steps"_a.none(), "draft_logits"_a.none(),
+        "draft_probs"_a.none(), "q_at_drafts"_a.none(), "num_drafts"_a.none(), "output_positions"_a.none(),
+        "temperature"_a.none(), "top_k"_a.none(), "top_p"_a.none(), "min_p"_a.none(), "draft_temperature"_a.none(),
+        "draft_top_k"_a.none(), "draft_top_p"_a.none(), "draft_min_p"_a.none(), "out"_a.none(),
+        "specdec.verify_from_logits's arguments as given: the results, or None when any is not already in the form the "
+        "checked path passes on (that path then converts it or names the error).");
   m.def("verify_tree", &verify_tree, "rule"_a, "backend"_a, "num_nodes"_a, "parents"_a, "vocab"_a, "tokens"_a,
         "draft_probs"_a.none(), "target_probs"_a, "seeds"_a, "request_ids"_a, "steps"_a, "check_normalisation"_a,
         "normalisation_tolerance"_a, "temperature"_a.none() = nb::none(), "top_k"_a.none() = nb::none(),
         "top_p"_a.none() = nb::none(), "min_p"_a.none() = nb::none());
   m.def("sample", &sample, "backend"_a, "probs"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a, "purpose"_a);
+  m.def("sample_direct", &sample_direct, "backend"_a.none(), "probs"_a.none(), "seeds"_a.none(), "request_ids"_a.none(),
+        "steps"_a.none(), "position"_a.none(), "purpose"_a.none(),
+        "specdec.sample's arguments as given: the results, or None when any is not already in final form.");
+  m.def("sample_logits_direct", &sample_logits_direct, "backend"_a.none(), "logits"_a.none(), "seeds"_a.none(),
+        "request_ids"_a.none(), "steps"_a.none(), "temperature"_a.none(), "top_k"_a.none(), "top_p"_a.none(), "min_p"_a.none(),
+        "position"_a.none(), "purpose"_a.none(),
+        "specdec.sample_logits's arguments as given: the results, or None when any is not already in final form.");
   m.def("sample_logits", &sample_logits, "backend"_a, "logits"_a, "vocab"_a, "seeds"_a, "request_ids"_a, "steps"_a, "position"_a,
         "purpose"_a, "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a);
   m.def("softmax", &row_transform<false>, "backend"_a, "logits"_a, "vocab"_a, "temperature"_a, "top_k"_a.none() = nb::none(),

@@ -180,6 +180,39 @@ def test_torch_cpu_tensors_are_read_in_place(dtype, backend):
     assert np.array_equal(got.tokens, want.tokens)
 
 
+def test_results_come_back_as_torch_tensors_for_torch_rows(backend):
+    """Torch rows in, torch tensors out (sharing the result arrays' memory), equal to the numpy call's
+    results; numpy rows give numpy arrays; a caller's numpy out= is returned as given."""
+    drafts, q, p = torch_rows(B=3, n=2, seed=4)
+    kw = dict(seeds=5, request_ids=[0, 1, 2], steps=1, backend=backend)
+    logits = torch.log(p)
+    p0, logits0 = p[:, 0].contiguous(), logits[:, 0].contiguous()
+    cases = {
+        "verify (direct call)": lambda x: specdec.verify(specdec.Strict(), drafts.numpy(), x(q), x(p), **kw),
+        "verify (checked path)": lambda x: specdec.verify(specdec.Strict(), drafts.tolist(), x(q), x(p), **kw),
+        "verify_from_logits": lambda x: specdec.verify_from_logits(specdec.SampleAndMatch(), drafts.numpy(), x(logits),
+                                                                   temperature=0.7, **kw),
+        "verify_from_logits (checked path)": lambda x: specdec.verify_from_logits(
+            specdec.SampleAndMatch(), drafts.tolist(), x(logits), temperature=[0.7] * 3, **kw),
+        "verify_tree": lambda x: specdec.verify_tree(specdec.Greedy(), [[-1, 0, 1]] * 3, np.zeros((3, 3), np.int32),
+                                                     None, x(p), **kw),
+        "sample": lambda x: specdec.sample(x(p0), **kw),
+        "sample_logits": lambda x: specdec.sample_logits(x(logits0), temperature=0.5, **kw),
+        "softmax": lambda x: specdec.softmax(x(logits0), return_status=True, backend=backend),
+        "warp_logits": lambda x: specdec.warp_logits(x(logits0), top_k=2, return_status=True, backend=backend),
+    }
+    for name, call in cases.items():
+        got, want = call(lambda t: t), call(lambda t: t.numpy())
+        assert len(got) == len(want), name
+        for g, w in zip(got, want):
+            assert torch.is_tensor(g), f"{name}: expected torch tensors for torch rows, got {type(g).__name__}"
+            assert isinstance(w, np.ndarray) and not torch.is_tensor(w), name
+            np.testing.assert_array_equal(g.numpy(), w, err_msg=name)
+    out = (np.zeros((3, 3), np.int32), np.zeros(3, np.int32), np.zeros(3, np.uint8))
+    got = specdec.verify(specdec.Strict(), drafts.numpy(), q, p, out=out, **kw)
+    assert all(g is o for g, o in zip(got, out)), "a caller's out= arrays are what is returned"
+
+
 def test_torch_tensors_of_a_wrong_dtype_or_layout_are_refused():
     drafts, q, p = torch_rows()
     kw = dict(seeds=3, request_ids=[0, 1], steps=0)
