@@ -19,12 +19,15 @@ Built when Boost.Math was found at build time and SPECDEC_PYTHON_CONFORMANCE is 
 from __future__ import annotations
 
 import json as _json
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
 import specdec
 from . import _core
+
+if TYPE_CHECKING:
+    from . import _Rule
 
 AVAILABLE: bool = bool(_core.HAS_CONFORMANCE)
 
@@ -108,10 +111,10 @@ def _streams(inputs):
                 steps=inputs.steps.astype(np.uint32))
 
 
-def specdec_verifier(rule, backend=None):
+def specdec_verifier(rule: _Rule, backend: Optional[str] = None) -> Callable[[ChainInputs], specdec.VerifyResult]:
     """A chain verifier calling ``specdec.verify`` with `rule` (the kit's positive control)."""
 
-    def verify(inputs: ChainInputs):
+    def verify(inputs: ChainInputs) -> specdec.VerifyResult:
         q = inputs.draft_rows if rule.reads_q else None
         return specdec.verify(rule, inputs.draft_tokens, q, inputs.target_rows, num_drafts=inputs.num_drafts,
                               backend=backend, **_streams(inputs))
@@ -119,12 +122,13 @@ def specdec_verifier(rule, backend=None):
     return verify
 
 
-def specdec_logits_verifier(rule, backend=None):
+def specdec_logits_verifier(rule: _Rule,
+                            backend: Optional[str] = None) -> Callable[[ChainLogitInputs], specdec.VerifyResult]:
     """A chain verifier from logits calling ``specdec.verify_from_logits`` with `rule` and each side's
     warping parameters."""
 
-    def verify(inputs: ChainLogitInputs):
-        draft = {}
+    def verify(inputs: ChainLogitInputs) -> specdec.VerifyResult:
+        draft: dict[str, Any] = {}
         if rule.reads_q:
             draft = dict(draft_logits=inputs.draft_rows, draft_temperature=inputs.draft_temperature,
                          draft_top_k=inputs.draft_top_k, draft_top_p=inputs.draft_top_p,
@@ -137,10 +141,10 @@ def specdec_logits_verifier(rule, backend=None):
     return verify
 
 
-def specdec_tree_verifier(rule, backend=None):
+def specdec_tree_verifier(rule: _Rule, backend: Optional[str] = None) -> Callable[[TreeInputs], specdec.TreeResult]:
     """A tree verifier calling ``specdec.verify_tree`` with `rule`."""
 
-    def verify(inputs: TreeInputs):
+    def verify(inputs: TreeInputs) -> specdec.TreeResult:
         return specdec.verify_tree(rule, inputs.parents, inputs.tokens, inputs.draft_rows if rule.reads_q else None,
                                    inputs.target_rows, num_nodes=inputs.num_nodes, backend=backend, **_streams(inputs))
 
@@ -170,9 +174,12 @@ def _normalise(result, B):
     return np.ascontiguousarray(tokens, np.int32), np.ascontiguousarray(np.broadcast_to(reported, (B,)))
 
 
-def check_chain_verifier(verifier, guarantee="lossless", *, name="python verifier", seeded=True,
-                         reads_draft_probs=True, alpha=1e-6, seed=20261125, law_requests=100_000, batch_size=2000,
-                         independence_pairs=20_000, impossible_token_trials=2**27, only=()):
+def check_chain_verifier(verifier: Callable[[ChainInputs], Union[specdec.VerifyResult, tuple[Any, Any]]],
+                         guarantee: Union[str, specdec.Lenient] = "lossless", *, name: str = "python verifier",
+                         seeded: bool = True, reads_draft_probs: bool = True, alpha: float = 1e-6,
+                         seed: int = 20261125, law_requests: int = 100_000, batch_size: int = 2000,
+                         independence_pairs: int = 20_000, impossible_token_trials: int = 2**27,
+                         only: Sequence[str] = ()) -> Report:
     """Runs the kit on `verifier` (a callable taking a ``ChainInputs`` and returning (tokens, reported)
     or a ``specdec.VerifyResult``) for `guarantee`: "lossless", "greedy" or a ``specdec.Lenient(l)``
     (its stated law). The options are the kit's (kit_options): ``only`` restricts the checks by name
@@ -184,9 +191,12 @@ def check_chain_verifier(verifier, guarantee="lossless", *, name="python verifie
                 batch_size, independence_pairs, impossible_token_trials, "independent", only)
 
 
-def check_chain_logits_verifier(verifier, guarantee="lossless", *, name="python logits verifier", seeded=True,
-                                reads_draft_probs=True, alpha=1e-6, seed=20261125, law_requests=100_000,
-                                batch_size=2000, only=()):
+def check_chain_logits_verifier(verifier: Callable[[ChainLogitInputs], Union[specdec.VerifyResult, tuple[Any, Any]]],
+                                guarantee: Union[str, specdec.Lenient] = "lossless", *,
+                                name: str = "python logits verifier", seeded: bool = True,
+                                reads_draft_probs: bool = True, alpha: float = 1e-6, seed: int = 20261125,
+                                law_requests: int = 100_000, batch_size: int = 2000,
+                                only: Sequence[str] = ()) -> Report:
     """Runs the kit's logits checks on `verifier` (a callable taking a ``ChainLogitInputs`` and returning
     (tokens, reported) or a ``specdec.VerifyResult``): exact laws on Markov pairs of logits under three
     warping configurations (top-k against top-p, top-p against min-p, both sides alike), determinism,
@@ -197,9 +207,11 @@ def check_chain_logits_verifier(verifier, guarantee="lossless", *, name="python 
                 law_requests, batch_size, 0, 0, "independent", only)
 
 
-def check_tree_verifier(verifier, guarantee="lossless", *, sampling="independent", name="python tree verifier",
-                        seeded=True, reads_draft_probs=True, alpha=1e-6, seed=20261125, law_requests=100_000,
-                        batch_size=2000, only=()):
+def check_tree_verifier(verifier: Callable[[TreeInputs], Union[specdec.TreeResult, tuple[Any, Any]]],
+                        guarantee: Union[str, specdec.Lenient] = "lossless", *,
+                        sampling: str = "independent", name: str = "python tree verifier", seeded: bool = True,
+                        reads_draft_probs: bool = True, alpha: float = 1e-6, seed: int = 20261125,
+                        law_requests: int = 100_000, batch_size: int = 2000, only: Sequence[str] = ()) -> Report:
     """Runs the kit's tree checks on `verifier` (a callable taking a ``TreeInputs`` and returning
     (tokens, reported) or a ``specdec.TreeResult``): exact laws on trees of several shapes, determinism
     and batch invariance, the tree bad-input catalogue. `guarantee`: "lossless" or "greedy";

@@ -24,13 +24,16 @@ of such Tallies, ``Estimate``s (a mean without a histogram) and count arrays (se
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
 
 from . import _core
 from ._core import Error
 from .theory._vectorize import _array, _integers, broadcast
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["Tally", "Estimate", "TokenProcess", "MTADRun", "TreeWalk", "BlockVerification", "SprinterTokenProcess",
            "sd_chain", "sv_accepted", "sprinter_chain", "sd_token_process", "mtad", "tree_walk", "block_verification",
@@ -48,7 +51,7 @@ class Tally(NamedTuple):
     draft_tokens: np.ndarray
     overflow: np.ndarray
 
-    def z_score(self, expected):
+    def z_score(self, expected: ArrayLike) -> np.ndarray:
         """(mean - expected) / std_error (inf where the standard error is 0 and they differ, 0 where equal)."""
         return _z_score(self.mean, self.std_error, expected)
 
@@ -68,7 +71,7 @@ class Estimate(NamedTuple):
     variance: np.ndarray
     std_error: np.ndarray
 
-    def z_score(self, expected):
+    def z_score(self, expected: ArrayLike) -> np.ndarray:
         """(mean - expected) / std_error, as ``Tally.z_score``."""
         return _z_score(self.mean, self.std_error, expected)
 
@@ -190,7 +193,8 @@ def _run(function, where, draws, seed, first, stream, shift, **params):
     return _tally(d, shape, shift)
 
 
-def sd_chain(alpha, gamma=None, *, draws, seed, stream=None, first=0):
+def sd_chain(alpha: ArrayLike, gamma: Optional[ArrayLike] = None, *, draws: int, seed: int,
+             stream: Optional[ArrayLike] = None, first: int = 0) -> Tally:
     """Standard SD iterations with i.i.d. acceptance ``alpha`` and ``gamma`` drafts (C++
     ``simulate::sd::chain``); ``gamma=None``: ``alpha`` holds alpha_1..alpha_gamma on its last axis
     (position-dependent acceptance). ``mean`` estimates E[T], T = 1 + accepted drafts (the closed
@@ -201,7 +205,7 @@ def sd_chain(alpha, gamma=None, *, draws, seed, stream=None, first=0):
                 gamma=("i", gamma))
 
 
-def sv_accepted(a, *, draws, seed, stream=None, first=0):
+def sv_accepted(a: ArrayLike, *, draws: int, seed: int, stream: Optional[ArrayLike] = None, first: int = 0) -> Tally:
     """Speculative Verification's N (appendix D, eq. (3)) for the acceptances ``a`` on the last axis
     (gamma = its length): the accepted prefix, the target's token not counted (C++
     ``simulate::sv::accepted``, the position-dependent chain). ``mean`` estimates E[N]
@@ -209,7 +213,8 @@ def sv_accepted(a, *, draws, seed, stream=None, first=0):
     return _run("sd_chain_rows", "simulate.sv_accepted", draws, seed, first, stream, 0.0, alphas=("r", a))
 
 
-def sprinter_chain(eta_tp, eta_fp, r, *, draws, seed, stream=None, first=0):
+def sprinter_chain(eta_tp: ArrayLike, eta_fp: ArrayLike, r: ArrayLike, *, draws: int, seed: int,
+                   stream: Optional[ArrayLike] = None, first: int = 0) -> Tally:
     """SPRINTER's drafting runs under the i.i.d. verifier of Theorem 3.3 (C++
     ``simulate::sprinter::verifier_chain``): ``mean`` estimates E[N], the tokens the verifier accepts
     before its first rejection (``theory.sprinter.expected_tokens``)."""
@@ -217,7 +222,8 @@ def sprinter_chain(eta_tp, eta_fp, r, *, draws, seed, stream=None, first=0):
                 eta_fp=("f", eta_fp), r=("i", r))
 
 
-def sd_token_process(p, q, gamma, *, draws, seed, stream=0, first=0, lenience=1.0):
+def sd_token_process(p: ArrayLike, q: ArrayLike, gamma: int, *, draws: int, seed: int, stream: int = 0, first: int = 0,
+                     lenience: float = 1.0) -> TokenProcess:
     """SD iterations on actual tokens (C++ ``simulate::sd::token_process``): each draft x ~ q, tested
     against p by the strict rule (``lenience=1``) or ``Lenient(lenience)``, corrected from the residual
     on rejection; the bonus from p after gamma acceptances. One configuration: p, q rows [V]. The
@@ -245,7 +251,8 @@ def sd_token_process(p, q, gamma, *, draws, seed, stream=0, first=0, lenience=1.
     return TokenProcess(t, d["first_token"], d["bonus_token"], int(d["first_accepted"]), int(d["fallbacks"]))
 
 
-def mtad(p, q, tau, gamma, *, draws, seed, stream=None, first=0, drafting="sampled"):
+def mtad(p: ArrayLike, q: ArrayLike, tau: ArrayLike, gamma: ArrayLike, *, draws: int, seed: int,
+         stream: Optional[ArrayLike] = None, first: int = 0, drafting: str = "sampled") -> MTADRun:
     """MTAD's verification (C++ ``simulate::mtad::run``) on the context-free pair of rows ``p``, ``q``
     (last axis V): each iteration drafts ``gamma`` tokens (``drafting="sampled"``: i.i.d. from q;
     ``"argmax"``: argmax q repeated, the exact beam of a context-free q), accepts the longest prefix
@@ -261,7 +268,8 @@ def mtad(p, q, tau, gamma, *, draws, seed, stream=None, first=0, drafting="sampl
                                                                      "sum_log_q", "perplexity_p", "perplexity_q")))
 
 
-def tree_walk(parents, alphas, *, draws, seed, stream=None, first=0):
+def tree_walk(parents: ArrayLike, alphas: ArrayLike, *, draws: int, seed: int, stream: Optional[ArrayLike] = None,
+              first: int = 0) -> TreeWalk:
     """Token-tree verification under per-node acceptance (C++ ``simulate::tree::walk``) of one tree
     given by ``parents`` (node 0 the root, parent -1; every other parent an earlier node), with
     alphas[..., n] = P(node n accepted | its parent reached and its earlier siblings rejected) on the
@@ -280,7 +288,8 @@ def tree_walk(parents, alphas, *, draws, seed, stream=None, first=0):
                     d["coins"].reshape(shape))
 
 
-def block_verification(p, q, gamma, *, draws, seed, stream=None, first=0):
+def block_verification(p: ArrayLike, q: ArrayLike, gamma: ArrayLike, *, draws: int, seed: int,
+                       stream: Optional[ArrayLike] = None, first: int = 0) -> BlockVerification:
     """Block verification (Sun et al.) of gamma-token blocks drafted from the context-free row ``q``
     against ``p`` (C++ ``simulate::block::verification``), and token-wise verification of the same
     blocks. ``block.mean`` estimates E[tau] (``theory.block.block_expected_accepted``),
@@ -292,7 +301,8 @@ def block_verification(p, q, gamma, *, draws, seed, stream=None, first=0):
     return BlockVerification(_tally(d["block"], shape), _tally(d["token_wise"], shape), _estimate(d, "gain", shape))
 
 
-def sprinter_token_process(p, q, eta_tp, eta_fp, *, draws, seed, stream=None, first=0):
+def sprinter_token_process(p: ArrayLike, q: ArrayLike, eta_tp: ArrayLike, eta_fp: ArrayLike, *, draws: int, seed: int,
+                           stream: Optional[ArrayLike] = None, first: int = 0) -> SprinterTokenProcess:
     """One SPRINTER position per draw on actual tokens (C++ ``simulate::sprinter::token_process``):
     x ~ q; x is acceptable iff q(x) <= p(x); the verifier keeps it with eta_tp (acceptable) or eta_fp
     (not); a verifier-rejected x goes to the target, which keeps it by the strict rule or samples the

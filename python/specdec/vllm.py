@@ -25,11 +25,14 @@ logprobs_tensors=None)``; ``install(runner)`` puts it in place of a V1 model run
 from __future__ import annotations
 
 import zlib
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Optional, Union
 
 import numpy as np
 
 import specdec
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 GREEDY_TEMPERATURE = 1e-5  # temperatures below this are greedy
 
@@ -42,7 +45,7 @@ class SpecDecodeIndices(NamedTuple):
     bonus_logits_indices: np.ndarray  # int64 [B], the bonus rows
 
 
-def spec_decode_indices(num_draft_tokens) -> SpecDecodeIndices:
+def spec_decode_indices(num_draft_tokens: ArrayLike) -> SpecDecodeIndices:
     """The index arrays of vLLM's ``SpecDecodeMetadata`` for drafts of these lengths."""
     nd = np.asarray(num_draft_tokens, dtype=np.int64)
     if nd.ndim != 1 or (nd < 0).any():
@@ -53,7 +56,7 @@ def spec_decode_indices(num_draft_tokens) -> SpecDecodeIndices:
     return SpecDecodeIndices(np.cumsum(nd), target.astype(np.int64), cu_sampled - 1)
 
 
-def parse_output(output_token_ids, vocab_size: int) -> list[list[int]]:
+def parse_output(output_token_ids: ArrayLike, vocab_size: int) -> list[list[int]]:
     """Each request's emitted tokens: the -1 padding (and any id >= vocab_size) dropped."""
     t = np.asarray(output_token_ids)
     return [[int(x) for x in row if 0 <= x < vocab_size] for row in t]
@@ -68,8 +71,11 @@ def _one_hot_rows(draft_token_ids, V, dtype):
     return q
 
 
-def rejection_sample(draft_token_ids, num_draft_tokens, draft_probs, logits, *, seeds, request_ids, steps,
-                     temperature=None, top_k=None, top_p=None, backend=None, return_status=False):
+def rejection_sample(draft_token_ids: ArrayLike, num_draft_tokens: ArrayLike, draft_probs: Optional[ArrayLike],
+                     logits: ArrayLike, *, seeds: ArrayLike, request_ids: ArrayLike, steps: ArrayLike,
+                     temperature: Optional[ArrayLike] = None, top_k: Optional[ArrayLike] = None,
+                     top_p: Optional[ArrayLike] = None, backend: Optional[str] = None,
+                     return_status: bool = False) -> Union[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """vLLM-layout rejection sampling (see the module comment).
 
     draft_token_ids [N]; num_draft_tokens [B]; draft_probs [N, V] or None; logits [N + B, V]
@@ -224,20 +230,22 @@ class RejectionSampler:
     min-p) and logprobs; the bonus token is drawn from the warped bonus row by specdec itself.
     """
 
-    def __init__(self, default_seed=0, *, backend=None):
+    def __init__(self, default_seed: Any = 0, *, backend: Optional[str] = None) -> None:
         self.default_seed = _seed_of(default_seed, "default_seed")
         self.backend = backend
-        self._steps = {}
+        self._steps: dict[int, int] = {}
 
-    def forget(self, request_ids):
+    def forget(self, request_ids: Iterable[Union[int, np.integer, str]]) -> None:
         """Drops the step counters of these (finished) requests."""
         for rid in request_ids:
             self._steps.pop(_request_key(rid), None)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> SamplerOutput:
         return self.forward(*args, **kwargs)
 
-    def forward(self, metadata, draft_probs, logits, sampling_metadata, *, request_ids=None, steps=None):
+    def forward(self, metadata: Any, draft_probs: Optional[ArrayLike], logits: ArrayLike, sampling_metadata: Any, *,
+                request_ids: Optional[Iterable[Union[int, np.integer, str]]] = None,
+                steps: Optional[ArrayLike] = None) -> SamplerOutput:
         drafts = _host(metadata.draft_token_ids, "metadata.draft_token_ids")
         nd = _host(metadata.num_draft_tokens, "metadata.num_draft_tokens")
         if drafts.ndim != 1:
@@ -291,7 +299,7 @@ class RejectionSampler:
         if len(set(keys.tolist())) != B:
             raise ValueError("request_ids: two requests of the batch have the same id (or CRC-32)")
         if steps is None:
-            step_arr = np.array([self._steps.get(k, 0) for k in keys.tolist()], np.uint32)
+            step_arr: Any = np.array([self._steps.get(k, 0) for k in keys.tolist()], np.uint32)
         else:
             step_arr = steps
         out = _rejection_sample(drafts, nd, draft_probs, logits, greedy, seeds=seeds, request_ids=keys,
@@ -309,7 +317,8 @@ class RejectionSampler:
         return SamplerOutput(out)
 
     @staticmethod
-    def parse_output(output_token_ids, vocab_size, discard_req_indices=(), logprobs_tensors=None):
+    def parse_output(output_token_ids: ArrayLike, vocab_size: int, discard_req_indices: Iterable[int] = (),
+                     logprobs_tensors: Any = None) -> list[list[int]]:
         """vLLM's ``RejectionSampler.parse_output``: each request's tokens without the -1 padding and
         ids >= vocab_size (requests in ``discard_req_indices`` get empty lists)."""
         t = _host(output_token_ids, "output_token_ids")
@@ -318,7 +327,7 @@ class RejectionSampler:
             out[int(i)] = []
         return out
 
-    def install(self, runner):
+    def install(self, runner: Any) -> Any:
         """Puts this sampler in place of ``runner.rejection_sampler`` (a vLLM V1 GPUModelRunner, or any
         object with ``rejection_sampler`` and ``input_batch.req_ids``); each call then passes the
         batch's request ids. Returns the object it replaced."""
@@ -332,7 +341,8 @@ class RejectionSampler:
             return sampler.forward(metadata, draft_probs, logits, sampling_metadata,
                                    request_ids=list(runner.input_batch.req_ids)[:B])
 
-        bound.parse_output = self.parse_output  # the runner calls rejection_sampler.parse_output too
-        bound.specdec_sampler = self
+        # the runner calls rejection_sampler.parse_output too
+        bound.parse_output = self.parse_output  # type: ignore[attr-defined]
+        bound.specdec_sampler = self  # type: ignore[attr-defined]
         runner.rejection_sampler = bound
         return previous
