@@ -4,8 +4,10 @@ The C++ step decoder (decode/batch_decoder.hpp) runs a batch of requests, each w
 seed, draft length, sampling parameters, drafter and rule; each ``step()`` runs one speculative round
 for every running request and returns what each emitted as a ``StepEvent``. The models are the
 library's reference models (``random_markov_model``, ``ngram_pair`` trained on text), evaluated in
-C++: a step runs without the GIL; or models written in Python (``python_model``: a callable from the
-context to the next token's logits), called with the GIL taken for each row. Drafters: ``"model"`` (the draft model, batched chain drafting),
+C++: a step runs without the GIL; or models written in Python: ``python_model`` (a callable from the
+context to the next token's logits, called for each row with the whole context) or
+``python_sequence_model`` (a KV-cached model: each step appends only the new tokens of every
+sequence, all of a batch's appends in one call), called with the GIL taken. Drafters: ``"model"`` (the draft model, batched chain drafting),
 ``"ngram"`` (prompt lookup over the request's prompt and output), ``"suffix"`` (a suffix tree over
 them, chains), ``"suffix_tree"`` (its trees, verified as trees by a rule that reads no q), ``"tree"``
 (EAGLE-2's dynamic tree over the draft model, verified likewise) and ``"mtad"`` (MTAD's beams over the
@@ -21,16 +23,18 @@ the default): with Greedy or SampleAndMatch, a request's tokens are those of tar
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Iterable, NamedTuple, Optional, Sequence
+from typing import Callable, Iterable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _core
 from . import _Rule, _CHAIN_RULES, _backend, Status, Strict
 
-__all__ = ["ReferenceModel", "random_markov_model", "ngram_pair", "python_model", "Decoder", "StepEvent", "DRAFTERS"]
+__all__ = ["ReferenceModel", "PythonSequenceModel", "random_markov_model", "ngram_pair", "python_model",
+           "python_sequence_model", "Decoder", "StepEvent", "DRAFTERS"]
 
 ReferenceModel = _core.ReferenceModel
+PythonSequenceModel = _core.PythonSequenceModel
 DRAFTERS: tuple[str, ...] = ("model", "ngram", "suffix", "suffix_tree", "tree", "mtad")
 
 
@@ -65,6 +69,30 @@ def python_model(next_logits: Callable[[np.ndarray], np.ndarray], vocab_size: in
     return _core.python_model(next_logits, int(vocab_size))
 
 
+def python_sequence_model(model: object, vocab_size: int) -> PythonSequenceModel:
+    """A KV-cached model written in Python for ``Decoder`` (C++ ``SequenceModel``, model/sequence.hpp).
+    ``model`` has three methods:
+
+    - ``forward(appends)``: ``appends`` is a list of ``(sequence, tokens, rows)`` tuples, applied in
+      order: sequence (an int) grows by ``tokens`` (a new int32 array) and the logits after each of
+      its last ``rows`` positions are asked for. Returns them all, append 0's rows first, as one
+      [sum of rows, vocab_size] float32 or float64 array. One call per decoder forward: the target's
+      call scores every request's pending tokens and drafts at once, a draft step every request's next
+      position at once.
+    - ``rollback(sequence, n)``: drops the sequence's last n tokens (rejected drafts).
+    - ``release(sequence)``: frees it (a finished request); a later append starts it from nothing.
+
+    The decoder keeps each sequence's length and checks appends (tokens in the vocabulary) before
+    calling. If a call raises or ``forward`` returns the wrong shape or dtype, the rows of that call
+    become NaN (its requests end with ``Status.INVALID_ROW``, finished "error"), a failed rollback
+    makes that sequence's next rows NaN, and ``Decoder.step`` warns with the error's text
+    (RuntimeWarning). Token trees (``"suffix_tree"``, ``"tree"``) need a target that takes tree
+    appends, so they run on reference models and ``python_model`` only; ``"tree"`` and ``"mtad"``
+    draft from a stateless draft model (a reference model or ``python_model``). The decoder holds
+    its lock during the calls: they must not call back into the same decoder."""
+    return _core.PythonSequenceModel(model, int(vocab_size))
+
+
 class StepEvent(NamedTuple):
     """What one request's round did in a ``step()``."""
 
@@ -79,13 +107,15 @@ class StepEvent(NamedTuple):
 
 
 class Decoder:
-    """The step decoder over a target and (optionally) a draft reference model of one vocabulary.
+    """The step decoder over a target and (optionally) a draft model of one vocabulary: reference
+    models, ``python_model``s or ``python_sequence_model``s (KV-cached, one call per forward).
 
     ``rule`` is the default rule of its requests (a chain rule: Strict, Lenient, Greedy,
     SampleAndMatch, Block or Typical); ``backend`` "seq" or "simd" (the default where built).
     Without a draft model every request must use a model-free drafter (or gamma 0)."""
 
-    def __init__(self, target: ReferenceModel, draft: Optional[ReferenceModel] = None, *, rule: _Rule = Strict(),
+    def __init__(self, target: Union[ReferenceModel, PythonSequenceModel],
+                 draft: Optional[Union[ReferenceModel, PythonSequenceModel]] = None, *, rule: _Rule = Strict(),
                  backend: Optional[str] = None):
         if not isinstance(rule, _CHAIN_RULES):
             raise TypeError(f"rule: a chain rule ({', '.join(r.__name__ for r in _CHAIN_RULES)}), got {type(rule).__name__}")
@@ -134,8 +164,8 @@ class Decoder:
         events = [StepEvent(r, t, f, Status(s), d, v, ds, tp) for (r, t, f, s, d, v, ds, tp) in self._decoder.step()]
         errors = [e for m in self._models for e in m.take_errors()]
         if errors:
-            warnings.warn(f"specdec.Decoder: a model written in Python failed on {len(errors)} row(s); their requests "
-                          f"end with INVALID_ROW. First: {errors[0]}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"specdec.Decoder: a model written in Python failed {len(errors)} time(s); the requests it "
+                          f"was scoring end with INVALID_ROW. First: {errors[0]}", RuntimeWarning, stacklevel=2)
         return events
 
     def run(self) -> dict[int, np.ndarray]:

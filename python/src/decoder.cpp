@@ -5,7 +5,9 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -49,6 +52,27 @@ using specdec_python::to_numpy;
 
 namespace {
 
+// What a call into Python raised, in one line ("KeyError: 'the model broke'"); with the GIL held.
+std::string error_text(const std::exception& e) {
+  if (const auto* p = dynamic_cast<const nb::python_error*>(&e)) {
+    const nb::handle type = p->type();
+    return std::string(nb::str(type.attr("__name__")).c_str()) + ": " + nb::str(p->value()).c_str();
+  }
+  return e.what();
+}
+
+// Copies the first n entries of a float32 or float64 array returned by Python's `who` into `out`.
+template <class Array>
+void copy_as_float(const Array& a, std::size_t n, std::span<float> out, const char* who) {
+  if (a.dtype() == nb::dtype<float>())
+    std::copy_n(static_cast<const float*>(a.data()), n, out.begin());
+  else if (a.dtype() == nb::dtype<double>())
+    std::transform(static_cast<const double*>(a.data()), static_cast<const double*>(a.data()) + n, out.begin(),
+                   [](double x) { return static_cast<float>(x); });
+  else
+    throw specdec::error(std::string(who) + " returned an array that is not float32 or float64");
+}
+
 // A model written in Python: `next_logits(context)` with the context as a new int32 array returns
 // the next token's logits, `vocab_size` float32 or float64 entries (any array nanobind can import).
 // The decoder calls it without the GIL held, so each call takes the GIL. What the callable raises, or
@@ -73,17 +97,11 @@ class python_model {
       if (row.size() != vocab_)
         throw specdec::error("next_logits returned " + std::to_string(row.size()) +
                              " logits, not vocab_size = " + std::to_string(vocab_));
-      if (row.dtype() == nb::dtype<float>())
-        std::copy_n(static_cast<const float*>(row.data()), vocab_, logits.begin());
-      else if (row.dtype() == nb::dtype<double>())
-        std::transform(static_cast<const double*>(row.data()), static_cast<const double*>(row.data()) + vocab_, logits.begin(),
-                       [](double x) { return static_cast<float>(x); });
-      else
-        throw specdec::error("next_logits returned an array that is not float32 or float64");
+      copy_as_float(row, vocab_, logits, "next_logits");
     } catch (const std::exception& e) {  // nb::python_error included (destroyed here, with the GIL held)
       std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
       const std::lock_guard lock(errors_->mutex);
-      errors_->texts.emplace_back(e.what());
+      errors_->texts.push_back(error_text(e));
     }
   }
 
@@ -146,7 +164,147 @@ class reference_model {
       model_;
 };
 
-using sequence_model = specdec::recomputing_sequence_model<reference_model>;
+// A KV-cached model written in Python (a SequenceModel, model/sequence.hpp): `model.forward(appends)`
+// gets a list of (sequence, tokens, rows) tuples (tokens a new int32 array; the sequence's state so far
+// is the model's own) and returns the rows asked for, one after the other, as a [sum of rows, V]
+// float32 or float64 array; `model.rollback(sequence, n)` drops a sequence's last n tokens and
+// `model.release(sequence)` frees it. The lengths are kept here. The decoder calls it without the GIL
+// held, so each call takes the GIL. What a call raises, or a result of the wrong shape or dtype, is kept
+// for `take_errors`: a failed forward gives NaN rows (every request of that forward ends with
+// `invalid_row`, its sequence released), a failed rollback makes that sequence's next rows NaN.
+class python_sequence_model {
+ public:
+  python_sequence_model(nb::object model, std::size_t vocab_size) : model_(std::move(model)), vocab_(vocab_size) {
+    if (vocab_ == 0) throw specdec::error("vocab_size must be >= 1");
+    for (const char* name : {"forward", "rollback", "release"})
+      if (!nb::hasattr(model_, name) || !PyCallable_Check(model_.attr(name).ptr()))
+        throw nb::type_error((std::string("model: has no callable '") + name + "' (forward, rollback, release)").c_str());
+  }
+
+  std::size_t vocab_size() const noexcept { return vocab_; }
+  std::size_t length(specdec::sequence_id s) const {
+    const auto it = lengths_.find(s);
+    return it == lengths_.end() ? 0 : it->second;
+  }
+
+  void forward(std::span<const specdec::sequence_append> appends, std::span<float> logits) {
+    const std::size_t rows = specdec::detail::check_rows(appends, logits.size(), vocab_);
+    for (const auto& a : appends) specdec::detail::check_append(a, length(a.sequence), vocab_);
+    for (const auto& a : appends) lengths_[a.sequence] += a.tokens.size();
+    const nb::gil_scoped_acquire gil;
+    try {
+      nb::list batch;
+      for (const auto& a : appends) {
+        auto copy = std::make_unique<token_id[]>(a.tokens.size());
+        std::copy(a.tokens.begin(), a.tokens.end(), copy.get());
+        batch.append(nb::make_tuple(a.sequence, to_numpy(std::move(copy), {a.tokens.size()}), a.rows));
+      }
+      const nb::object result = model_.attr("forward")(batch);
+      nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> out;
+      if (!nb::try_cast(result, out, false) || out.ndim() != 2 || out.shape(0) != rows || out.shape(1) != vocab_)
+        throw specdec::error("forward returned no C-contiguous CPU array of shape (" + std::to_string(rows) + ", " +
+                             std::to_string(vocab_) + ") (the rows asked for, one after the other)");
+      copy_as_float(out, rows * vocab_, logits, "forward");
+    } catch (const std::exception& e) {  // nb::python_error included (destroyed here, with the GIL held)
+      std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
+      keep_error(error_text(e));
+      return;
+    }
+    std::size_t row = 0;
+    for (const auto& a : appends) {  // a sequence whose rollback failed: its rows cannot be trusted
+      if (broken_.contains(a.sequence))
+        std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(row * vocab_), a.rows * vocab_,
+                    std::numeric_limits<float>::quiet_NaN());
+      row += a.rows;
+    }
+  }
+
+  void rollback(specdec::sequence_id s, std::size_t n) {
+    SPECDEC_EXPECTS(n <= length(s), "specdec::SequenceModel: rollback past the start of the sequence");
+    if (n == 0) return;
+    lengths_[s] -= n;
+    call("rollback", s, [&] { return model_.attr("rollback")(s, n); });
+  }
+
+  void release(specdec::sequence_id s) {
+    lengths_.erase(s);
+    broken_.erase(s);
+    call("release", s, [&] { return model_.attr("release")(s); });
+  }
+
+  std::vector<std::string> take_errors() const {
+    const std::lock_guard lock(errors_->mutex);
+    return std::exchange(errors_->texts, {});
+  }
+
+ private:
+  template <class F>
+  void call(const char* what, specdec::sequence_id s, F&& f) {
+    const nb::gil_scoped_acquire gil;
+    try {
+      f();
+    } catch (const std::exception& e) {
+      broken_.insert(s);
+      keep_error(std::string(what) + ": " + error_text(e));
+    }
+  }
+  void keep_error(std::string text) const {
+    const std::lock_guard lock(errors_->mutex);
+    errors_->texts.push_back(std::move(text));
+  }
+
+  struct error_log {
+    std::mutex mutex;
+    std::vector<std::string> texts;
+  };
+  nb::object model_;
+  std::size_t vocab_;
+  std::unordered_map<specdec::sequence_id, std::size_t> lengths_;
+  std::unordered_set<specdec::sequence_id> broken_;
+  std::shared_ptr<error_log> errors_ = std::make_shared<error_log>();
+};
+
+// A decoder's model: a reference model through the recomputing adapter (every row re-reads its
+// context; tree appends too), or a KV-cached model written in Python (chains only).
+class decoder_model {
+ public:
+  explicit decoder_model(const reference_model& m) : impl_(std::in_place_type<recomputing>, m) {}
+  explicit decoder_model(std::shared_ptr<python_sequence_model> m) : impl_(std::move(m)) {}
+
+  std::size_t vocab_size() const {
+    return std::visit([](const auto& m) { return static_cast<std::size_t>(at(m).vocab_size()); }, impl_);
+  }
+  std::size_t length(specdec::sequence_id s) const {
+    return std::visit([&](const auto& m) { return static_cast<std::size_t>(at(m).length(s)); }, impl_);
+  }
+  void forward(std::span<const specdec::sequence_append> appends, std::span<float> logits) {
+    std::visit([&](auto& m) { at(m).forward(appends, logits); }, impl_);
+  }
+  void rollback(specdec::sequence_id s, std::size_t n) {
+    std::visit([&](auto& m) { at(m).rollback(s, n); }, impl_);
+  }
+  void release(specdec::sequence_id s) {
+    std::visit([&](auto& m) { at(m).release(s); }, impl_);
+  }
+  void commit_tree(specdec::sequence_id s, std::size_t n, std::span<const std::int32_t> keep) {
+    auto* r = std::get_if<recomputing>(&impl_);
+    if (r == nullptr) throw specdec::error("a model written in Python (python_sequence_model) takes no token trees");
+    r->commit_tree(s, n, keep);
+  }
+  bool takes_tree_appends() const noexcept { return std::holds_alternative<recomputing>(impl_); }
+
+ private:
+  using recomputing = specdec::recomputing_sequence_model<reference_model>;
+  static recomputing& at(recomputing& m) { return m; }
+  static const recomputing& at(const recomputing& m) { return m; }
+  static python_sequence_model& at(const std::shared_ptr<python_sequence_model>& m) { return *m; }
+  std::variant<recomputing, std::shared_ptr<python_sequence_model>> impl_;
+};
+
+using sequence_model = decoder_model;
+
+// A model as the decoder takes it: a reference model, or a KV-cached one written in Python.
+using any_model = std::variant<reference_model, std::shared_ptr<python_sequence_model>>;
 
 // A token array (int32 or int64, one dimension) or a Python sequence of ints, as token ids.
 std::vector<token_id> token_list(const nb::handle& x, const char* name) {
@@ -244,13 +402,13 @@ struct request_spec {
 template <class Policy>
 class policy_decoder {
  public:
-  policy_decoder(Policy policy, reference_model target, std::optional<reference_model> draft, const rule_spec& rule)
-      : target_model_(std::move(target)),
-        draft_model_(draft ? std::move(*draft) : target_model_),
+  policy_decoder(Policy policy, const any_model& target, const std::optional<any_model>& draft, const rule_spec& rule)
+      : target_model_(reference_of(target)),
+        draft_model_(draft ? reference_of(*draft) : target_model_),
         has_draft_(draft.has_value()),
         rule_(rule),
-        target_(target_model_),
-        draft_(draft_model_) {
+        target_(model_of(target, target_model_)),
+        draft_(model_of(draft ? *draft : target, draft_model_, !draft)) {
     specdec_python::with_rule(rule,
                               [&](const auto& r) { decoder_ = std::make_unique<decoder_type>(policy, target_, draft_, r); });
   }
@@ -267,10 +425,14 @@ class policy_decoder {
     o.draft_params = spec.draft;
     o.sample_keys = spec.round_keys ? specdec::target_sample_keys::round : specdec::target_sample_keys::output_position;
     const rule_spec rule = spec.rule.value_or(rule_);
-    const std::size_t V = target_model_.vocab_size();
+    const std::size_t V = target_.vocab_size();
     const drafter_kind kind = drafter_of(spec.drafter);
     if ((kind == drafter_kind::tree || kind == drafter_kind::mtad) && !has_draft_)
       throw specdec::error("drafter '" + spec.drafter + "' needs a draft model (Decoder(target, draft))");
+    if ((kind == drafter_kind::tree || kind == drafter_kind::mtad) && !draft_model_)
+      throw specdec::error("drafter '" + spec.drafter +
+                           "' drafts from a stateless draft model (a reference model or python_model), not a "
+                           "python_sequence_model");
     std::shared_ptr<void> owned;  // the request's drafter, when its stage refers to one (kept until it finishes)
     if (kind == drafter_kind::suffix_tree || kind == drafter_kind::tree) {
       // EAGLE-2's dynamic tree (draft/tree.hpp): top-k candidates of the draft's unwarped rows, `gamma` - 1
@@ -290,7 +452,7 @@ class policy_decoder {
           } catch (const specdec::error& e) {  // named as Python names them
             throw specdec::error(std::string("tree_width (top_k), tree_nodes (total_tokens): ") + e.what());
           }
-          auto d = std::make_shared<specdec::dynamic_tree_drafter<reference_model>>(draft_model_, params);
+          auto d = std::make_shared<specdec::dynamic_tree_drafter<reference_model>>(*draft_model_, params);
           o.set_stages(specdec::tree_drafter_stage(*d), specdec::tree_acceptance{r});
           owned = std::move(d);
         }
@@ -300,7 +462,7 @@ class policy_decoder {
       // both sides, its appendix F), the joint rule with threshold tau; a lossy method by design.
       if (spec.rule) throw specdec::error("drafter 'mtad' verifies with MTAD's joint rule (tau); drop rule");
       auto d = std::make_shared<specdec::beam_drafter<reference_model>>(
-          draft_model_, specdec::beam_params{.width = spec.beams, .warp = spec.target});
+          *draft_model_, specdec::beam_params{.width = spec.beams, .warp = spec.target});
       o.drafter = specdec::beam_stage(*d);
       o.acceptance = specdec::mtad_rule(spec.tau);
       owned = std::move(d);
@@ -346,7 +508,35 @@ class policy_decoder {
 
  private:
   using decoder_type = specdec::batch_decoder<Policy, sequence_model, sequence_model>;
-  reference_model target_model_, draft_model_;
+
+  // The stateless model behind `m`, or none for a model written in Python with a KV cache.
+  static std::optional<reference_model> reference_of(const any_model& m) {
+    const auto* r = std::get_if<reference_model>(&m);
+    return r != nullptr ? std::optional(*r) : std::nullopt;
+  }
+  // The decoder's model of `m`: the recomputing adapter over `reference` (m's own stateless model), or
+  // m's Python model. A draft that is not given (`placeholder`) and would share the target's Python
+  // model gets a recomputing adapter instead: the decoder releases both sides' sequences, and only
+  // model-free drafters or gamma 0 run without a draft, so it is never asked for a row.
+  static sequence_model model_of(const any_model& m, const std::optional<reference_model>& reference, bool placeholder = false) {
+    if (reference) return sequence_model(*reference);
+    const auto& python = std::get<std::shared_ptr<python_sequence_model>>(m);
+    if (placeholder) return sequence_model(placeholder_model(python->vocab_size()));
+    return sequence_model(python);
+  }
+  // A Markov model of order 0 over V tokens, for the draft side no request asks rows of.
+  static const reference_model& placeholder_model(std::size_t V) {
+    static std::unordered_map<std::size_t, std::unique_ptr<reference_model>> kept;  // one per V, never freed
+    static std::mutex mutex;
+    const std::lock_guard lock(mutex);
+    auto& m = kept[V];
+    if (!m)
+      m = std::make_unique<reference_model>(
+          std::make_shared<const specdec::markov_model>(specdec::random_markov_model(V, 0, 0, 1.0, 0.0)));
+    return *m;
+  }
+
+  std::optional<reference_model> target_model_, draft_model_;
   bool has_draft_;
   rule_spec rule_;
   sequence_model target_, draft_;
@@ -368,12 +558,11 @@ class decoder {
 
 
  public:
-  decoder(reference_model target, std::optional<reference_model> draft, const rule_spec& rule, const std::string& backend) {
-    if (draft && draft->vocab_size() != target.vocab_size())
-      throw specdec::error("the target and the draft must share the vocabulary");
-    specdec_python::with_policy(backend, [&](auto policy) {
-      impl_ = std::make_unique<policy_decoder<decltype(policy)>>(policy, std::move(target), std::move(draft), rule);
-    });
+  decoder(const any_model& target, const std::optional<any_model>& draft, const rule_spec& rule, const std::string& backend) {
+    const auto vocab = [](const any_model& m) { return std::visit([](const auto& x) { return vocab_of(x); }, m); };
+    if (draft && vocab(*draft) != vocab(target)) throw specdec::error("the target and the draft must share the vocabulary");
+    specdec_python::with_policy(
+        backend, [&](auto policy) { impl_ = std::make_unique<policy_decoder<decltype(policy)>>(policy, target, draft, rule); });
   }
 
   specdec::request_handle add(const nb::handle& prompt, const nb::handle& stop_tokens, const request_spec& spec) {
@@ -438,6 +627,8 @@ class decoder {
   }
 
  private:
+  static std::size_t vocab_of(const reference_model& m) { return m.vocab_size(); }
+  static std::size_t vocab_of(const std::shared_ptr<python_sequence_model>& m) { return m->vocab_size(); }
   static nb::object finish_name(specdec::finish_reason f) {
     switch (f) {
       case specdec::finish_reason::none: return nb::none();
@@ -519,6 +710,16 @@ void bind_decoder(nb::module_& m) {
             std::make_shared<const python_model>(std::move(next_logits), specdec_python::non_negative(vocab_size, "vocab_size")));
       },
       "next_logits"_a, "vocab_size"_a);
+
+  nb::class_<python_sequence_model>(m, "PythonSequenceModel")
+      .def(
+          "__init__",
+          [](python_sequence_model* self, nb::object model, int vocab_size) {
+            new (self) python_sequence_model(std::move(model), specdec_python::non_negative(vocab_size, "vocab_size"));
+          },
+          "model"_a, "vocab_size"_a)
+      .def_prop_ro("vocab_size", &python_sequence_model::vocab_size)
+      .def("take_errors", &python_sequence_model::take_errors);
 
   m.def(
       "ngram_pair",
@@ -607,7 +808,7 @@ void bind_decoder(nb::module_& m) {
           "tree_nodes"_a, "beams"_a, "tau"_a);
 
   nb::class_<decoder>(m, "Decoder")
-      .def(nb::init<reference_model, std::optional<reference_model>, const rule_spec&, const std::string&>(), "target"_a,
+      .def(nb::init<const any_model&, const std::optional<any_model>&, const rule_spec&, const std::string&>(), "target"_a,
            "draft"_a.none(), "rule"_a, "backend"_a)
       .def("add", &decoder::add, "prompt"_a, "stop_tokens"_a, "spec"_a)
       .def("step", &decoder::step)

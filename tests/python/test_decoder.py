@@ -293,6 +293,16 @@ def run_events(target, draft, rule, requests, backend=None):
     return handles, events
 
 
+def run_to_finish(d):
+    """Steps `d` until no request runs; each request's (finished, status) at its end."""
+    finished = {}
+    while d.active:
+        for e in d.step():
+            if e.finished:
+                finished[e.request] = (e.finished, e.status)
+    return finished
+
+
 def test_a_python_model_decodes_exactly_as_the_model_it_wraps(backend):
     """python_model(m.next_logits) hands the decoder the very floats m computes: every event equals."""
     py_target = specdec.decoder.python_model(TARGET.next_logits, V)
@@ -311,24 +321,33 @@ def test_a_failing_python_model_ends_its_request_alone_with_a_warning():
             raise KeyError("the model broke")
         return TARGET.next_logits(context)
 
-    d = specdec.Decoder(specdec.decoder.python_model(flaky, V), None, rule=specdec.SampleAndMatch())
+    bad, good, d = bad_and_good_requests(specdec.decoder.python_model(flaky, V), "the model broke")
+    assert good[1] == ("length", specdec.Status.OK) and len(d.tokens(good[0])) == 20
+
+
+def bad_and_good_requests(target, text):
+    """Runs an n-gram request whose prompt starts with 5 and one whose prompt does not on `target`,
+    warned with `text`; checks the first ends with INVALID_ROW. Returns both (handle, (finished,
+    status)) and the decoder."""
+    d = specdec.Decoder(target, None, rule=specdec.SampleAndMatch())
     bad = d.add([5, 1], drafter="ngram", max_new_tokens=20, seed=1)
     good = d.add([1, 2], drafter="ngram", max_new_tokens=20, seed=2, request_id=1)
-    finished = {}
-    with pytest.warns(RuntimeWarning, match="the model broke"):
-        while d.active:
-            for e in d.step():
-                if e.finished:
-                    finished[e.request] = (e.finished, e.status)
+    with pytest.warns(RuntimeWarning, match=text):
+        finished = run_to_finish(d)
     assert finished[bad][0] == "error" and finished[bad][1] & specdec.Status.INVALID_ROW
-    assert finished[good] == ("length", specdec.Status.OK) and len(d.tokens(good)) == 20
+    return (bad, finished[bad]), (good, finished[good]), d
 
 
 @pytest.mark.parametrize("result, text", [(lambda c: np.zeros(V + 1), "7 logits, not vocab_size = 6"),
                                           (lambda c: np.zeros(V, np.int64), "not float32 or float64"),
                                           (lambda c: "logits", "no 1-d")])
 def test_a_python_model_returning_the_wrong_thing_is_reported(result, text):
-    d = specdec.Decoder(specdec.decoder.python_model(result, V), None, rule=specdec.Greedy())
+    first_step_fails(specdec.decoder.python_model(result, V), text)
+
+
+def first_step_fails(model, text):
+    """A Greedy request on `model` ends with "error" in its first step, and step() warns with `text`."""
+    d = specdec.Decoder(model, None, rule=specdec.Greedy())
     h = d.add([1], gamma=0, max_new_tokens=3)
     with pytest.warns(RuntimeWarning, match=text):
         events = d.step()
@@ -342,3 +361,119 @@ def test_python_model_arguments_are_checked():
         specdec.decoder.python_model(TARGET.next_logits, 0)
     with pytest.raises(ValueError, match="vocabulary"):
         specdec.Decoder(specdec.decoder.python_model(TARGET.next_logits, V + 1), DRAFT)
+
+
+# ---- KV-cached models written in Python (python_sequence_model) -------------------------------------
+
+class CachedModel:
+    """A KV-cached model in Python over a reference model: each sequence's tokens are its "cache";
+    forward computes only the rows asked for and records what it was sent."""
+
+    def __init__(self, model, fail_forward=None, fail_rollback=None):
+        self.model, self.seqs, self.calls, self.appended = model, {}, [], 0
+        self.fail_forward, self.fail_rollback = fail_forward, fail_rollback
+
+    def forward(self, appends):
+        self.calls.append([(s, t.tolist(), r) for s, t, r in appends])
+        rows = []
+        for s, tokens, n in appends:
+            assert tokens.dtype == np.int32
+            seq = self.seqs.setdefault(s, [])
+            seq += tokens.tolist()
+            self.appended += len(tokens)
+            if self.fail_forward and self.fail_forward(seq):
+                raise KeyError("the cached model broke")
+            rows += [self.model.next_logits(np.array(seq[:len(seq) - n + k + 1], np.int32)) for k in range(n)]
+        return np.array(rows, np.float32).reshape(-1, V)
+
+    def rollback(self, s, n):
+        if self.fail_rollback and self.fail_rollback(self.seqs[s]):
+            raise RuntimeError("rollback refused")
+        del self.seqs[s][len(self.seqs[s]) - n:]
+
+    def release(self, s):
+        self.seqs.pop(s, None)
+
+
+SEQUENCE_REQUESTS = [dict(prompt=[1, 2, 3], gamma=g, drafter=dr, seed=s, request_id=s, max_new_tokens=24, temperature=0.9)
+                     for s, (dr, g) in enumerate([("model", 3), ("ngram", 4), ("suffix", 2), ("model", 0), ("model", 5)])]
+
+
+def test_a_python_sequence_model_decodes_exactly_as_the_model_it_caches(backend):
+    """The decoder's chains on a KV-cached Python model equal those on the reference model it wraps."""
+    for rule in (specdec.Strict(), specdec.SampleAndMatch(), specdec.Greedy()):
+        want = run_events(TARGET, DRAFT, rule, SEQUENCE_REQUESTS, backend)
+        target, draft = CachedModel(TARGET), CachedModel(DRAFT)
+        seq_t, seq_d = (specdec.decoder.python_sequence_model(m, V) for m in (target, draft))
+        assert run_events(seq_t, seq_d, rule, SEQUENCE_REQUESTS, backend) == want
+        assert run_events(seq_t, DRAFT, rule, SEQUENCE_REQUESTS, backend) == want
+        assert run_events(TARGET, seq_d, rule, SEQUENCE_REQUESTS, backend) == want
+        assert not target.seqs and not draft.seqs, "every finished request's sequence is released"
+
+
+def test_a_python_sequence_model_is_sent_each_token_once_per_forward_of_the_batch():
+    target, draft = CachedModel(TARGET), CachedModel(DRAFT)
+    d = specdec.Decoder(specdec.decoder.python_sequence_model(target, V), specdec.decoder.python_sequence_model(draft, V),
+                        rule=specdec.SampleAndMatch())
+    for s in range(4):
+        d.add([1, 2, 3], gamma=3, seed=s, request_id=s, max_new_tokens=30)
+    steps = 0
+    while d.active:
+        d.step()
+        steps += 1
+    assert len(target.calls) <= steps, "one target call per step"
+    assert max(len(c) for c in target.calls) == 4, "the four requests share the target's calls"
+    assert max(len(c) for c in draft.calls) == 4, "and the draft's"
+    for model in (target, draft):  # the prompt once; then at most the pending token and gamma drafts, never the context
+        seen = set()
+        for call in model.calls:
+            for seq, tokens, rows in call:
+                assert len(tokens) <= (3 + 3 if seq not in seen else 3 + 1) and rows <= 3 + 1, (seq, tokens, rows)
+                seen.add(seq)
+
+
+def test_a_failing_python_sequence_model_ends_the_requests_it_scored_with_a_warning():
+    target = CachedModel(TARGET, fail_forward=lambda seq: seq[0] == 5 and len(seq) >= 8)
+    _, good, _ = bad_and_good_requests(specdec.decoder.python_sequence_model(target, V), "the cached model broke")
+    assert good[1][0] == "error", "a failed forward gives NaN rows to every request it scored"
+
+
+def test_a_failed_rollback_ends_that_request_alone():
+    target = CachedModel(TARGET, fail_rollback=lambda seq: seq[0] == 5)
+    d = specdec.Decoder(specdec.decoder.python_sequence_model(target, V), DRAFT, rule=specdec.Strict())
+    bad = d.add([5, 1], gamma=4, max_new_tokens=40, seed=1)
+    good = d.add([1, 2], gamma=4, max_new_tokens=40, seed=2, request_id=1)
+    with pytest.warns(RuntimeWarning, match="rollback: RuntimeError: rollback refused"):
+        finished = run_to_finish(d)
+    assert finished[bad][0] == "error" and finished[bad][1] & specdec.Status.INVALID_ROW
+    assert finished[good] == ("length", specdec.Status.OK)
+
+
+@pytest.mark.parametrize("result, text", [(lambda a: np.zeros((1, V + 1), np.float32), r"shape \(1, 6\)"),
+                                          (lambda a: np.zeros((1, V), np.int64), "not float32 or float64"),
+                                          (lambda a: None, "no C-contiguous")])
+def test_a_python_sequence_model_returning_the_wrong_thing_is_reported(result, text):
+    class Wrong(CachedModel):
+        def forward(self, appends):
+            return result(appends)
+
+    first_step_fails(specdec.decoder.python_sequence_model(Wrong(TARGET), V), text)
+
+
+def test_python_sequence_model_arguments_and_limits_are_checked():
+    with pytest.raises(TypeError, match="no callable 'rollback'"):
+        specdec.decoder.python_sequence_model(type("M", (), {"forward": lambda s, a: None})(), V)
+    with pytest.raises(ValueError, match="vocab_size"):
+        specdec.decoder.python_sequence_model(CachedModel(TARGET), 0)
+    seq = specdec.decoder.python_sequence_model(CachedModel(TARGET), V)
+    with pytest.raises(ValueError, match="vocabulary"):
+        specdec.Decoder(seq, random_markov_model(V + 1, 1))
+    d = specdec.Decoder(seq, specdec.decoder.python_sequence_model(CachedModel(DRAFT), V), rule=specdec.Greedy())
+    with pytest.raises(ValueError, match="tree"):
+        d.add([1, 2], drafter="suffix_tree")
+    for drafter in ("tree", "mtad"):
+        with pytest.raises(ValueError, match="stateless draft model"):
+            d.add([1, 2], drafter=drafter, rule=None)
+    with pytest.raises(ValueError, match="outside the vocabulary|a token"):
+        d.add([V], gamma=0)
+        d.run()
