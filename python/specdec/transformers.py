@@ -53,7 +53,7 @@ import torch
 import specdec
 from . import drafters as _drafters
 
-__all__ = ["generate", "RequestStats", "DRAFTERS"]
+__all__ = ["generate", "RequestStats", "DRAFTERS", "SequenceModel", "sequence_model"]
 
 DRAFTERS: tuple[str, ...] = ("ngram", "suffix")
 
@@ -111,6 +111,45 @@ class _CachedModel:
     def keep(self, n: int) -> None:
         if n < self.length:
             self.cache.crop(n - self.length)  # a negative count removes that many (transformers 4.x and 5.x)
+
+
+class SequenceModel:
+    """A transformers causal LM as a KV-cached model for ``specdec.Decoder`` (the protocol of
+    ``specdec.decoder.python_sequence_model``): one ``DynamicCache`` per sequence, made on its first
+    append, cropped by ``rollback`` and dropped by ``release``. ``forward(appends)`` runs one model
+    forward per append (appends of different sequences are not batched into one forward), with the
+    output layer on the rows asked for only."""
+
+    def __init__(self, model):
+        self.model = model
+        self._caches: dict[int, _CachedModel] = {}
+
+    def forward(self, appends: list[tuple[int, np.ndarray, int]]) -> np.ndarray:
+        rows = []
+        for sequence, tokens, n in appends:
+            cache = self._caches.get(sequence)
+            if cache is None:
+                cache = self._caches[sequence] = _CachedModel(self.model)
+            with torch.no_grad():
+                out = cache.forward(tokens.tolist(), max(n, 1))  # a forward yields a row: one is dropped when none is asked
+            if n:
+                rows.append(out)
+        V = self.model.config.vocab_size
+        return np.concatenate(rows) if rows else np.zeros((0, V), np.float32)
+
+    def rollback(self, sequence: int, n: int) -> None:
+        cache = self._caches[sequence]
+        cache.keep(cache.length - n)
+
+    def release(self, sequence: int) -> None:
+        self._caches.pop(sequence, None)
+
+
+def sequence_model(model) -> specdec.decoder.PythonSequenceModel:
+    """``model`` (a transformers causal LM whose logits have ``model.config.vocab_size`` entries) as a
+    ``specdec.Decoder`` target or draft with a KV cache per request: every drafter of the decoder but
+    token trees runs on it (``specdec.decoder.python_sequence_model``)."""
+    return specdec.decoder.python_sequence_model(SequenceModel(model), int(model.config.vocab_size))
 
 
 def _check_lists(logits_processor, stopping_criteria):

@@ -65,6 +65,21 @@ def test_greedy_equals_transformers_greedy_decoding(target, draft, name, gamma):
     assert stats[0].rounds + stats[0].accepted == 48  # each round emits its accepted drafts and one more token
 
 
+@pytest.mark.parametrize("name", DRAFTS)
+def test_the_step_decoder_on_kv_cached_transformers_models_equals_greedy_decoding(target, draft, name):
+    """specdec.Decoder over st.sequence_model (a DynamicCache per request): three requests in one batch,
+    each equal to transformers' greedy decoding; every request's caches released at its end."""
+    ref = target.generate(ids(PROMPT), max_new_tokens=24, do_sample=False)[0, len(PROMPT):].tolist()
+    t = st.SequenceModel(target)
+    d = specdec.Decoder(specdec.decoder.python_sequence_model(t, V),
+                        st.sequence_model(draft) if name == "model" else None, rule=specdec.Greedy())
+    handles = [d.add(PROMPT, drafter=name, gamma=4, max_new_tokens=24, request_id=i, seed=i) for i in range(3)]
+    out = d.run()
+    for h in handles:
+        assert out[h].tolist() == ref
+    assert not t._caches, "finished requests release their caches"
+
+
 def test_the_model_free_drafters_are_accepted_on_a_repeating_target(target):
     for name in ("ngram", "suffix"):
         _, stats = spec(target, do_sample=False, drafter=name, return_stats=True)
