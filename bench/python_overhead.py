@@ -5,7 +5,8 @@
 
 Times, per call (time.perf_counter_ns around each call, the median of --calls calls taken in
 --rounds interleaved rounds so that a change in the machine's load hits every case alike):
-  - C++ specdec::verify (bench/python/verify_call.cpp, compiled here with $CXX or c++; skipped without one),
+  - C++ specdec::verify and specdec::verify_from_logits (bench/python/verify_call.cpp, compiled here with
+    $CXX or c++; skipped without one),
   - the extension alone, specdec._core.verify (nanobind's dispatch, its array checks, the kernel, the
     output arrays), with new outputs and with the caller's (out=), and _core.verify_direct (the call
     specdec.verify makes first: the user's arguments checked in C++, declined unless in final form),
@@ -52,9 +53,11 @@ def build_cpp():
     return exe, None
 
 
-def cpp_median_ns(exe, B, n, V, calls):
+def cpp_median_ns(exe, B, n, V, calls, from_logits=None):
+    """The C++ call's median (verify; with `from_logits` a temperature, verify_from_logits)."""
+    env = dict(os.environ, **({} if from_logits is None else {"SPECDEC_FROM_LOGITS": str(from_logits)}))
     out = subprocess.run([str(exe), specdec.DEFAULT_BACKEND, str(B), str(n), str(V), str(calls)], capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, env=env)
     return float(out.stdout)
 
 
@@ -136,7 +139,8 @@ def main():
     for label, (B, n, V) in batches:
         rows = {name: us for (batch, name), us in both.items() if batch == label}
         if exe is not None:
-            rows = {"C++ specdec::verify": cpp_median_ns(exe, B, n, V, a.calls) / 1000, **rows}
+            rows = {"C++ specdec::verify": cpp_median_ns(exe, B, n, V, a.calls) / 1000,
+                    "C++ specdec::verify_from_logits": cpp_median_ns(exe, B, n, V, a.calls, 0.7) / 1000, **rows}
         print(f"\n{label}\n{'call':42s} {'us/call':>9s}")
         for name, us in rows.items():
             print(f"{name:42s} {us:9.2f}")

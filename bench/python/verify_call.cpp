@@ -7,6 +7,10 @@
 //
 //   verify_call BACKEND B N V CALLS [DIR]   prints the median nanoseconds per call
 //
+// With SPECDEC_FROM_LOGITS=T in the environment it times specdec::verify_from_logits instead, the q
+// rows as the draft's logits and the p rows as the target's, every request at temperature T (what
+// bench/python_overhead.py's verify_from_logits case passes).
+//
 // Without DIR the rows are uniform (every draft accepted); with DIR they are read from DIR/q.bin
 // (float32 [B][N][V]), DIR/p.bin (float32 [B][N + 1][V]) and DIR/drafts.bin (int32 [B][N]), written by
 // bench/python_throughput.py, so that C++, Python and NumPy verify the same batch.
@@ -16,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,10 +55,17 @@ double median_ns(const Policy& policy, std::size_t B, std::size_t n, std::size_t
   std::vector<specdec::token_id> tokens(B * (n + 1));
   std::vector<std::int32_t> accepted(B);
   std::vector<specdec::verify_status> status(B);
+  const char* from_logits = std::getenv("SPECDEC_FROM_LOGITS");
+  const std::vector<specdec::warp_params> params(B, {.temperature = from_logits ? std::atof(from_logits) : 1.0});
   std::vector<double> ns(calls);
   for (std::size_t i = 0; i < calls; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    specdec::verify(policy, specdec::strict, batch, streams, specdec::chain_outputs{tokens, accepted, status});
+    const specdec::chain_outputs out{tokens, accepted, status};
+    if (from_logits != nullptr)
+      specdec::verify_from_logits(policy, specdec::strict, batch, std::span<const specdec::warp_params>(params),
+                                  specdec::draft_side<float>{}, streams, out);
+    else
+      specdec::verify(policy, specdec::strict, batch, streams, out);
     ns[i] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   }
   std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(calls / 2), ns.end());

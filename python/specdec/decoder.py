@@ -10,7 +10,9 @@ context to the next token's logits, called for each row with the whole context) 
 sequence, all of a batch's appends in one call), called with the GIL taken. Drafters: ``"model"`` (the draft model, batched chain drafting),
 ``"ngram"`` (prompt lookup over the request's prompt and output), ``"suffix"`` (a suffix tree over
 them, chains), ``"suffix_tree"`` (its trees, verified as trees by a rule that reads no q), ``"tree"``
-(EAGLE-2's dynamic tree over the draft model, verified likewise) and ``"mtad"`` (MTAD's beams over the
+(EAGLE-2's dynamic tree over the draft model, verified likewise), ``"static_tree"`` (a full tree
+from the draft model, its candidates drawn as the tree rule needs: i.i.d., without replacement or
+top-k) and ``"mtad"`` (MTAD's beams over the
 draft model, verified by its joint rule: lossy by design). A
 model-free drafter hands a rule that reads q (Strict, Lenient, Block) the one-hot q of its
 deterministic draft, never its frequencies, so every lossless rule stays lossless.
@@ -35,7 +37,7 @@ __all__ = ["ReferenceModel", "PythonSequenceModel", "random_markov_model", "ngra
 
 ReferenceModel = _core.ReferenceModel
 PythonSequenceModel = _core.PythonSequenceModel
-DRAFTERS: tuple[str, ...] = ("model", "ngram", "suffix", "suffix_tree", "tree", "mtad")
+DRAFTERS: tuple[str, ...] = ("model", "ngram", "suffix", "suffix_tree", "tree", "static_tree", "mtad")
 
 
 def random_markov_model(vocab_size: int, order: int = 1, *, seed: int = 0, concentration: float = 1.0,
@@ -86,8 +88,8 @@ def python_sequence_model(model: object, vocab_size: int) -> PythonSequenceModel
     calling. If a call raises or ``forward`` returns the wrong shape or dtype, the rows of that call
     become NaN (its requests end with ``Status.INVALID_ROW``, finished "error"), a failed rollback
     makes that sequence's next rows NaN, and ``Decoder.step`` warns with the error's text
-    (RuntimeWarning). Token trees (``"suffix_tree"``, ``"tree"``) need a target that takes tree
-    appends, so they run on reference models and ``python_model`` only; ``"tree"`` and ``"mtad"``
+    (RuntimeWarning). Token trees (``"suffix_tree"``, ``"tree"``, ``"static_tree"``) need a target that takes tree
+    appends, so they run on reference models and ``python_model`` only; ``"tree"``, ``"static_tree"`` and ``"mtad"``
     draft from a stateless draft model (a reference model or ``python_model``). The decoder holds
     its lock during the calls: they must not call back into the same decoder."""
     return _core.PythonSequenceModel(model, int(vocab_size))
@@ -135,7 +137,8 @@ class Decoder:
         ``seed`` and ``request_id`` name its random streams; ``gamma`` drafts per round; the target's
         rows are warped with ``temperature``/``top_k``/``top_p``/``min_p`` (the draft's with the same,
         or ``draft_temperature``); ``drafter`` one of ``DRAFTERS``; ``rule`` overrides the decoder's
-        (``suffix_tree`` and ``tree`` take TargetOnly, Greedy, SampleAndMatch or Typical; ``mtad`` takes
+        (``suffix_tree`` and ``tree`` take TargetOnly, Greedy, SampleAndMatch or Typical; ``static_tree``
+        any tree rule, its ``gamma`` levels of ``tree_width`` children drawn as the rule needs; ``mtad`` takes
         none: its joint rule with threshold ``tau`` in [0, 1] decides); ``ngram`` the (min, max)
         n-gram lengths of prompt lookup; ``tree_width`` the dynamic tree's frontier width and children
         per expanded node, ``tree_nodes`` the drafted nodes it keeps, ``gamma`` - 1 its expansions

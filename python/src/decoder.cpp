@@ -39,6 +39,7 @@
 #include "specdec/draft/prompt_lookup.hpp"
 #include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/draft/tree.hpp"
+#include "specdec/draft/tree_shape.hpp"
 #include "specdec/errors.hpp"
 #include "specdec/model/sequence.hpp"
 #include "specdec/models/markov.hpp"
@@ -367,7 +368,7 @@ nb::ndarray<nb::numpy, token_id> token_array(const std::vector<token_id>& tokens
 }
 
 // The drafter a request names.
-enum class drafter_kind { model, ngram, suffix, suffix_tree, tree, mtad };
+enum class drafter_kind { model, ngram, suffix, suffix_tree, tree, static_tree, mtad };
 
 drafter_kind drafter_of(const std::string& name) {
   if (name == "model") return drafter_kind::model;
@@ -375,9 +376,10 @@ drafter_kind drafter_of(const std::string& name) {
   if (name == "suffix") return drafter_kind::suffix;
   if (name == "suffix_tree") return drafter_kind::suffix_tree;
   if (name == "tree") return drafter_kind::tree;
+  if (name == "static_tree") return drafter_kind::static_tree;
   if (name == "mtad") return drafter_kind::mtad;
   throw nb::value_error(
-      ("drafter: '" + name + "' is not one of 'model', 'ngram', 'suffix', 'suffix_tree', 'tree', 'mtad'").c_str());
+      ("drafter: '" + name + "' is not one of 'model', 'ngram', 'suffix', 'suffix_tree', 'tree', 'static_tree', 'mtad'").c_str());
 }
 
 // What `add` takes beyond the prompt (Python's keyword arguments, checked in specdec/decoder.py).
@@ -427,14 +429,35 @@ class policy_decoder {
     const rule_spec rule = spec.rule.value_or(rule_);
     const std::size_t V = target_.vocab_size();
     const drafter_kind kind = drafter_of(spec.drafter);
-    if ((kind == drafter_kind::tree || kind == drafter_kind::mtad) && !has_draft_)
+    const bool model_tree = kind == drafter_kind::tree || kind == drafter_kind::static_tree || kind == drafter_kind::mtad;
+    if (model_tree && !has_draft_)
       throw specdec::error("drafter '" + spec.drafter + "' needs a draft model (Decoder(target, draft))");
-    if ((kind == drafter_kind::tree || kind == drafter_kind::mtad) && !draft_model_)
+    if (model_tree && !draft_model_)
       throw specdec::error("drafter '" + spec.drafter +
                            "' drafts from a stateless draft model (a reference model or python_model), not a "
                            "python_sequence_model");
     std::shared_ptr<void> owned;  // the request's drafter, when its stage refers to one (kept until it finishes)
-    if (kind == drafter_kind::suffix_tree || kind == drafter_kind::tree) {
+    if (kind == drafter_kind::static_tree) {
+      // A static full tree (draft/tree.hpp): `gamma` levels of `tree_width` children per node, the
+      // candidates drawn as the rule needs them to stay lossless (the file comment's table): i.i.d. from
+      // q for SpecInfer's multi-step sampling (Strict) and K-SEQ, without replacement for recursive
+      // rejection, the top-k of q for the rules that read no q.
+      specdec_python::with_tree_rule(rule, [&](const auto& r) {
+        using R = std::decay_t<decltype(r)>;
+        constexpr specdec::tree_method method = specdec::tree_method_of<R>::value;
+        const specdec::tree_sampling sampling =
+            method == specdec::tree_method::multi_step || method == specdec::tree_method::k_seq ? specdec::tree_sampling::iid
+            : method == specdec::tree_method::recursive_rejection ? specdec::tree_sampling::without_replacement
+                                                                  : specdec::tree_sampling::top_k;
+        if (spec.tree_width == 0) throw specdec::error("tree_width must be >= 1");
+        auto d = std::make_shared<specdec::static_tree_drafter<reference_model>>(
+            *draft_model_,
+            specdec::tree_shape::full(std::vector<std::size_t>(std::max<std::size_t>(spec.gamma, 1), spec.tree_width)),
+            spec.draft, sampling);
+        o.set_stages(specdec::tree_drafter_stage(*d), specdec::tree_acceptance{r});
+        owned = std::move(d);
+      });
+    } else if (kind == drafter_kind::suffix_tree || kind == drafter_kind::tree) {
       // EAGLE-2's dynamic tree (draft/tree.hpp): top-k candidates of the draft's unwarped rows, `gamma` - 1
       // expansions; like the suffix tree's, its siblings are not draws from q, so only rules that read no q.
       specdec_python::with_tree_rule(rule, [&](const auto& r) {

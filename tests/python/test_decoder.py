@@ -121,6 +121,50 @@ def test_trees_give_target_only_decodings_tokens(rule, backend):
             np.testing.assert_array_equal(tokens, alone)
 
 
+@pytest.mark.parametrize("rule", [specdec.SampleAndMatch(), specdec.Greedy()], ids=["sample-and-match", "greedy"])
+def test_static_trees_give_target_only_decodings_tokens(rule, backend):
+    temperature = 0.0 if isinstance(rule, specdec.Greedy) else 0.9
+    common = dict(seed=4, request_id=7, max_new_tokens=30, temperature=temperature)
+    alone = decode(rule, [dict(prompt=[1, 2], gamma=0)], backend, **common)[0]
+    batch = [dict(prompt=[1, 2], gamma=g, drafter="static_tree", tree_width=w) for g, w in ((1, 3), (2, 2), (3, 2))]
+    for tokens in decode(rule, batch, backend, **common):
+        np.testing.assert_array_equal(tokens, alone)
+
+
+@pytest.mark.parametrize("rule", [specdec.Strict(), specdec.KSeq(), specdec.RecursiveRejection(), specdec.TargetOnly(),
+                                  specdec.SampleAndMatch()], ids=lambda r: type(r).__name__)
+def test_static_trees_emit_the_targets_law_under_each_tree_rule(rule):
+    """Each tree rule on the candidates it needs (i.i.d. for multi-step sampling and K-SEQ, without
+    replacement for recursive rejection, the top-k of q for the rules that read no q)."""
+    counts = first_two_counts(specdec.Strict(), "static_tree", rule=rule, tree_width=2, temperature=0.8)
+    law = first_two_law_at(TARGET, [1], 0.8)
+    stat, dof = chi2_statistic(counts, law)
+    assert stat < chi2_critical(dof), f"chi-squared {stat:.1f} with {dof} degrees of freedom"
+    if isinstance(rule, specdec.Strict):  # control: the same counts are not the draft's law
+        stat, dof = chi2_statistic(counts, first_two_law_at(DRAFT, [1], 0.8))
+        assert stat > chi2_critical(dof), "static-tree output passed as the draft's law"
+
+
+def test_static_tree_arguments_are_checked():
+    d = specdec.Decoder(TARGET, DRAFT)
+    with pytest.raises(TypeError, match="Lenient and Block verify chains only"):
+        d.add([1], drafter="static_tree", rule=specdec.Lenient(0.5))
+    with pytest.raises(ValueError, match="tree_width must be >= 1"):
+        d.add([1], drafter="static_tree", tree_width=0)
+    with pytest.raises(ValueError, match="not below the vocabulary size"):
+        d.add([1], drafter="static_tree", tree_width=V + 1)
+    with pytest.raises(ValueError, match="needs a draft model"):
+        specdec.Decoder(TARGET).add([1], drafter="static_tree")
+
+
+def first_two_law_at(model, prompt, temperature):
+    """The law of the first two tokens of `model` warped at `temperature`."""
+    def row(context):
+        return specdec.softmax(model.next_logits(context).astype(np.float64), temperature)
+    p1 = row(prompt)
+    return np.concatenate([p1[a] * row(prompt + [a]) for a in range(V)])
+
+
 def test_eagle_trees_under_target_only_emit_the_targets_law():
     counts = first_two_counts(specdec.Strict(), "tree", rule=specdec.TargetOnly(), tree_width=3, tree_nodes=6)
     stat, dof = chi2_statistic(counts, first_two_law(TARGET, [1]))
