@@ -92,14 +92,8 @@ namespace {
 static_assert(specdec::StageAcceptance<recorded_strict>);
 static_assert(!specdec::StageAcceptance<int>);
 
-const auto& target_model() {
-  static const auto m = specdec::make_model(V, specdec_test::wave_logits(0.0));
-  return m;
-}
-const auto& draft_model() {
-  static const auto m = specdec::make_model(V, specdec_test::wave_logits(0.8));
-  return m;
-}
+const auto& target_model() { return specdec_test::wave_target<V>(); }
+const auto& draft_model() { return specdec_test::wave_draft<V>(); }
 using model_t = std::decay_t<decltype(target_model())>;
 
 specdec::request_options request(std::uint32_t id, specdec::request_acceptance acceptance) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "specdec/core/token.hpp"
+#include "specdec/model/adapters.hpp"
 
 namespace specdec_test {
 
@@ -18,6 +19,18 @@ inline auto wave_logits(double shift) {
     for (std::size_t v = 0; v < out.size(); ++v)
       out[v] = static_cast<float>(std::sin(1.7 * double(v) + 0.9 * last + 0.4 * before + shift) * 2.0);
   };
+}
+
+// The test pair over V tokens, made once: the target (wave shift 0.0) and the draft (shift 0.8).
+template <std::size_t V>
+const auto& wave_target() {
+  static const auto m = specdec::make_model(V, wave_logits(0.0));
+  return m;
+}
+template <std::size_t V>
+const auto& wave_draft() {
+  static const auto m = specdec::make_model(V, wave_logits(0.8));
+  return m;
 }
 
 // A Markov model of a table p[prev][next] (log-probabilities as logits).

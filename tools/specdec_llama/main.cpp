@@ -27,6 +27,7 @@
 #include <specdec/draft/tree.hpp>
 #include <specdec/draft/verifier_gated.hpp>
 #include <specdec/acceptance/last_token.hpp>
+#include <specdec/model/gathered_sequence_model.hpp>
 #include <specdec/model/prefix_cached_model.hpp>
 #include <specdec/length/heuristic.hpp>
 #include <specdec/integrations/llama_cpp.hpp>
@@ -55,6 +56,8 @@ as sequences of one context.
   --prompt TEXT          a prompt (repeatable; default "Once upon a time")
   --prompts-file FILE    one prompt per line ("\n" in a line is a line break)
   --sequential           run the requests one after another (one sequence at a time), not as one batch
+  --no-gather            tree, mtad: each request's draft forwards on their own (by default every
+                         request's draft forwards of a level go to the draft model as one llama_decode)
   --repeat N             run every prompt N times (request ids differ, so do the samples) [1]
   --method M             sd: chain drafts from --draft [sd]
                          tree: a token tree from --draft (--tree), verified as a tree: every node
@@ -135,6 +138,7 @@ struct options {
   std::string tree = "dynamic";
   specdec::warp_params warp{};
   bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false, vocab_report = false;
+  bool no_gather = false;  // tree, mtad: no merged draft forwards across requests
   std::uint64_t seed = 20261125;
   std::uint32_t ctx = 2048;
   int threads = 0;
@@ -182,6 +186,10 @@ options parse(int argc, char** argv) {
     }
     if (a == "--sequential") {
       o.sequential = true;
+      continue;
+    }
+    if (a == "--no-gather") {
+      o.no_gather = true;
       continue;
     }
     if (a == "--suffix-tree") {
@@ -371,10 +379,14 @@ specdec::draft_stage drafter_of(const options& o, std::size_t vocab, const std::
 // Drafter stages on a draft model (--method tree, mtad, sprinter). Each request (or, with --sequential, every
 // request in turn) reads the draft model through a prefix_cached_model of its own lanes (sequences of
 // the draft context), so a call appends only what the lane's KV cache lacks: the new tokens of the
-// context, or a beam's or tree path's tokens below its branch point.
+// context, or a beam's or tree path's tokens below its branch point. Trees' and beams' lanes sit on a
+// gathered_sequence_model: with the decoder's stage runner (`runner()`), the requests' stage calls run
+// on threads and every level's draft forwards of the batch are one llama_decode.
 class model_stages {
  public:
   using view = specdec::prefix_cached_model<lc::sequence_model>;
+  using gathered = specdec::gathered_sequence_model<lc::sequence_model>;
+  using gathered_view = specdec::prefix_cached_model<gathered>;
 
   // The lanes one request needs: its beams, its dynamic tree's frontier, a static tree's widest level,
   // SPRINTER's one chain.
@@ -390,46 +402,64 @@ class model_stages {
   // `verifier` gates SPRINTER's drafts (--method sprinter); it must outlive the stages.
   model_stages(const options& o, lc::sequence_model& draft, std::size_t views,
                const specdec_llama::sprinter_verifier* verifier = nullptr)
-      : o_(o), draft_(&draft), verifier_(verifier) {
-    for (std::size_t i = 0; i < views; ++i) views_.push_back(std::make_unique<view>(draft, lanes(o), i * lanes(o)));
+      : o_(o), draft_(&draft), verifier_(verifier), shared_(std::make_unique<gathered>(draft)) {
+    for (std::size_t i = 0; i < views; ++i) {
+      if (o.method == "sprinter")  // SPRINTER's hidden-state features read the lane's sequence in the draft context
+        views_.push_back(std::make_unique<view>(draft, lanes(o), i * lanes(o)));
+      else
+        gathered_views_.push_back(std::make_unique<gathered_view>(*shared_, lanes(o), i * lanes(o)));
+    }
   }
+
+  // The decoder's stage runner: trees' and beams' calls on threads, their draft forwards merged (none
+  // with --no-gather, for SPRINTER, or with one view shared by every request, --sequential).
+  specdec::stage_runner runner() {
+    if (o_.no_gather || gathered_views_.size() < 2) return {};
+    return [this](std::span<const std::function<void()>> calls) { shared_->run(calls); };
+  }
+  // What the merged forwards did.
+  specdec::gather_stats gathering() const { return shared_->stats(); }
 
   // Request i's drafter stage. A tree's candidates are the top-k of the draft's unwarped row (as
   // EAGLE's are): the tree rules offered (target-only, greedy, sample-and-match) read no q, so the
   // draft's warp changes which tokens are proposed, never the output's law.
   specdec::draft_stage stage(std::size_t i) {
     const specdec::warp_params tree_warp{};
-    view& v = *views_[views_.size() == 1 ? 0 : i];
-    if (o_.method == "sprinter") {  // SPRINTER's drafter (seed 000, Algorithm 2), features of the draft's rows
+    if (o_.method == "sprinter") {
+      view& v = *views_[views_.size() == 1 ? 0 : i];  // SPRINTER's drafter (seed 000, Algorithm 2), features of the draft's rows
       const auto warp = o_.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o_.warp;
       const specdec::gating_params gating{.tau = o_.verifier_tau, .max_run = o_.max_run};
       if (o_.verifier_features == "hidden")  // the draft's hidden state before its row's features
         return sprinter_stage(v, warp, specdec::llama_cpp::hidden_state_features(v, *draft_), gating);
       return sprinter_stage(v, warp, specdec::draft_row_features{}, gating);
     }
+    gathered_view& v = *gathered_views_[gathered_views_.size() == 1 ? 0 : i];
     if (o_.method == "mtad")
-      return specdec::beam_stage(keep(std::make_unique<specdec::beam_drafter<view>>(v, specdec::beam_params{.width = o_.beams})));
+      return specdec::beam_stage(
+          keep(std::make_unique<specdec::beam_drafter<gathered_view>>(v, specdec::beam_params{.width = o_.beams})));
     if (o_.tree == "static") {
       const auto shape = specdec::tree_shape::full(std::vector<std::size_t>(std::max<std::size_t>(o_.gamma, 1), o_.tree_width));
-      return specdec::tree_drafter_stage(
-          keep(std::make_unique<specdec::static_tree_drafter<view>>(v, shape, tree_warp, specdec::tree_sampling::top_k)));
+      return specdec::tree_drafter_stage(keep(
+          std::make_unique<specdec::static_tree_drafter<gathered_view>>(v, shape, tree_warp, specdec::tree_sampling::top_k)));
     }
     const specdec::dynamic_tree_params params{.depth = std::max<std::size_t>(o_.gamma, 1) - 1,
                                               .top_k = o_.tree_width,
                                               .total_tokens = o_.tree_nodes,
                                               .warp = tree_warp};
-    return specdec::tree_drafter_stage(keep(std::make_unique<specdec::dynamic_tree_drafter<view>>(v, params)));
+    return specdec::tree_drafter_stage(keep(std::make_unique<specdec::dynamic_tree_drafter<gathered_view>>(v, params)));
   }
 
   // What every view asked of the draft model.
   specdec::prefix_cache_stats stats() const {
     specdec::prefix_cache_stats total;
-    for (const auto& v : views_) {
-      total.contexts += v->stats().contexts;
-      total.forwards += v->stats().forwards;
-      total.appended_positions += v->stats().appended_positions;
-      total.reused_positions += v->stats().reused_positions;
-    }
+    const auto add = [&](const specdec::prefix_cache_stats& s) {
+      total.contexts += s.contexts;
+      total.forwards += s.forwards;
+      total.appended_positions += s.appended_positions;
+      total.reused_positions += s.reused_positions;
+    };
+    for (const auto& v : views_) add(v->stats());
+    for (const auto& v : gathered_views_) add(v->stats());
     return total;
   }
 
@@ -458,8 +488,10 @@ class model_stages {
   const lc::sequence_model* draft_;
   const specdec_llama::sprinter_verifier* verifier_;
   specdec::sprinter_stats sprinter_;
-  std::vector<std::unique_ptr<view>> views_;
-  std::vector<std::shared_ptr<void>> drafters_;  // every request's drafter (SPRINTER's, MTAD's beams, a tree's)
+  std::unique_ptr<gathered> shared_;
+  std::vector<std::unique_ptr<view>> views_;                    // SPRINTER's
+  std::vector<std::unique_ptr<gathered_view>> gathered_views_;  // trees' and beams'
+  std::vector<std::shared_ptr<void>> drafters_;                 // every request's drafter (SPRINTER's, MTAD's beams, a tree's)
 };
 
 // The root-to-leaf paths a request's tree can have (one llama.cpp sequence id each while it is scored).
@@ -480,6 +512,7 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
                const std::function<specdec::draft_stage(std::size_t)>& cross_vocab = {},
                specdec::verify_length_stage verify_length = {}) {
   specdec::batch_decoder decoder(policy, target, draft, specdec::strict);
+  if (stages != nullptr) decoder.set_stage_runner(stages->runner());
   const bool sv = static_cast<bool>(verify_length);
   if (sv) decoder.set_verify_length_stage(std::move(verify_length));
   specdec::sv_stats sv_counts;
@@ -593,6 +626,10 @@ int decode_all(Policy policy, const options& o, const lc::model& target_model, l
     const auto d = stages->stats();
     std::printf("draft model: %zu contexts in %zu forwards, %zu positions appended, %zu read from its KV cache\n", d.contexts,
                 d.forwards, d.appended_positions, d.reused_positions);
+    const auto g = stages->gathering();
+    if (g.runs > 0)
+      std::printf("draft forwards merged across requests: %zu rounds (llama_decode calls) for %zu forwards of %zu steps\n",
+                  g.rounds, g.merged_calls, g.runs);
   }
   if (o.method == "sprinter" && stages != nullptr) {
     const auto& s = stages->sprinter();

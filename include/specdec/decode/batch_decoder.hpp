@@ -165,6 +165,12 @@ struct drafted_request {
 //! (decode/sv.hpp: a choice about draft j that does not depend on x_j itself keeps it exact).
 using verify_length_stage = std::function<void(std::span<const drafted_request>, std::span<std::size_t>)>;
 
+//! How a step's drafter-stage calls run: `runner(calls)` must call each of `calls` once (each drafts
+//! one request and touches only that request) and return when all have returned. The default calls
+//! them in order; `gathered_sequence_model::run` (model/gathered_sequence_model.hpp) runs them on
+//! threads and merges their draft forwards into one per round.
+using stage_runner = std::function<void(std::span<const std::function<void()>>)>;
+
 //! Why a request finished.
 enum class finish_reason : std::uint8_t {
   none,        //!< still running
@@ -310,6 +316,9 @@ class batch_decoder {
   void set_batch_length_stage(batch_length_stage stage) { batch_length_ = std::move(stage); }
   //! Sets (or removes) the verified-length stage, run every step after drafting.
   void set_verify_length_stage(verify_length_stage stage) { verify_length_ = std::move(stage); }
+  //! Sets (or, with an empty function, removes) the runner of the drafter stages' calls (`stage_runner`);
+  //! it is used when two or more requests draft through stages in a step.
+  void set_stage_runner(stage_runner runner) { stage_runner_ = std::move(runner); }
 
  private:
   // A request: what its verification stage sees of the round (`stage_request`), and the decoder's own.
@@ -395,6 +404,8 @@ class batch_decoder {
   std::vector<request> reported_;  // finished, reported by the last step
   batch_length_stage batch_length_;
   verify_length_stage verify_length_;
+  stage_runner stage_runner_;
+  std::vector<std::function<void()>> stage_calls_;
 
   // Per-step buffers (reused).
   std::vector<request*> running_;  // in stage order, drafting, then rule class (stable)
@@ -512,13 +523,15 @@ void batch_decoder<P, T, D>::choose_lengths() {
 template <exec::ExecutionPolicy P, SequenceModel T, SequenceModel D>
 void batch_decoder<P, T, D>::draft_with_stages() {
   const auto t0 = clock::now();
-  for (request* r : running_) {
+  stage_calls_.clear();
+  for (request* r : running_) {  // the stage calls: each touches its own request only (a runner may run them at once)
     if (!r->staged) continue;
-    stage_draft& b = r->block;
-    b.clear();
-    if (r->gamma > 0) {
+    r->block.clear();
+    if (r->gamma == 0) continue;
+    stage_calls_.emplace_back([r, stream = stream_of(*r)] {
+      stage_draft& b = r->block;
       try {
-        r->options.drafter(std::span<const token_id>(r->context), r->gamma, stream_of(*r), b);
+        r->options.drafter(std::span<const token_id>(r->context), r->gamma, stream, b);
       } catch (const numerical_error&) {
         b.clear();
         r->draft_failed = true;
@@ -526,7 +539,15 @@ void batch_decoder<P, T, D>::draft_with_stages() {
         b.clear();
         fault(*r);
       }
-    }
+    });
+  }
+  if (stage_runner_ && stage_calls_.size() > 1)
+    stage_runner_(std::span<const std::function<void()>>(stage_calls_));
+  else
+    for (const auto& call : stage_calls_) call();
+  for (request* r : running_) {
+    if (!r->staged) continue;
+    stage_draft& b = r->block;
     bool stoppable = false;
     if (!r->faulted) {
       try {
