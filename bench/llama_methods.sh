@@ -21,13 +21,18 @@
 #          method's machinery costs on a real model, not what a smaller draft would gain.
 #   cross  a real target drafted for by a real model of another vocabulary (Gemma 3 270M by SmolLM2
 #          135M, docs/cross-vocabulary.md): target only, TLI and SLEM.
+#   batch  SmolLM2 135M drafted for by itself with the PROMPTS prompts as one batch (not --sequential):
+#          target only, chain SD, dynamic and static trees and MTAD's beams, each tree or beam method
+#          with the requests' draft forwards merged into one llama_decode per level (the default) and
+#          on their own (--no-gather, label suffix -own).
 #
 # Usage: bench/llama_methods.sh   (after a build with the llama.cpp integration and its tests' models)
 # Environment:
 #   BUILD_DIR  the build [build]     TOKENS  tokens per prompt [64]     THREADS  [2]
 #   REPEATS    runs per configuration [3]   PROMPTS  prompts per workload (the first N) [8]
 #   MODELS     real targets ["gemma"]      WORKLOADS  files of bench/prompts/ ["grounded code"]
-#   PARTS      ["real test"; add "cross" for the cross-vocabulary pair, "self" for SmolLM2 drafting for itself]
+#   PARTS      ["real test"; add "cross" for the cross-vocabulary pair, "self" for SmolLM2 drafting for itself,
+#              "batch" for the batched trees and beams]
 #   DRAFT      the test models' draft [draft-layers2]   COMPANION  SV's companion among them [draft-layers1]
 #   METHODS    only these method labels (e.g. "none sd sprinter sprinter-hidden sv") [all]   TRAIN  SPRINTER's training drafts [400]
 #   OUT        results folder [bench/results/llama-methods-<date>]
@@ -67,13 +72,16 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 # run PART MODEL WORKLOAD LABEL REPEAT ARGS...: one specdec-llama run, one CSV line (none when
-# METHODS leaves LABEL out). setup_s: SPRINTER's training or SV's profiling before decoding.
+# METHODS leaves LABEL out). setup_s: SPRINTER's training or SV's profiling before decoding. The
+# prompts run one after another (--sequential) but in the batch part.
 run() {
   local part="$1" model="$2" workload="$3" label="$4" repeat="$5"
   shift 5
   [[ -z "$METHODS" || " $METHODS " == *" $label "* ]] || return 0
   head -n "$PROMPTS" "$ROOT/bench/prompts/$workload.txt" > "$tmp/prompts.txt"
-  "$TOOL" "$@" --temperature 0 --tokens "$TOKENS" --threads "$THREADS" --prompts-file "$tmp/prompts.txt" --sequential \
+  local order=(--sequential)
+  [[ "$part" == batch ]] && order=()
+  "$TOOL" "$@" --temperature 0 --tokens "$TOKENS" --threads "$THREADS" --prompts-file "$tmp/prompts.txt" "${order[@]}" \
     --stop-at-eos --quiet > "$tmp/log"
   local prompt gen split fwd drafted
   prompt="$(sed -nE 's/^prompt: ([0-9]+) tokens in first steps.*generation: ([0-9]+) tokens in ([0-9.]+) s.*/\1,\2,\3/p' "$tmp/log")"
@@ -149,6 +157,26 @@ if [[ " $PARTS " == *" self "* ]]; then
         --verifier-features hidden --train-verifier "$TRAIN" --max-run 8
       run self smollm2+smollm2 "$workload" sv "$repeat" --target "$smol" --draft "$smol" --method sv --companion "$smol" --gamma 4
       echo "done: self, $workload, repeat $repeat" >&2
+    done
+  done
+fi
+if [[ " $PARTS " == *" batch "* ]]; then
+  MODEL_DIR="$("$ROOT/scripts/get-models.sh" | tail -1)"
+  smol="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+  self=(--target "$smol" --draft "$smol")
+  for workload in ${WORKLOADS:-grounded code}; do
+    for repeat in $(seq 1 "$REPEATS"); do
+      run batch smollm2+smollm2 "$workload" none "$repeat" --target "$smol" --method none --rule greedy
+      run batch smollm2+smollm2 "$workload" sd "$repeat" "${self[@]}" --method sd --rule greedy --gamma 4
+      for own in "" "--no-gather"; do
+        suffix="${own:+-own}"
+        run batch smollm2+smollm2 "$workload" "tree-dynamic$suffix" "$repeat" "${self[@]}" --method tree --tree dynamic \
+          --tree-width 2 --tree-nodes 6 --gamma 4 --rule greedy $own
+        run batch smollm2+smollm2 "$workload" "tree-static$suffix" "$repeat" "${self[@]}" --method tree --tree static \
+          --tree-width 2 --gamma 3 --rule greedy $own
+        run batch smollm2+smollm2 "$workload" "mtad$suffix" "$repeat" "${self[@]}" --method mtad --beams 4 --tau 0.5 --gamma 4 $own
+      done
+      echo "done: batch, $workload, repeat $repeat" >&2
     done
   done
 fi

@@ -5,7 +5,7 @@ target forward, positions scored per target forward, acceptance, and the split o
 
 Usage: llama_methods_report.py runs.csv machine.txt > summary.md
 Generation excludes each request's first step (prompt processing): its forwards and positions are the
-totals minus one forward per request and the prompt tokens."""
+totals minus one forward per request (one for the whole batch in the batch part) and the prompt tokens."""
 import csv
 import statistics
 import sys
@@ -40,7 +40,8 @@ def main() -> None:
                 return statistics.median(f(r) for r in runs)
 
             def gen_forwards(r):
-                return max(1, int(r["target_forwards"]) - int(r["requests"]))
+                first_steps = 1 if r["part"] == "batch" else int(r["requests"])  # a batch's prompts share one step
+                return max(1, int(r["target_forwards"]) - first_steps)
 
             tps = median(lambda r: int(r["generated"]) / float(r["gen_seconds"]))
             if method == "none":

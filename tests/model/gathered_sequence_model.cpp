@@ -7,10 +7,13 @@
 // leaves step() as it does without the runner; forwards outside run() pass straight through.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <span>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "specdec/acceptance/mtad.hpp"
@@ -45,7 +48,10 @@ struct engine_with_failures : engine_t {
   using engine_t::engine_t;
   std::size_t forwards = 0, fail_at = 0;
   bool engine_failure = false;
+  std::vector<std::vector<specdec::sequence_id>> batches;  // each forward's appends' sequences, in order
   void forward(std::span<const specdec::sequence_append> a, std::span<float> logits) {
+    batches.emplace_back();
+    for (const auto& x : a) batches.back().push_back(x.sequence);
     if (++forwards == fail_at) {
       if (engine_failure) throw specdec::engine_error("the draft engine failed");
       throw specdec::error("a row the draft cannot give");
@@ -58,25 +64,46 @@ struct batch_run {
   std::vector<std::vector<token_id>> tokens;
   std::vector<specdec::finish_reason> finished;
   std::size_t engine_forwards = 0, steps = 0, max_level_calls = 0;
+  std::vector<std::vector<specdec::sequence_id>> batches;
   specdec::gather_stats gathered;
 };
 
 // Eight requests, drafting through stages on views of one gathered engine: dynamic trees, static trees
 // and MTAD's beams; run with or without the gathered runner.
-batch_run run_batch(bool gathered_runner, std::size_t fail_at = 0, bool engine_failure = false) {
+// The gathered model seen through a delay of 0-300 us before each forward (when `on`), so that the
+// calls reach each round in an order of the threads' timing.
+template <class G>
+struct jittered {
+  G* model;
+  bool on = false;
+  std::size_t vocab_size() const { return model->vocab_size(); }
+  std::size_t length(specdec::sequence_id s) const { return model->length(s); }
+  void rollback(specdec::sequence_id s, std::size_t n) { model->rollback(s, n); }
+  void release(specdec::sequence_id s) { model->release(s); }
+  void forward(std::span<const specdec::sequence_append> a, std::span<float> logits) {
+    if (on) {
+      thread_local std::mt19937 rng(std::random_device{}());
+      std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 300)(rng)));
+    }
+    model->forward(a, logits);
+  }
+};
+
+batch_run run_batch(bool gathered_runner, std::size_t fail_at = 0, bool engine_failure = false, bool jitter = false) {
   specdec::recomputing_sequence_model target(target_model()), draft(draft_model());
   engine_with_failures engine(draft_model());
   engine.fail_at = fail_at;
   engine.engine_failure = engine_failure;
   specdec::gathered_sequence_model<engine_with_failures> shared(engine);
-  using view = specdec::prefix_cached_model<specdec::gathered_sequence_model<engine_with_failures>>;
+  jittered<decltype(shared)> delayed{&shared, jitter};
+  using view = specdec::prefix_cached_model<jittered<decltype(shared)>>;
   std::vector<std::unique_ptr<view>> views;
   std::vector<std::shared_ptr<void>> drafters;
   specdec::batch_decoder decoder(specdec::exec::seq, target, draft, specdec::strict);
   if (gathered_runner) decoder.set_stage_runner([&](std::span<const std::function<void()>> calls) { shared.run(calls); });
   std::vector<specdec::request_handle> handles;
   for (std::uint32_t id = 0; id < 8; ++id) {
-    views.push_back(std::make_unique<view>(shared, lanes, 100 + id * lanes));
+    views.push_back(std::make_unique<view>(delayed, lanes, 100 + id * lanes));
     specdec::request_options o;
     o.prompt = {static_cast<token_id>(id % V), static_cast<token_id>((id * 5 + 2) % V)};
     o.seed = 31 + id;
@@ -115,6 +142,7 @@ batch_run run_batch(bool gathered_runner, std::size_t fail_at = 0, bool engine_f
     ++out.steps;
   }
   out.engine_forwards = engine.forwards;
+  out.batches = engine.batches;
   out.gathered = shared.stats();
   return out;
 }
@@ -138,6 +166,9 @@ TEST_CASE("gathered stage calls emit what the stages emit one after another, one
   REQUIRE(gathered.max_level_calls <= 5);
   REQUIRE(one_by_one.max_level_calls > 2 * gathered.max_level_calls);
   REQUIRE(gathered.engine_forwards * 2 < one_by_one.engine_forwards);
+  // A round's appends follow the calls' order, not their threads' arrival: the same batches every
+  // run, though the calls reach the rounds in another order each time (jittered below).
+  for (int run = 0; run < 3; ++run) REQUIRE(run_batch(true, 0, false, true).batches == gathered.batches);
 }
 
 TEST_CASE("a merged round that throws ends its requests with stage_error; forwards outside run pass through", "[model][decode]") {

@@ -85,7 +85,7 @@ class gathered_sequence_model {
       model_->forward(appends, logits);
       return;
     }
-    pending call{appends, logits};
+    pending call{appends, logits, call_index()};
     waiting_.push_back(&call);
     changed_.notify_all();
     changed_.wait(lock, [&] { return call.done; });
@@ -109,7 +109,8 @@ class gathered_sequence_model {
       threads.reserve(calls.size());
       for (std::size_t k = 0; k < calls.size(); ++k) try {
           const std::function<void()>& call = calls[k];
-          threads.emplace_back([this, &call, &first_error] {
+          threads.emplace_back([this, &call, &first_error, k] {
+            call_index() = k;
             std::exception_ptr error;
             try {
               call();
@@ -143,12 +144,22 @@ class gathered_sequence_model {
   struct pending {
     std::span<const sequence_append> appends;
     std::span<float> logits;
+    std::size_t order = 0;  // the index of the call of `run` it came from
     std::exception_ptr error{};
     bool done = false;
   };
 
+  // The index, among `run`'s calls, of the call this thread runs.
+  static std::size_t& call_index() {
+    thread_local std::size_t index = 0;
+    return index;
+  }
+
   // Every waiting call's appends as one forward (the lock held; every call waits); rows back to each.
+  // The appends go in the order of the calls, not of their arrival, so a round's batch (and an
+  // engine's arithmetic, where it depends on the batch) is the same in every run.
   void serve_round() {
+    std::sort(waiting_.begin(), waiting_.end(), [](const pending* a, const pending* b) { return a->order < b->order; });
     const std::size_t V = model_->vocab_size();
     merged_.clear();
     sizes_.clear();
