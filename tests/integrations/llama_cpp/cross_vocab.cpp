@@ -2,7 +2,7 @@
 // draft/tli.hpp, draft/slem.hpp): the map between SmolLM2 135M's 49,152 tokens and Gemma 3 270M's
 // 262,144, and greedy TLI and SLEM with SmolLM2 drafting for Gemma (its own KV cache, one llama.cpp
 // sequence rolled back as the text is re-tokenized) give greedy target-only decoding's tokens over 128
-// tokens. Without the models the cases report a skip.
+// tokens, up to a near-tie (real_models.hpp, `differs_beyond_near_ties`). Without the models the cases report a skip.
 // SPECDEC_TEST_LABELS: real_models
 #include <catch2/catch.hpp>
 
@@ -45,8 +45,8 @@ TEST_CASE("SmolLM2 drafting for Gemma 3: greedy TLI and SLEM are greedy target d
   const lc::text_tokenizer target_tok(target), draft_tok(draft);
   const std::vector<token_id> prompt = lc::tokenize(target, specdec_test::llama::grounded_prompt);
   constexpr std::size_t n = 128;
-  const auto plain = specdec_test::llama::greedy_decode(target, prompt, n, {});
-  REQUIRE(plain.size() == n);
+  const auto ref = specdec_test::llama::greedy_with_margins(target, prompt, n);
+  REQUIRE(ref.tokens == specdec_test::llama::greedy_decode(target, prompt, n, {}));
 
   lc::context draft_ctx(draft, {.context_per_sequence = 1024, .sequences = 1, .threads = 2});
   lc::sequence_model draft_seq(draft_ctx);
@@ -61,6 +61,6 @@ TEST_CASE("SmolLM2 drafting for Gemma 3: greedy TLI and SLEM are greedy target d
     INFO((tli ? "TLI" : "SLEM") << ": drafted " << drafted << ", accepted " << accepted);
     CHECK(drafted > 0);
     CHECK(accepted > 0);
-    CHECK(out == plain);
+    CHECK(specdec_test::llama::differs_beyond_near_ties(out, ref) == std::string());
   }
 }

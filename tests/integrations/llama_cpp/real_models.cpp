@@ -3,7 +3,9 @@
 // quantized products on every x86-64 machine: a SIGILL fails the test), target-only greedy decoding
 // through specdec's decoder is llama.cpp's own greedy decoding, and greedy speculative decoding with
 // each model-free drafter (n-gram prompt lookup, suffix chains, suffix trees verified as trees on
-// llama.cpp's KV cache) gives greedy target-only decoding's tokens over 128 tokens; SmolLM2 drafting
+// llama.cpp's KV cache) gives greedy target-only decoding's tokens over 128 tokens, up to a near-tie
+// (top two logits within 0.5: llama.cpp's kernels for a forward of several tokens sum in another order
+// than a one-token forward's, AVX-512's visibly; a change where the margin is larger must be reported); SmolLM2 drafting
 // for itself (the one same-vocabulary pair here) under SPRINTER with a verifier that accepts nothing
 // and under SV (SmolLM2 its own companion, the estimator profiled first) gives them over 64. Without the models
 // (SPECDEC_REAL_MODELS=0 in scripts/test.sh, or no download) the cases report a skip.
@@ -29,6 +31,7 @@
 namespace {
 namespace lc = specdec::llama_cpp;
 using specdec::token_id;
+using specdec_test::llama::differs_beyond_near_ties;
 using specdec_test::llama::greedy_decode;
 using specdec_test::llama::grounded_prompt;
 using specdec_test::llama::real_model;
@@ -51,23 +54,33 @@ void check_model(const std::string& file) {
   REQUIRE(plain.size() == n);
   // specdec's target-only greedy decoding is llama.cpp's own (one llama_decode per token).
   CHECK(plain == specdec_test::llama::llama_greedy(m, prompt, n));
+  const auto ref = specdec_test::llama::greedy_with_margins(m, prompt, n);
+  REQUIRE(ref.tokens == plain);
+  {  // control: a token changed where greedy decoding is not a near-tie must be reported
+    auto wrong = plain;
+    std::size_t i = 0;
+    while (i < n && ref.margins[i] < 0.5f) ++i;
+    REQUIRE(i < n);
+    wrong[i] = wrong[i] == 0 ? 1 : 0;
+    CHECK(differs_beyond_near_ties(wrong, ref) != std::string());
+  }
 
   std::size_t drafted = 0, accepted = 0;
   const auto lookup =
       greedy_decode(m, prompt, n, specdec::prompt_lookup_stage({.min_n = 1, .max_n = 3, .k = 8}), &drafted, &accepted);
   INFO(file << ", prompt lookup: drafted " << drafted << ", accepted " << accepted);
   CHECK(drafted > 0);
-  CHECK(lookup == plain);
+  CHECK(differs_beyond_near_ties(lookup, ref) == std::string());
   const auto suffix = greedy_decode(m, prompt, n, specdec::suffix_stage({.max_spec = 8}), &drafted, &accepted);
   INFO(file << ", suffix tree: drafted " << drafted << ", accepted " << accepted);
   CHECK(drafted > 0);
-  CHECK(suffix == plain);
+  CHECK(differs_beyond_near_ties(suffix, ref) == std::string());
   // Suffix trees, verified as trees on llama.cpp's KV cache (a sequence id per root-to-leaf path).
   const auto tree =
       greedy_decode(m, prompt, n, specdec::suffix_stage({.max_spec = 8, .factor = 2.0, .tree = true}), &drafted, &accepted, true);
   INFO(file << ", suffix trees: drafted " << drafted << ", accepted " << accepted);
   CHECK(drafted > 0);
-  CHECK(tree == plain);
+  CHECK(differs_beyond_near_ties(tree, ref) == std::string());
 }
 }  // namespace
 
@@ -97,7 +110,7 @@ TEST_CASE("SmolLM2 135M drafting for itself: greedy SPRINTER and SV are greedy t
   const lc::model m(path);
   const std::vector<token_id> prompt = lc::tokenize(m, grounded_prompt);
   constexpr std::size_t n = 64;
-  const auto plain = greedy_decode(m, prompt, n, {});
+  const auto ref = specdec_test::llama::greedy_with_margins(m, prompt, n);
 
   // SPRINTER with a verifier that accepts nothing: every draft goes to the target's check.
   specdec::request_options r;
@@ -109,12 +122,12 @@ TEST_CASE("SmolLM2 135M drafting for itself: greedy SPRINTER and SV are greedy t
   auto never = specdec_test::llama::constant_gate(0.0, 20);
   specdec::decode_stats stats;
   const auto sprinter = specdec_test::llama::decode_stages(m, m, {r}, never.factory(), &stats, 1024);
-  CHECK(sprinter.front() == plain);
+  CHECK(differs_beyond_near_ties(sprinter.front(), ref) == std::string());
   CHECK(stats.target_calls == n);
 
   specdec::sv_stats sv;
   const auto got = specdec_test::llama::greedy_sv(m, m, m, {prompt}, n, 4, 32, sv);
   INFO("SV: mean verified length " << sv.mean_verified_length() << ", " << sv.dropped << " of " << sv.drafted << " dropped");
-  CHECK(got.front() == plain);
+  CHECK(differs_beyond_near_ties(got.front(), ref) == std::string());
   CHECK(sv.companion_calls > 0);
 }

@@ -6,6 +6,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -54,6 +57,54 @@ inline std::vector<token_id> greedy_decode(const lc::model& m, const std::vector
   if (accepted != nullptr) *accepted = decoder.stats(h).accepted;
   const auto t = decoder.tokens(h);
   return {t.begin(), t.end()};
+}
+
+// Greedy decoding of `prompt` for `n` tokens, one token per forward (as `greedy_decode` without a
+// drafter), with each step's margin: its largest logit minus the next largest.
+struct greedy_reference {
+  std::vector<token_id> tokens;
+  std::vector<float> margins;
+};
+inline greedy_reference greedy_with_margins(const lc::model& m, const std::vector<token_id>& prompt, std::size_t n) {
+  lc::context ctx(m, {.context_per_sequence = 1024, .sequences = 1, .threads = 2});
+  lc::sequence_model seq(ctx);
+  std::vector<float> row(m.vocab_size());
+  std::vector<token_id> next = prompt;
+  greedy_reference out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const specdec::sequence_append a{.sequence = 0, .tokens = next, .rows = 1};
+    seq.forward(std::span(&a, 1), row);
+    std::size_t best = 0;
+    for (std::size_t v = 1; v < row.size(); ++v)
+      if (row[v] > row[best]) best = v;
+    float second = -std::numeric_limits<float>::infinity();
+    for (std::size_t v = 0; v < row.size(); ++v)
+      if (v != best && row[v] > second) second = row[v];
+    out.tokens.push_back(static_cast<token_id>(best));
+    out.margins.push_back(row[best] - second);
+    next = {static_cast<token_id>(best)};
+  }
+  return out;
+}
+
+// Empty when `got` is `ref`'s greedy decoding wherever the arithmetic of a forward of several tokens
+// cannot decide it: equal to `ref` up to their first difference, which falls where `ref`'s top two
+// logits are within `tolerance` (llama.cpp computes a k-token forward with other kernels than a
+// one-token forward, AVX-512's among them, so near-ties may go either way); else what differs.
+inline std::string differs_beyond_near_ties(const std::vector<token_id>& got, const greedy_reference& ref,
+                                            float tolerance = 0.5f) {
+  std::ostringstream why;
+  if (got.size() != ref.tokens.size()) {
+    why << got.size() << " tokens, not " << ref.tokens.size();
+    return why.str();
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == ref.tokens[i]) continue;
+    if (ref.margins[i] < tolerance) return {};  // a near-tie: the continuations may part here
+    why << "token " << i << ": " << got[i] << ", greedy decoding's " << ref.tokens[i] << " by a margin of " << ref.margins[i];
+    return why.str();
+  }
+  return {};
 }
 
 }  // namespace specdec_test::llama
