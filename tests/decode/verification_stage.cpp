@@ -27,6 +27,7 @@
 #include "specdec/draft/prompt_lookup.hpp"
 #include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/model/adapters.hpp"
+#include "support/numbered_request.hpp"
 #include "support/wave_models.hpp"
 #include "support/host_policies.hpp"
 
@@ -97,12 +98,7 @@ const auto& draft_model() { return specdec_test::wave_draft<V>(); }
 using model_t = std::decay_t<decltype(target_model())>;
 
 specdec::request_options request(std::uint32_t id, specdec::request_acceptance acceptance) {
-  specdec::request_options o;
-  o.prompt = {static_cast<token_id>(id % V), static_cast<token_id>((id * 5 + 2) % V)};
-  o.seed = 91 + id;
-  o.request_id = id;
-  o.gamma = 1 + id % 5;
-  o.max_new_tokens = 20 + id % 7;
+  specdec::request_options o = specdec_test::numbered_request<V>(id, 91, 1 + id % 5, 20 + id % 7);
   o.target_params.temperature = 0.8 + 0.1 * (id % 3);
   o.draft_params.temperature = 1.1;
   o.acceptance = std::move(acceptance);

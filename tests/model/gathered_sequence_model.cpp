@@ -26,6 +26,7 @@
 #include "specdec/model/gathered_sequence_model.hpp"
 #include "specdec/model/prefix_cached_model.hpp"
 #include "specdec/model/sequence.hpp"
+#include "support/numbered_request.hpp"
 #include "support/wave_models.hpp"
 
 namespace {
@@ -104,12 +105,7 @@ batch_run run_batch(bool gathered_runner, std::size_t fail_at = 0, bool engine_f
   std::vector<specdec::request_handle> handles;
   for (std::uint32_t id = 0; id < 8; ++id) {
     views.push_back(std::make_unique<view>(delayed, lanes, 100 + id * lanes));
-    specdec::request_options o;
-    o.prompt = {static_cast<token_id>(id % V), static_cast<token_id>((id * 5 + 2) % V)};
-    o.seed = 31 + id;
-    o.request_id = id;
-    o.max_new_tokens = 10 + id % 7;
-    o.gamma = 1 + id % 4;
+    specdec::request_options o = specdec_test::numbered_request<V>(id, 31, 1 + id % 4, 10 + id % 7);
     if (id % 3 == 0) {
       auto d = std::make_shared<specdec::dynamic_tree_drafter<view>>(
           *views.back(), specdec::dynamic_tree_params{.depth = 2 + id % 2, .top_k = 2, .total_tokens = 5});
