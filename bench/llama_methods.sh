@@ -22,9 +22,11 @@
 #   cross  a real target drafted for by a real model of another vocabulary (Gemma 3 270M by SmolLM2
 #          135M, docs/cross-vocabulary.md): target only, TLI and SLEM.
 #   batch  SmolLM2 135M drafted for by itself with the PROMPTS prompts as one batch (not --sequential):
-#          target only, chain SD, dynamic and static trees and MTAD's beams, each tree or beam method
-#          with the requests' draft forwards merged into one llama_decode per level (the default) and
-#          on their own (--no-gather, label suffix -own).
+#          target only, chain SD, dynamic and static trees, MTAD's beams, SPRINTER and SV, each with
+#          the requests' draft forwards (SV: companion forwards) merged into one llama_decode per level,
+#          beam step, SPRINTER draft step or SV round (the default) and on their own (--no-gather,
+#          label suffix -own). SPRINTER's verifier is trained and SV's estimator profiled once per
+#          workload (--save-verifier, --save-sv-profile) and read by every run.
 #
 # Usage: bench/llama_methods.sh   (after a build with the llama.cpp integration and its tests' models)
 # Environment:
@@ -32,7 +34,7 @@
 #   REPEATS    runs per configuration [3]   PROMPTS  prompts per workload (the first N) [8]
 #   MODELS     real targets ["gemma"]      WORKLOADS  files of bench/prompts/ ["grounded code"]
 #   PARTS      ["real test"; add "cross" for the cross-vocabulary pair, "self" for SmolLM2 drafting for itself,
-#              "batch" for the batched trees and beams]
+#              "batch" for the batched trees, beams, SPRINTER and SV]
 #   DRAFT      the test models' draft [draft-layers2]   COMPANION  SV's companion among them [draft-layers1]
 #   METHODS    only these method labels (e.g. "none sd sprinter sprinter-hidden sv") [all]   TRAIN  SPRINTER's training drafts [400]
 #   OUT        results folder [bench/results/llama-methods-<date>]
@@ -165,6 +167,10 @@ if [[ " $PARTS " == *" batch "* ]]; then
   smol="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
   self=(--target "$smol" --draft "$smol")
   for workload in ${WORKLOADS:-grounded code}; do
+    head -n "$PROMPTS" "$ROOT/bench/prompts/$workload.txt" > "$tmp/setup-prompts.txt"
+    learnt=(--prompts-file "$tmp/setup-prompts.txt" --tokens 1 --threads "$THREADS" --quiet)
+    "$TOOL" "${self[@]}" --method sprinter --train-verifier "$TRAIN" --max-run 8 --save-verifier "$tmp/verifier.txt" "${learnt[@]}" > /dev/null
+    "$TOOL" "${self[@]}" --method sv --companion "$smol" --gamma 4 --save-sv-profile "$tmp/sv-profile.txt" "${learnt[@]}" > /dev/null
     for repeat in $(seq 1 "$REPEATS"); do
       run batch smollm2+smollm2 "$workload" none "$repeat" --target "$smol" --method none --rule greedy
       run batch smollm2+smollm2 "$workload" sd "$repeat" "${self[@]}" --method sd --rule greedy --gamma 4
@@ -175,6 +181,10 @@ if [[ " $PARTS " == *" batch "* ]]; then
         run batch smollm2+smollm2 "$workload" "tree-static$suffix" "$repeat" "${self[@]}" --method tree --tree static \
           --tree-width 2 --gamma 3 --rule greedy $own
         run batch smollm2+smollm2 "$workload" "mtad$suffix" "$repeat" "${self[@]}" --method mtad --beams 4 --tau 0.5 --gamma 4 $own
+        run batch smollm2+smollm2 "$workload" "sprinter$suffix" "$repeat" "${self[@]}" --method sprinter --max-run 8 \
+          --load-verifier "$tmp/verifier.txt" $own
+        run batch smollm2+smollm2 "$workload" "sv$suffix" "$repeat" "${self[@]}" --method sv --companion "$smol" --gamma 4 \
+          --load-sv-profile "$tmp/sv-profile.txt" $own
       done
       echo "done: batch, $workload, repeat $repeat" >&2
     done

@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "specdec/decode/sv.hpp"
+#include "specdec/model/prefix_cached_model.hpp"
+#include "specdec/model/sequence.hpp"
 #include "specdec/models/markov.hpp"
 #include "support/chi_squared.hpp"
 #include "support/sequence_enumeration.hpp"
@@ -417,6 +419,40 @@ TEST_CASE("decode_sv_batch: fixed rule is SD, gamma 0 is target-only, counters a
   CHECK_THROWS_AS(specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
                                            specdec::sv_setup{models().companion, estimator(), target_latency}, b, prompts, o),
                   specdec::error);
+}
+
+TEST_CASE("batched SV on a KV-cached companion: one companion forward per round, the same tokens", "[sv][batch]") {
+  // The companion as a KV-cached engine (prefix_cached_model over a sequence model of the Markov
+  // companion): SV's batch stage scores every request's drafts with one score_batch, so a forward per
+  // round serves the whole batch. Control: with one lane the same stage makes a forward per request.
+  specdec::decode_options o;
+  o.max_new_tokens = 24;
+  o.seed = 3;
+  const opt::saturating_latency target_latency{1.0, 4.0, 0.25};
+  const std::vector<std::vector<token_id>> prompts{{0}, {1}, {2}, {3}, {1, 2}};
+  specdec::sv_batch_options b;
+  b.gamma_max = 3;
+  const auto run = [&](const auto& companion) {
+    return specdec::decode_sv_batch(specdec::exec::seq, models().target, models().draft, specdec::warp_params{},
+                                    specdec::sv_setup{companion, estimator(), target_latency}, b, prompts, o);
+  };
+  const auto plain = run(models().companion);
+  specdec::recomputing_sequence_model engine(models().companion), single_engine(models().companion);
+  const specdec::prefix_cached_model cached(engine, prompts.size()), single(single_engine, 1);
+  const auto batched = run(cached);
+  const auto one_lane = run(single);
+  std::size_t calls = 0, longest = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    CAPTURE(i);
+    CHECK(batched.requests[i].tokens == plain.requests[i].tokens);  // the companion's rows are the same
+    CHECK(one_lane.requests[i].tokens == plain.requests[i].tokens);
+    calls += batched.requests[i].sv.companion_calls;
+    longest = std::max(longest, batched.requests[i].sv.companion_calls);
+  }
+  CHECK(cached.stats().forwards >= longest);
+  CHECK(cached.stats().forwards <= batched.rounds);  // one per round with drafts
+  CHECK(cached.stats().forwards < calls);            // several requests per forward
+  CHECK(single.stats().forwards == calls);           // the control: one per request and round
 }
 
 TEST_CASE("decode_sv: bad options are refused", "[sv][bad-input]") {

@@ -1,5 +1,6 @@
 // gathered_sequence_model: the drafter stages of a batch (EAGLE-2 dynamic trees, static trees, MTAD's
-// beams, each request through prefix_cached_model lanes of its own) run as the step decoder's stage
+// beams, SPRINTER's verifier-gated runs, each request through prefix_cached_model lanes of its own) run
+// as the step decoder's stage
 // runner on one shared draft engine. Every request emits exactly the tokens it emits when the stages
 // run one after another on the same engine, and each draft level of the batch is one forward of the
 // engine (control: without the runner, one forward per request and level). A specdec::error thrown by
@@ -16,12 +17,15 @@
 #include <thread>
 #include <vector>
 
+#include "specdec/acceptance/last_token.hpp"
 #include "specdec/acceptance/mtad.hpp"
 #include "specdec/acceptance/tree.hpp"
 #include "specdec/decode/batch_decoder.hpp"
 #include "specdec/draft/beam.hpp"
 #include "specdec/draft/tree.hpp"
 #include "specdec/draft/tree_shape.hpp"
+#include "specdec/draft/verifier.hpp"
+#include "specdec/draft/verifier_gated.hpp"
 #include "specdec/model/adapters.hpp"
 #include "specdec/model/gathered_sequence_model.hpp"
 #include "specdec/model/prefix_cached_model.hpp"
@@ -67,10 +71,12 @@ struct batch_run {
   std::size_t engine_forwards = 0, steps = 0, max_level_calls = 0;
   std::vector<std::vector<specdec::sequence_id>> batches;
   specdec::gather_stats gathered;
+  specdec::sprinter_stats sprinter[2];  // requests 3 and 7
 };
 
-// Eight requests, drafting through stages on views of one gathered engine: dynamic trees, static trees
-// and MTAD's beams; run with or without the gathered runner.
+// Eight requests, drafting through stages on views of one gathered engine: dynamic trees, static trees,
+// MTAD's beams and SPRINTER's runs (ids 3 and 7; a verifier that keeps drafting while q(x) >= 0.3, runs
+// of at most 4); run with or without the gathered runner.
 // The gathered model seen through a delay of 0-300 us before each forward (when `on`), so that the
 // calls reach each round in an order of the threads' timing.
 template <class G>
@@ -91,6 +97,7 @@ struct jittered {
 };
 
 batch_run run_batch(bool gathered_runner, std::size_t fail_at = 0, bool engine_failure = false, bool jitter = false) {
+  batch_run out;
   specdec::recomputing_sequence_model target(target_model()), draft(draft_model());
   engine_with_failures engine(draft_model());
   engine.fail_at = fail_at;
@@ -106,7 +113,16 @@ batch_run run_batch(bool gathered_runner, std::size_t fail_at = 0, bool engine_f
   for (std::uint32_t id = 0; id < 8; ++id) {
     views.push_back(std::make_unique<view>(delayed, lanes, 100 + id * lanes));
     specdec::request_options o = specdec_test::numbered_request<V>(id, 31, 1 + id % 4, 10 + id % 7);
-    if (id % 3 == 0) {
+    if (id % 4 == 3) {
+      const auto verifier = specdec::make_verifier(specdec::draft_row_features::size,
+                                                   [](std::span<const float> f) { return static_cast<double>(f[0]); });
+      auto d = std::make_shared<specdec::verifier_gated_drafter<view, specdec::draft_row_features, decltype(verifier)>>(
+          *views.back(), specdec::warp_params{}, specdec::draft_row_features{}, verifier,
+          specdec::gating_params{.tau = 0.3, .max_run = 4});
+      o.set_stages(specdec::gated_stage(*d, &out.sprinter[id / 4]), specdec::last_token);
+      o.gamma = 4;
+      drafters.push_back(d);
+    } else if (id % 3 == 0) {
       auto d = std::make_shared<specdec::dynamic_tree_drafter<view>>(
           *views.back(), specdec::dynamic_tree_params{.depth = 2 + id % 2, .top_k = 2, .total_tokens = 5});
       o.set_stages(specdec::tree_drafter_stage(*d), specdec::tree_acceptance{specdec::sample_and_match});
@@ -124,7 +140,6 @@ batch_run run_batch(bool gathered_runner, std::size_t fail_at = 0, bool engine_f
     }
     handles.push_back(decoder.add(std::move(o)));
   }
-  batch_run out;
   out.tokens.resize(handles.size());
   out.finished.resize(handles.size(), specdec::finish_reason::none);
   while (decoder.active() > 0) {
@@ -153,6 +168,10 @@ TEST_CASE("gathered stage calls emit what the stages emit one after another, one
     REQUIRE_FALSE(one_by_one.tokens[k].empty());
     REQUIRE(gathered.tokens[k] == one_by_one.tokens[k]);
     REQUIRE(gathered.finished[k] == one_by_one.finished[k]);
+  }
+  for (const auto& s : gathered.sprinter) {  // SPRINTER's runs kept tokens on the verifier's word
+    REQUIRE(s.verifier_accepted > 0);
+    REQUIRE(s.verifier_calls > s.verifier_accepted);
   }
   REQUIRE(one_by_one.gathered.rounds == 0);
   REQUIRE(gathered.gathered.rounds > 0);

@@ -1,7 +1,8 @@
 // prefix_cached_model: a SequenceModel as a stateless Model / BatchedModel. Its rows are the wrapped
 // model's for every context, whatever the order and branching of the calls and however many contexts a
 // call has; a context that extends or branches off a lane's tokens costs only the tokens after the
-// shared prefix; `score` gives a continuation's rows from one forward of one lane; beam drafting (MTAD)
+// shared prefix; `score` gives a continuation's rows from one forward of one lane, `score_batch` B
+// contexts' from one forward per `lanes` of them; beam drafting (MTAD)
 // on it drafts exactly what it drafts on the plain model.
 #include <catch2/catch.hpp>
 
@@ -13,6 +14,7 @@
 #include "specdec/draft/beam.hpp"
 #include "specdec/model/adapters.hpp"
 #include "specdec/model/prefix_cached_model.hpp"
+#include "specdec/model/score.hpp"
 #include "specdec/model/sequence.hpp"
 
 namespace {
@@ -115,6 +117,48 @@ TEST_CASE("prefix_cached_model: score gives a continuation's rows in one forward
   std::vector<float> wrong(continuation.size() * V);
   CHECK_THROWS_WITH(cached.score(context, continuation, wrong), Catch::Matchers::Contains("continuation.size() + 1 rows"));
   CHECK_THROWS_WITH(cached.score({}, continuation, rows), Catch::Matchers::Contains("empty context"));
+}
+
+TEST_CASE("prefix_cached_model: score_batch scores every context's continuation, one forward per lanes", "[model]") {
+  const auto m = specdec::make_model(V, positional_logits);
+  specdec::recomputing_sequence_model engine(m);
+  const specdec::prefix_cached_model cached(engine, 3);
+  static_assert(specdec::BatchScoringModel<decltype(cached)> && !specdec::BatchScoringModel<decltype(m)>);
+  std::mt19937_64 rng(11);
+  const auto draw = [&](std::size_t lo, std::size_t hi) {
+    std::vector<token_id> t(std::uniform_int_distribution<std::size_t>(lo, hi)(rng));
+    for (token_id& x : t) x = std::uniform_int_distribution<token_id>(0, V - 1)(rng);
+    return t;
+  };
+  for (std::size_t b = 1; b <= 7; ++b) {  // up to and past the 3 lanes: ceil(b / 3) forwards
+    std::vector<std::vector<token_id>> contexts, continuations;
+    std::size_t total = 0;
+    for (std::size_t k = 0; k < b; ++k) {
+      contexts.push_back(draw(1, 6));
+      continuations.push_back(draw(0, 4));  // an empty continuation asks for the context's next row alone
+      total += (continuations.back().size() + 1) * V;
+    }
+    const std::vector<std::span<const token_id>> cs(contexts.begin(), contexts.end()),
+        ks(continuations.begin(), continuations.end());
+    std::vector<float> got(total), want(total);
+    const std::size_t forwards = cached.stats().forwards;
+    specdec::score_batch(cached, cs, ks, got);  // the free function calls the member
+    CHECK(cached.stats().forwards == forwards + (b + 2) / 3);
+    specdec::score_batch(m, cs, ks, want);  // m has neither: one next_logits per row
+    CAPTURE(b);
+    CHECK(got == want);
+  }
+  std::vector<token_id> c{1, 2}, k{3};
+  const std::span<const token_id> one[] = {c}, none[] = {std::span<const token_id>{}};
+  std::vector<float> rows(2 * V), wrong(V);
+  CHECK_THROWS_WITH(cached.score_batch(one, std::span<const std::span<const token_id>>{}, rows),
+                    Catch::Matchers::Contains("one continuation per context"));
+  const std::span<const token_id> ks[] = {k};
+  CHECK_THROWS_WITH(cached.score_batch(one, ks, wrong), Catch::Matchers::Contains("rows per context"));
+  CHECK_THROWS_WITH(cached.score_batch(none, ks, rows), Catch::Matchers::Contains("empty context"));
+  const std::vector<token_id> outside{static_cast<token_id>(V)};
+  const std::span<const token_id> bad[] = {outside};
+  CHECK_THROWS_WITH(specdec::score_batch(cached, one, bad, rows), Catch::Matchers::Contains("outside the vocabulary"));
 }
 
 TEST_CASE("beam drafting on prefix_cached_model drafts what it drafts on the plain model", "[model]") {

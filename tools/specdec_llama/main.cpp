@@ -56,8 +56,9 @@ as sequences of one context.
   --prompt TEXT          a prompt (repeatable; default "Once upon a time")
   --prompts-file FILE    one prompt per line ("\n" in a line is a line break)
   --sequential           run the requests one after another (one sequence at a time), not as one batch
-  --no-gather            tree, mtad: each request's draft forwards on their own (by default every
-                         request's draft forwards of a level go to the draft model as one llama_decode)
+  --no-gather            tree, mtad, sprinter, sv: each request's draft (sv: companion) forwards on their own
+                         (by default every request's draft forwards of a level or draft step go to the
+                         draft model as one llama_decode, and SV's companion scores the batch in one)
   --repeat N             run every prompt N times (request ids differ, so do the samples) [1]
   --method M             sd: chain drafts from --draft [sd]
                          tree: a token tree from --draft (--tree), verified as a tree: every node
@@ -138,7 +139,7 @@ struct options {
   std::string tree = "dynamic";
   specdec::warp_params warp{};
   bool draft_greedy = false, stop_at_eos = false, quiet = false, sequential = false, vocab_report = false;
-  bool no_gather = false;  // tree, mtad: no merged draft forwards across requests
+  bool no_gather = false;  // tree, mtad, sprinter, sv: no merged draft (companion) forwards across requests
   std::uint64_t seed = 20261125;
   std::uint32_t ctx = 2048;
   int threads = 0;
@@ -379,12 +380,11 @@ specdec::draft_stage drafter_of(const options& o, std::size_t vocab, const std::
 // Drafter stages on a draft model (--method tree, mtad, sprinter). Each request (or, with --sequential, every
 // request in turn) reads the draft model through a prefix_cached_model of its own lanes (sequences of
 // the draft context), so a call appends only what the lane's KV cache lacks: the new tokens of the
-// context, or a beam's or tree path's tokens below its branch point. Trees' and beams' lanes sit on a
+// context, or a beam's or tree path's tokens below its branch point. The lanes sit on a
 // gathered_sequence_model: with the decoder's stage runner (`runner()`), the requests' stage calls run
-// on threads and every level's draft forwards of the batch are one llama_decode.
+// on threads and every level's (or SPRINTER draft step's) forwards of the batch are one llama_decode.
 class model_stages {
  public:
-  using view = specdec::prefix_cached_model<lc::sequence_model>;
   using gathered = specdec::gathered_sequence_model<lc::sequence_model>;
   using gathered_view = specdec::prefix_cached_model<gathered>;
 
@@ -402,17 +402,15 @@ class model_stages {
   // `verifier` gates SPRINTER's drafts (--method sprinter); it must outlive the stages.
   model_stages(const options& o, lc::sequence_model& draft, std::size_t views,
                const specdec_llama::sprinter_verifier* verifier = nullptr)
-      : o_(o), draft_(&draft), verifier_(verifier), shared_(std::make_unique<gathered>(draft)) {
+      : o_(o), verifier_(verifier), shared_(std::make_unique<gathered>(draft)) {
     for (std::size_t i = 0; i < views; ++i) {
-      if (o.method == "sprinter")  // SPRINTER's hidden-state features read the lane's sequence in the draft context
-        views_.push_back(std::make_unique<view>(draft, lanes(o), i * lanes(o)));
-      else
-        gathered_views_.push_back(std::make_unique<gathered_view>(*shared_, lanes(o), i * lanes(o)));
+      gathered_views_.push_back(std::make_unique<gathered_view>(*shared_, lanes(o), i * lanes(o)));
+      sprinter_.push_back(std::make_unique<specdec::sprinter_stats>());  // each request's own (its calls run at once)
     }
   }
 
-  // The decoder's stage runner: trees' and beams' calls on threads, their draft forwards merged (none
-  // with --no-gather, for SPRINTER, or with one view shared by every request, --sequential).
+  // The decoder's stage runner: the requests' stage calls on threads, their draft forwards merged (none
+  // with --no-gather, or with one view shared by every request, --sequential).
   specdec::stage_runner runner() {
     if (o_.no_gather || gathered_views_.size() < 2) return {};
     return [this](std::span<const std::function<void()>> calls) { shared_->run(calls); };
@@ -425,15 +423,15 @@ class model_stages {
   // draft's warp changes which tokens are proposed, never the output's law.
   specdec::draft_stage stage(std::size_t i) {
     const specdec::warp_params tree_warp{};
-    if (o_.method == "sprinter") {
-      view& v = *views_[views_.size() == 1 ? 0 : i];  // SPRINTER's drafter (seed 000, Algorithm 2), features of the draft's rows
+    const std::size_t k = gathered_views_.size() == 1 ? 0 : i;
+    gathered_view& v = *gathered_views_[k];
+    if (o_.method == "sprinter") {  // SPRINTER's drafter (seed 000, Algorithm 2), features of the draft's rows
       const auto warp = o_.draft_greedy ? specdec::warp_params{.temperature = 0.0} : o_.warp;
       const specdec::gating_params gating{.tau = o_.verifier_tau, .max_run = o_.max_run};
       if (o_.verifier_features == "hidden")  // the draft's hidden state before its row's features
-        return sprinter_stage(v, warp, specdec::llama_cpp::hidden_state_features(v, *draft_), gating);
-      return sprinter_stage(v, warp, specdec::draft_row_features{}, gating);
+        return sprinter_stage(v, warp, lc::basic_hidden_state_features<gathered>(v, *shared_), gating, *sprinter_[k]);
+      return sprinter_stage(v, warp, specdec::draft_row_features{}, gating, *sprinter_[k]);
     }
-    gathered_view& v = *gathered_views_[gathered_views_.size() == 1 ? 0 : i];
     if (o_.method == "mtad")
       return specdec::beam_stage(
           keep(std::make_unique<specdec::beam_drafter<gathered_view>>(v, specdec::beam_params{.width = o_.beams})));
@@ -458,13 +456,24 @@ class model_stages {
       total.appended_positions += s.appended_positions;
       total.reused_positions += s.reused_positions;
     };
-    for (const auto& v : views_) add(v->stats());
     for (const auto& v : gathered_views_) add(v->stats());
     return total;
   }
 
-  // SPRINTER's counters over every request's runs.
-  const specdec::sprinter_stats& sprinter() const noexcept { return sprinter_; }
+  // SPRINTER's counters over every request's runs (request by request).
+  specdec::sprinter_stats sprinter() const {
+    specdec::sprinter_stats total;
+    for (const auto& s : sprinter_) {
+      total.verifier_calls += s->verifier_calls;
+      total.verifier_accepted += s->verifier_accepted;
+      total.target_checks += s->target_checks;
+      total.target_kept += s->target_kept;
+      total.forced_checks += s->forced_checks;
+      total.budget_ends += s->budget_ends;
+      total.run_lengths.insert(total.run_lengths.end(), s->run_lengths.begin(), s->run_lengths.end());
+    }
+    return total;
+  }
 
  private:
   // Keeps `drafter` as long as the stages that read it; returns it.
@@ -476,22 +485,20 @@ class model_stages {
   }
 
   // SPRINTER's verifier-gated drafter on `v` with `features` (the draft's rows, or its hidden states
-  // before them), counted in sprinter_.
+  // before them), counted in `stats`.
   template <class Features>
-  specdec::draft_stage sprinter_stage(view& v, const specdec::warp_params& warp, Features features,
-                                      const specdec::gating_params& gating) {
-    using gated = specdec::verifier_gated_drafter<view, Features, specdec_llama::sprinter_verifier>;
-    return specdec::gated_stage(keep(std::make_unique<gated>(v, warp, std::move(features), *verifier_, gating)), &sprinter_);
+  specdec::draft_stage sprinter_stage(gathered_view& v, const specdec::warp_params& warp, Features features,
+                                      const specdec::gating_params& gating, specdec::sprinter_stats& stats) {
+    using gated = specdec::verifier_gated_drafter<gathered_view, Features, specdec_llama::sprinter_verifier>;
+    return specdec::gated_stage(keep(std::make_unique<gated>(v, warp, std::move(features), *verifier_, gating)), &stats);
   }
 
   const options& o_;
-  const lc::sequence_model* draft_;
   const specdec_llama::sprinter_verifier* verifier_;
-  specdec::sprinter_stats sprinter_;
   std::unique_ptr<gathered> shared_;
-  std::vector<std::unique_ptr<view>> views_;                    // SPRINTER's
-  std::vector<std::unique_ptr<gathered_view>> gathered_views_;  // trees' and beams'
-  std::vector<std::shared_ptr<void>> drafters_;                 // every request's drafter (SPRINTER's, MTAD's beams, a tree's)
+  std::vector<std::unique_ptr<gathered_view>> gathered_views_;      // each request's lanes
+  std::vector<std::unique_ptr<specdec::sprinter_stats>> sprinter_;  // each request's SPRINTER counters
+  std::vector<std::shared_ptr<void>> drafters_;  // every request's drafter (SPRINTER's, MTAD's beams, a tree's)
 };
 
 // The root-to-leaf paths a request's tree can have (one llama.cpp sequence id each while it is scored).
@@ -709,13 +716,28 @@ int run(Policy policy, const options& o) {
                                                     .threads = o.threads,
                                                     .load_estimator = o.load_sv_profile,
                                                     .save_estimator = o.save_sv_profile});
-    const specdec::sv_setup setup{companion, profile.estimator, profile.target_latency};
-    auto lengths = specdec::sv_batch_lengths(
-        policy, setup,
-        {.gamma_max = o.gamma, .t_draft_step = profile.t_draft_step, .t_companion_step = profile.t_companion_step});
     lc::context draft_ctx(*draft_model, params);
     lc::sequence_model draft(draft_ctx);
-    return decode_all(policy, o, target_model, target, draft, prompts, nullptr, {}, std::move(lengths));
+    const auto before = companion.stats();
+    const std::size_t decodes_before = companion_seq.engine_stats().decode_calls;
+    // The companion scores every request's drafts of a round in one forward (score_batch), or with
+    // --no-gather each request's on its own.
+    const auto decode_with = [&](const auto& scorer) {
+      auto lengths = specdec::sv_batch_lengths(
+          policy, specdec::sv_setup{scorer, profile.estimator, profile.target_latency},
+          {.gamma_max = o.gamma, .t_draft_step = profile.t_draft_step, .t_companion_step = profile.t_companion_step});
+      return decode_all(policy, o, target_model, target, draft, prompts, nullptr, {}, std::move(lengths));
+    };
+    const int status = o.no_gather ? decode_with(specdec_llama::per_request_scoring<specdec_llama::llama_view>{&companion})
+                                   : decode_with(companion);
+    const std::size_t contexts = companion.stats().contexts - before.contexts,
+                      forwards = companion.stats().forwards - before.forwards;
+    std::printf(
+        "sv companion: %zu contexts in %zu forwards (%.2f contexts per forward, llama_decode %zu), %zu positions appended\n",
+        contexts, forwards, forwards > 0 ? double(contexts) / double(forwards) : 0.0,
+        companion_seq.engine_stats().decode_calls - decodes_before,
+        companion.stats().appended_positions - before.appended_positions);
+    return status;
   }
   std::optional<specdec_llama::sprinter_verifier> verifier;
 #if defined(SPECDEC_LLAMA_HAS_LEARN)

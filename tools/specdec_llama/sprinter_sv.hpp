@@ -264,6 +264,18 @@ sv_profile profile_sv(Policy policy, const lc::model& target_model, const lc::mo
           companion_step};
 }
 
+// A companion scoring each request's drafts with a call of its own: what `--no-gather` gives SV's
+// length stage instead of the view's one `score_batch` forward for the batch.
+template <class M>
+struct per_request_scoring {
+  const M* model;
+  std::size_t vocab_size() const { return model->vocab_size(); }
+  void next_logits(std::span<const token_id> context, std::span<float> logits) const { model->next_logits(context, logits); }
+  void score(std::span<const token_id> context, std::span<const token_id> continuation, std::span<float> rows) const {
+    model->score(context, continuation, rows);
+  }
+};
+
 // Prints SV's verified lengths: rounds per length, the mean, and drafts dropped.
 inline void print_sv_lengths(const specdec::sv_stats& sv) {
   std::printf("sv: verified lengths chosen (rounds per length):");

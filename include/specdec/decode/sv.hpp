@@ -35,8 +35,9 @@
 //! **Counting and cost.** `decode_stats` counts verified tokens as `drafted` (so `acceptance_rate()` is
 //! accepted / verified, SV's token accept rate); `sv_stats` adds the tokens actually drafted and
 //! dropped, the companion calls and the histogram of verified lengths (SV Table 9's fairness data).
-//! The companion scores all drafted positions in one call per round (it is a parallel forward over
-//! tokens the drafter produced), charged `t_companion` of simulated time.
+//! The companion scores all drafted positions of a round in one call (`score_batch`: a parallel forward
+//! over the tokens the drafters produced, every request's in one forward of a KV-cached companion),
+//! charged `t_companion` of simulated time.
 #pragma once
 
 #include <algorithm>
@@ -182,41 +183,73 @@ template <class Companion, class L>
 sv_setup(const Companion&, const estimate::acceptance_estimator&, L) -> sv_setup<Companion, L>;
 
 namespace detail {
-//! Buffers of one request's indicators.
+//! Buffers of a round's indicators and gains, request k's at [first[k], first[k + 1]).
 struct sv_workspace {
   std::vector<float> logits, companion_rows;
   std::vector<double> s, a, gains;
+  std::vector<std::size_t> first;
+  std::vector<std::span<const token_id>> contexts, continuations;
 };
 
-//! S and A of one request's drafts: one companion call scores every drafted position (rows after
-//! context + drafts[0..j), j < n), its rows are warped into P_c and compared with the q rows.
-//! \throws specdec::numerical_error when the companion returns a row without usable mass.
+//! S and A of every drafted position of a round's requests: one `score_batch` call of the companion
+//! scores them all (rows after context + drafts[0..j), j < n, of each request with drafts; a KV-cached
+//! companion such as `prefix_cached_model` makes it one forward for the batch), its rows are warped
+//! into P_c and compared with the q rows.
+//! \throws specdec::error when a request with drafts lacks their q rows (a beam drafter);
+//!         specdec::numerical_error when the companion returns a row without usable mass.
 template <exec::ExecutionPolicy Policy, Model C>
-void sv_indicators(const Policy& policy, const C& companion, const warp_params& companion_params,
-                   std::span<const token_id> context, std::span<const token_id> drafts, std::span<const float> q_rows,
-                   sv_workspace& w) {
-  const std::size_t V = companion.vocab_size(), n = drafts.size();
+void sv_round_indicators(const Policy& policy, const C& companion, const warp_params& companion_params,
+                         std::span<const drafted_request> requests, sv_workspace& w) {
+  const std::size_t V = companion.vocab_size();
+  w.first.clear();
+  w.contexts.clear();
+  w.continuations.clear();
+  std::size_t n = 0;
+  for (const drafted_request& d : requests) {
+    w.first.push_back(n);
+    if (d.drafts.empty()) continue;
+    SPECDEC_EXPECTS(d.q_rows.size() == d.drafts.size() * V, "SV's length stage needs the q rows of the drafts (a chain drafter)");
+    w.contexts.push_back(d.context);
+    w.continuations.push_back(d.drafts.first(d.drafts.size() - 1));
+    n += d.drafts.size();
+  }
+  w.first.push_back(n);
   w.s.resize(n);
   w.a.resize(n);
   if (n == 0) return;
   w.logits.resize(n * V);
   w.companion_rows.resize(n * V);
-  score(companion, context, drafts.first(n - 1), std::span<float>(w.logits));
+  score_batch(companion, std::span<const std::span<const token_id>>(w.contexts),
+              std::span<const std::span<const token_id>>(w.continuations), std::span<float>(w.logits));
   warp_rows(w.logits, w.companion_rows, V, companion_params);
-  estimate::compute_indicators(policy, specdec::row_batch<const float>(q_rows, V),
-                               specdec::row_batch<const float>(w.companion_rows, V), drafts, std::span<double>(w.s),
-                               std::span<double>(w.a));
+  for (std::size_t k = 0; k < requests.size(); ++k) {
+    const std::size_t at = w.first[k], count = w.first[k + 1] - at;
+    if (count == 0) continue;
+    estimate::compute_indicators(
+        policy, specdec::row_batch<const float>(requests[k].q_rows, V),
+        specdec::row_batch<const float>(std::span<const float>(w.companion_rows).subspan(at * V, count * V), V),
+        requests[k].drafts, std::span<double>(w.s).subspan(at, count), std::span<double>(w.a).subspan(at, count));
+  }
 }
 
-//! The gains of `mode` for one drafted request of the step decoder (its q rows are required).
+//! The gains of `mode` for every drafted position of a round (`sv_round_indicators`, then `sv_gains`
+//! per request): request k's at [w.first[k], w.first[k + 1]) of w.gains.
 template <exec::ExecutionPolicy Policy, Model C>
-void sv_request_gains(const Policy& policy, const C& companion, const warp_params& companion_params,
-                      const estimate::acceptance_estimator& estimator, sv_mode mode, const drafted_request& d, sv_workspace& w) {
-  SPECDEC_EXPECTS(d.q_rows.size() == d.drafts.size() * companion.vocab_size(),
-                  "SV's length stage needs the q rows of the drafts (a chain drafter)");
-  sv_indicators(policy, companion, companion_params, d.context, d.drafts, d.q_rows, w);
-  w.gains.resize(d.drafts.size());
-  sv_gains(estimator, w.s, w.a, mode, w.gains);
+void sv_round_gains(const Policy& policy, const C& companion, const warp_params& companion_params,
+                    const estimate::acceptance_estimator& estimator, sv_mode mode, std::span<const drafted_request> requests,
+                    sv_workspace& w) {
+  sv_round_indicators(policy, companion, companion_params, requests, w);
+  w.gains.resize(w.s.size());
+  for (std::size_t k = 0; k < requests.size(); ++k) {
+    const std::size_t at = w.first[k], count = w.first[k + 1] - at;
+    sv_gains(estimator, std::span<const double>(w.s).subspan(at, count), std::span<const double>(w.a).subspan(at, count), mode,
+             std::span<double>(w.gains).subspan(at, count));
+  }
+}
+
+//! Request k's gains of the last `sv_round_gains`.
+inline std::span<const double> request_gains(const sv_workspace& w, std::size_t k) {
+  return std::span<const double>(w.gains).subspan(w.first[k], w.first[k + 1] - w.first[k]);
 }
 }  // namespace detail
 
@@ -236,11 +269,10 @@ verify_length_stage sv_request_lengths(Policy policy, const sv_setup<Companion, 
   optimize::check_latency_profile(setup.latency, 0, static_cast<int>(sv.gamma_max));
   return [=, c = &setup.companion, e = &setup.estimator, latency = setup.latency, w = detail::sv_workspace{}](
              std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
-    for (std::size_t k = 0; k < requests.size(); ++k) {
-      if (requests[k].drafts.empty()) continue;
-      detail::sv_request_gains(policy, *c, sv.companion_params, *e, sv.mode, requests[k], w);
-      lengths[k] = choose_sv_length(std::span<const double>(w.gains), latency, sv.mode, sv.search, sv.counting);
-    }
+    detail::sv_round_gains(policy, *c, sv.companion_params, *e, sv.mode, requests, w);
+    for (std::size_t k = 0; k < requests.size(); ++k)
+      if (!requests[k].drafts.empty())
+        lengths[k] = choose_sv_length(detail::request_gains(w, k), latency, sv.mode, sv.search, sv.counting);
   };
 }
 
@@ -357,27 +389,24 @@ verify_length_stage sv_batch_lengths(Policy policy, const sv_setup<Companion, TL
   validate(batch.companion_params);
   SPECDEC_EXPECTS(!(batch.mode == sv_mode::exact && batch.scheduler.stop == optimize::stop_rule::best_prefix),
                   "exact SV needs the first-drop rule: best_prefix looks at later drafts and loses exactness");
-  return [=, c = &setup.companion, e = &setup.estimator, target_latency = setup.latency, w = detail::sv_workspace{},
-          gains = std::vector<double>{}, drafted = std::vector<std::size_t>{}](std::span<const drafted_request> requests,
-                                                                               std::span<std::size_t> lengths) mutable {
-    gains.clear();
-    drafted.clear();
-    std::size_t gamma_round = 0;
-    for (const drafted_request& d : requests) {
-      drafted.push_back(d.drafts.size());
-      gamma_round = std::max(gamma_round, d.drafts.size());
-      if (d.drafts.empty()) continue;
-      detail::sv_request_gains(policy, *c, batch.companion_params, *e, batch.mode, d, w);
-      gains.insert(gains.end(), w.gains.begin(), w.gains.end());
-    }
-    const double drafting =
-        static_cast<double>(gamma_round) * batch.t_draft_step + (gamma_round > 0 ? batch.t_companion_step : 0.0);
-    const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(requests.size()),
-                                            batch.drafting_in_goodput ? drafting : 0.0};
-    const auto schedule = optimize::schedule_batch_from_gains(std::span<const double>(gains),
-                                                              std::span<const std::size_t>(drafted), step, batch.scheduler);
-    std::copy(schedule.lengths.begin(), schedule.lengths.end(), lengths.begin());
-  };
+  return
+      [=, c = &setup.companion, e = &setup.estimator, target_latency = setup.latency, w = detail::sv_workspace{},
+       drafted = std::vector<std::size_t>{}](std::span<const drafted_request> requests, std::span<std::size_t> lengths) mutable {
+        drafted.clear();
+        std::size_t gamma_round = 0;
+        for (const drafted_request& d : requests) {
+          drafted.push_back(d.drafts.size());
+          gamma_round = std::max(gamma_round, d.drafts.size());
+        }
+        detail::sv_round_gains(policy, *c, batch.companion_params, *e, batch.mode, requests, w);  // every request's, in order
+        const double drafting =
+            static_cast<double>(gamma_round) * batch.t_draft_step + (gamma_round > 0 ? batch.t_companion_step : 0.0);
+        const optimize::offset_latency<TL> step{&target_latency, static_cast<int>(requests.size()),
+                                                batch.drafting_in_goodput ? drafting : 0.0};
+        const auto schedule = optimize::schedule_batch_from_gains(std::span<const double>(w.gains),
+                                                                  std::span<const std::size_t>(drafted), step, batch.scheduler);
+        std::copy(schedule.lengths.begin(), schedule.lengths.end(), lengths.begin());
+      };
 }
 
 //! Decodes B requests together on the step decoder (chain drafting on `draft`, the strict rule): every
@@ -499,7 +528,7 @@ std::vector<estimate::indicator_sample> profile_sv_indicators(const Policy& poli
   random::request_stream stream{};
   decoder.set_verify_length_stage([&](std::span<const drafted_request> requests, std::span<std::size_t>) {
     const drafted_request& d = requests.front();
-    detail::sv_indicators(policy, companion, profile.companion_params, d.context, d.drafts, d.q_rows, w);
+    detail::sv_round_indicators(policy, companion, profile.companion_params, requests.first(1), w);
     s = w.s;
     a = w.a;
     qx.clear();

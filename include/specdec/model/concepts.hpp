@@ -7,6 +7,7 @@
 //! - `ParallelScoringModel`: logits for every position of `context + continuation` in one call (a target);
 //! - `StatefulModel`: a KV-cache-like state with append and rollback;
 //! - `BatchedModel`: next-token logits for B contexts in one call;
+//! - `BatchScoringModel`: a `ParallelScoringModel` that scores B continuations in one call;
 //! - `FeatureModel`: a feature vector (e.g. the last hidden state) for a verifier such as SPRINTER;
 //! - `ProbabilityModel`: exact next-token probabilities in double (reference models).
 //!
@@ -81,6 +82,19 @@ concept BatchedModel = Model<M> &&
   m.next_logits_batch(contexts, logits);
 };
 
+//! A `ParallelScoringModel` that scores B continuations, each after its own context, in one call (a
+//! KV-cached engine serving every request of a batch with one forward).
+//!
+//! `m.score_batch(contexts, continuations, rows)` writes, for b = 0..B-1 in turn, the
+//! `continuations[b].size() + 1` rows that `m.score(contexts[b], continuations[b], ...)` writes;
+//! `rows.size()` = the sum of those counts times `vocab_size()` is a precondition.
+template <class M>
+concept BatchScoringModel = ParallelScoringModel<M> &&
+    requires(const M& m, std::span<const std::span<const token_id>> contexts,
+             std::span<const std::span<const token_id>> continuations, std::span<float> rows) {
+  m.score_batch(contexts, continuations, rows);
+};
+
 //! A model that exposes a feature vector for a context, e.g. its last hidden state, as input to a
 //! learned verifier (SPRINTER, seed 000).
 //!
@@ -142,6 +156,12 @@ template <class M>
 concept has_next_logits_batch = requires(const M& m, std::span<const std::span<const token_id>> c, std::span<float> l) {
   m.next_logits_batch(c, l);
 };
+//! `m.score_batch(contexts, continuations, rows)` is callable on a const model.
+template <class M>
+concept has_score_batch = requires(const M& m, std::span<const std::span<const token_id>> c,
+                                   std::span<const std::span<const token_id>> k, std::span<float> r) {
+  m.score_batch(c, k, r);
+};
 //! `m.feature_size()` and `m.features(context, features)` are callable on a const model.
 template <class M>
 concept has_features = requires(const M& m, std::span<const token_id> c, std::span<float> f) {
@@ -191,6 +211,16 @@ consteval bool explain_batched_model() {
   static_assert(has_next_logits_batch<M>, "specdec::BatchedModel: M needs `void next_logits_batch(std::span<const "
                                           "std::span<const token_id>>, std::span<float>) const`");
   return BatchedModel<M>;
+}
+
+//! Explains why `M` is not a `BatchScoringModel`; returns true when it is.
+template <class M>
+consteval bool explain_batch_scoring_model() {
+  static_assert(explain_parallel_scoring_model<M>());
+  static_assert(has_score_batch<M>, "specdec::BatchScoringModel: M needs `void score_batch(std::span<const std::span<const "
+                                    "token_id>> contexts, std::span<const std::span<const token_id>> continuations, "
+                                    "std::span<float> rows) const`");
+  return BatchScoringModel<M>;
 }
 
 //! Explains why `M` is not a `FeatureModel`; returns true when it is.

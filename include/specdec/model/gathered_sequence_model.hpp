@@ -70,6 +70,17 @@ class gathered_sequence_model {
     const std::lock_guard lock(mutex_);
     model_->release(s);
   }
+  //! The wrapped model's hidden-state width (a model with hidden states, such as a llama.cpp context
+  //! made with them).
+  std::size_t hidden_size() const requires requires(const M& m) { m.hidden_size(); }
+  { return model_->hidden_size(); }
+  //! The wrapped model's `hidden_state(s)`, looked up under the lock (so it may be read from a stage
+  //! call while others run); valid until s changes, which only its own caller does.
+  std::span<const float> hidden_state(sequence_id s) const requires requires(const M& m) { m.hidden_state(s); }
+  {
+    const std::lock_guard lock(mutex_);
+    return model_->hidden_state(s);
+  }
   //! What was merged so far.
   gather_stats stats() const {
     const std::lock_guard lock(mutex_);

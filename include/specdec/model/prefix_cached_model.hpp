@@ -1,7 +1,7 @@
 //! \file model/prefix_cached_model.hpp
 //! \brief `prefix_cached_model`: a `SequenceModel` (a KV-cached engine such as llama.cpp) seen as a
-//! stateless `Model`, `BatchedModel` and `ParallelScoringModel`, so that every stage written against `Model` (beam drafting for
-//! MTAD, tree drafters, SV's companion, verifier-gated drafting) runs on a real engine's KV cache.
+//! stateless `Model`, `BatchedModel`, `ParallelScoringModel` and `BatchScoringModel`, so that every stage written against
+//! `Model` (beam drafting for MTAD, tree drafters, SV's companion, verifier-gated drafting) runs on a real engine's KV cache.
 //!
 //! The adapter keeps `lanes` sequences of the wrapped model. A call asks for the next-token rows after
 //! some contexts; each context is served by the free lane whose tokens share the longest prefix with
@@ -13,7 +13,9 @@
 //! forward per `lanes` contexts). When the common prefix is the whole context, its last token is
 //! appended again (a row needs an appended position). `score(context, continuation)` asks one lane
 //! for the continuation.size() + 1 rows after context + continuation[0..i) in one forward (the lane
-//! keeps at most the context's tokens but its last as its shared prefix, so every row is appended).
+//! keeps at most the context's tokens but its last as its shared prefix, so every row is appended);
+//! `score_batch` does so for B contexts, one forward per `lanes` of them (SV's companion scores every
+//! request's drafts of a round in one forward).
 //!
 //! `next_logits` is `const`, as `Model` requires, and changes only the cache (the rows are what the
 //! wrapped model gives for the context): the adapter is not safe to call from two threads at once, and
@@ -70,8 +72,11 @@ class prefix_cached_model {
     const std::size_t V = vocab_size();
     SPECDEC_EXPECTS(logits.size() == contexts.size() * V, "specdec::prefix_cached_model: one row per context");
     for (const auto& c : contexts) SPECDEC_EXPECTS(!c.empty(), "specdec::prefix_cached_model: an empty context has no row");
-    for (std::size_t first = 0; first < contexts.size(); first += lanes())
-      serve(contexts.subspan(first, std::min(lanes(), contexts.size() - first)), logits.subspan(first * V));
+    for (std::size_t first = 0; first < contexts.size(); first += lanes()) {
+      const std::size_t n = std::min(lanes(), contexts.size() - first);
+      ones_.assign(n, 1);
+      serve(contexts.subspan(first, n), logits.subspan(first * V, n * V), std::span<const std::size_t>(ones_));
+    }
   }
 
   //! Rows i = 0..continuation.size() of `rows`: the next-token logits after context +
@@ -84,7 +89,37 @@ class prefix_cached_model {
     scored_.assign(context.begin(), context.end());
     scored_.insert(scored_.end(), continuation.begin(), continuation.end());
     const std::span<const token_id> whole(scored_);
-    serve(std::span<const std::span<const token_id>>(&whole, 1), rows, continuation.size() + 1);
+    const std::size_t count = continuation.size() + 1;
+    serve(std::span<const std::span<const token_id>>(&whole, 1), rows, std::span<const std::size_t>(&count, 1));
+  }
+
+  //! For b = 0..B-1 in turn, the rows `score(contexts[b], continuations[b], ...)` writes, from one
+  //! forward per `lanes()` contexts (a `BatchScoringModel`). \throws as `score`.
+  void score_batch(std::span<const std::span<const token_id>> contexts, std::span<const std::span<const token_id>> continuations,
+                   std::span<float> rows) const {
+    SPECDEC_EXPECTS(contexts.size() == continuations.size(), "specdec::prefix_cached_model: one continuation per context");
+    const std::size_t V = vocab_size();
+    std::size_t total = 0;
+    batch_wholes_.resize(contexts.size());
+    batch_rows_.clear();
+    for (std::size_t b = 0; b < contexts.size(); ++b) {
+      SPECDEC_EXPECTS(!contexts[b].empty(), "specdec::prefix_cached_model: an empty context has no row");
+      batch_wholes_[b].assign(contexts[b].begin(), contexts[b].end());
+      batch_wholes_[b].insert(batch_wholes_[b].end(), continuations[b].begin(), continuations[b].end());
+      batch_rows_.push_back(continuations[b].size() + 1);
+      total += batch_rows_.back() * V;
+    }
+    SPECDEC_EXPECTS(rows.size() == total, "specdec::prefix_cached_model: continuation.size() + 1 rows per context");
+    batch_views_.assign(batch_wholes_.begin(), batch_wholes_.end());
+    std::size_t at = 0;
+    for (std::size_t first = 0; first < contexts.size(); first += lanes()) {
+      const std::size_t n = std::min(lanes(), contexts.size() - first);
+      const auto counts = std::span<const std::size_t>(batch_rows_).subspan(first, n);
+      std::size_t values = 0;
+      for (const std::size_t r : counts) values += r * V;
+      serve(std::span<const std::span<const token_id>>(batch_views_).subspan(first, n), rows.subspan(at, values), counts);
+      at += values;
+    }
   }
 
   //! The wrapped model's sequence whose cached tokens are exactly `context` (the lane that last served
@@ -110,11 +145,15 @@ class prefix_cached_model {
     return static_cast<std::size_t>(x - a.begin());
   }
 
-  // Serves at most lanes() contexts with one forward, the last `rows` rows of each.
-  void serve(std::span<const std::span<const token_id>> contexts, std::span<float> logits, std::size_t rows = 1) const {
+  // Serves at most lanes() contexts with one forward, the last `rows[b]` rows of context b (`logits`
+  // holds exactly those rows).
+  void serve(std::span<const std::span<const token_id>> contexts, std::span<float> logits,
+             std::span<const std::size_t> rows_of) const {
     used_.assign(held_.size(), false);
     appends_.clear();
-    for (const auto& c : contexts) {
+    for (std::size_t b = 0; b < contexts.size(); ++b) {
+      const std::span<const token_id> c = contexts[b];
+      const std::size_t rows = rows_of[b];
       std::size_t best = held_.size(), shared = 0;
       for (std::size_t k = 0; k < held_.size(); ++k) {
         if (used_[k]) continue;
@@ -132,7 +171,7 @@ class prefix_cached_model {
     ++stats_.forwards;
     stats_.contexts += contexts.size();
     try {
-      model_->forward(std::span<const sequence_append>(appends_), logits.first(contexts.size() * rows * vocab_size()));
+      model_->forward(std::span<const sequence_append>(appends_), logits);
     } catch (...) {
       clear_after_failure();
       throw;
@@ -155,7 +194,10 @@ class prefix_cached_model {
   mutable std::vector<std::vector<token_id>> held_;  // the tokens each lane's sequence holds
   mutable std::vector<bool> used_;
   mutable std::vector<sequence_append> appends_;
-  mutable std::vector<token_id> scored_;  // score's context + continuation
+  mutable std::vector<token_id> scored_;                     // score's context + continuation
+  mutable std::vector<std::vector<token_id>> batch_wholes_;  // score_batch's contexts + continuations
+  mutable std::vector<std::span<const token_id>> batch_views_;
+  mutable std::vector<std::size_t> batch_rows_, ones_;  // rows asked per context
   mutable prefix_cache_stats stats_;
 };
 

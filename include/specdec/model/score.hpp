@@ -1,5 +1,6 @@
 //! \file model/score.hpp
-//! \brief Calling a model through the best interface it offers: `score`, `batch_next_logits`, `next_probs`.
+//! \brief Calling a model through the best interface it offers: `score`, `score_batch`, `batch_next_logits`,
+//! `next_probs`.
 //!
 //! Algorithms call these free functions instead of the members, so they work with any `Model`: when the
 //! model offers the richer interface (`ParallelScoringModel`, `BatchedModel`, `ProbabilityModel`) it is
@@ -75,6 +76,39 @@ void score(const M& m, std::span<const token_id> context, std::span<const token_
       m.next_logits(std::span<const token_id>(grown), rows.subspan(i * vocab, vocab));
       if (i == continuation.size()) break;
       grown.push_back(continuation[i]);
+    }
+  }
+}
+
+//! Scores B continuations, each after its own context: for b = 0..B-1 in turn, the
+//! `continuations[b].size() + 1` rows `score(m, contexts[b], continuations[b], ...)` writes, row-major
+//! in `rows`.
+//!
+//! Calls `m.score_batch` when `M` is a `BatchScoringModel` (a KV-cached engine: one forward for the
+//! batch), otherwise `score` once per b.
+//! \pre `contexts.size() == continuations.size()`; `rows.size()` = sum over b of
+//!      `(continuations[b].size() + 1) * m.vocab_size()`; every continuation token is in the vocabulary.
+//! \throws specdec::error when a precondition fails (and whatever the model throws).
+template <Model M>
+void score_batch(const M& m, std::span<const std::span<const token_id>> contexts,
+                 std::span<const std::span<const token_id>> continuations, std::span<float> rows) {
+  const std::size_t vocab = static_cast<std::size_t>(m.vocab_size());
+  SPECDEC_EXPECTS(contexts.size() == continuations.size(), "one continuation per context");
+  std::size_t total = 0;
+  for (const auto& k : continuations) {
+    total += (k.size() + 1) * vocab;
+    for ([[maybe_unused]] token_id t : k)
+      SPECDEC_EXPECTS(in_vocabulary(t, vocab), "a continuation token is outside the vocabulary");
+  }
+  SPECDEC_EXPECTS(rows.size() == total, "rows must hold (continuation.size() + 1) * vocab_size() logits per context");
+  if constexpr (BatchScoringModel<M>) {
+    m.score_batch(contexts, continuations, rows);
+  } else {
+    std::size_t at = 0;
+    for (std::size_t b = 0; b < contexts.size(); ++b) {
+      const std::size_t n = (continuations[b].size() + 1) * vocab;
+      score(m, contexts[b], continuations[b], rows.subspan(at, n));
+      at += n;
     }
   }
 }

@@ -26,17 +26,20 @@
 namespace specdec::llama_cpp {
 
 //! A `FeatureExtractor` (draft/verifier.hpp): the draft's hidden state at the prefix's last token, then
-//! `draft_row_features` (file comment).
-class hidden_state_features {
+//! `draft_row_features` (file comment). `Engine` is the sequence model the drafter's lanes read:
+//! `sequence_model`, or a `gathered_sequence_model` of one (model/gathered_sequence_model.hpp: the
+//! requests' drafter stages on threads, their forwards merged), which looks the state up under its lock.
+template <class Engine>
+class basic_hidden_state_features {
  public:
-  //! The draft model as its drafter reads it: lanes of a llama.cpp sequence model.
-  using draft_view = prefix_cached_model<sequence_model>;
+  //! The draft model as its drafter reads it: lanes of the engine.
+  using draft_view = prefix_cached_model<Engine>;
 
   //! Reads the hidden states of `model` (a context made with hidden states) behind `draft`, which
   //! must both outlive the extractor. `lead`: a token the draft's contexts carry before every prefix
   //! (learn/'s documents start anywhere, after a BOS the tool puts in front), or none.
   //! \throws specdec::error when the context has no hidden states.
-  hidden_state_features(const draft_view& draft, const sequence_model& model, std::optional<token_id> lead = std::nullopt)
+  basic_hidden_state_features(const draft_view& draft, const Engine& model, std::optional<token_id> lead = std::nullopt)
       : draft_(&draft), model_(&model), lead_(lead), hidden_(model.hidden_size()) {
     SPECDEC_EXPECTS(hidden_ > 0, "specdec::llama_cpp::hidden_state_features: the model has no hidden state");
   }
@@ -62,12 +65,15 @@ class hidden_state_features {
 
  private:
   const draft_view* draft_;
-  const sequence_model* model_;
+  const Engine* model_;
   std::optional<token_id> lead_;
   std::size_t hidden_;
   draft_row_features row_;
   std::vector<token_id> context_;
 };
+
+//! The extractor on a llama.cpp sequence model's lanes.
+using hidden_state_features = basic_hidden_state_features<sequence_model>;
 
 static_assert(FeatureExtractor<hidden_state_features>);
 
