@@ -119,6 +119,32 @@ TEST_CASE("prefix_cached_model: score gives a continuation's rows in one forward
   CHECK_THROWS_WITH(cached.score({}, continuation, rows), Catch::Matchers::Contains("empty context"));
 }
 
+TEST_CASE("prefix_cached_model: contexts served one call at a time keep their own lanes", "[model]") {
+  // Three requests that open alike (a shared system prompt: 1, 2) scored one call each per round, as a
+  // companion serving requests one by one does: after the first round each call appends only its
+  // context's last token and the new continuation; a lane holding another request's context is not
+  // taken for the shared opening while a lane is free (that would re-send whole contexts every round).
+  const auto m = specdec::make_model(V, positional_logits);
+  specdec::recomputing_sequence_model engine(m);
+  const specdec::prefix_cached_model cached(engine, 3);
+  std::vector<std::vector<token_id>> contexts{{1, 2, 3, 4}, {1, 2, 5, 6}, {1, 2, 3}};
+  const std::vector<token_id> continuation{4, 5};
+  std::vector<float> rows(3 * V), want(3 * V);
+  for (int round = 0; round < 6; ++round) {
+    const std::size_t before = cached.stats().appended_positions;
+    std::size_t first_round = 0;
+    for (auto& c : contexts) {
+      first_round += c.size() + continuation.size();
+      cached.score(c, continuation, rows);
+      specdec::score(m, c, continuation, want);
+      REQUIRE(rows == want);
+      c.insert(c.end(), continuation.begin(), continuation.end());  // both drafts accepted
+    }
+    CAPTURE(round);
+    CHECK(cached.stats().appended_positions - before == (round == 0 ? first_round : 3 * (1 + continuation.size())));
+  }
+}
+
 TEST_CASE("prefix_cached_model: score_batch scores every context's continuation, one forward per lanes", "[model]") {
   const auto m = specdec::make_model(V, positional_logits);
   specdec::recomputing_sequence_model engine(m);

@@ -4,10 +4,13 @@
 //! `Model` (beam drafting for MTAD, tree drafters, SV's companion, verifier-gated drafting) runs on a real engine's KV cache.
 //!
 //! The adapter keeps `lanes` sequences of the wrapped model. A call asks for the next-token rows after
-//! some contexts; each context is served by the free lane whose tokens share the longest prefix with
-//! it (ties to the lower lane): the lane is rolled back to that common prefix and the rest of the
-//! context is appended, with one row asked for. So a context that extends, or branches off, what a lane
-//! held costs only its new tokens: a drafter that extends its context by one token per call appends one
+//! some contexts; each context is served by the free lane that costs least: the tokens it must append
+//! (the context past its common prefix with the lane) plus the tokens of the lane it drops (the lane's
+//! past that prefix), ties to the lower lane. The lane is rolled back to that common prefix and the
+//! rest of the context is appended, with one row asked for. So a context that extends, or branches off,
+//! what a lane held costs only its new tokens, and contexts served one call at a time (requests sharing
+//! the adapter, one lane each) keep their lanes: a lane holding another context is taken only when that
+//! saves more than it drops (not for a shared opening such as a system prompt, when a lane is empty): a drafter that extends its context by one token per call appends one
 //! token per call, a beam or tree frontier re-sends each path below its branch point, never the whole
 //! context. All lanes of a call go to the model in one `forward` (more contexts than lanes: one
 //! forward per `lanes` contexts). When the common prefix is the whole context, its last token is
@@ -154,14 +157,15 @@ class prefix_cached_model {
     for (std::size_t b = 0; b < contexts.size(); ++b) {
       const std::span<const token_id> c = contexts[b];
       const std::size_t rows = rows_of[b];
-      std::size_t best = held_.size(), shared = 0;
+      std::size_t best = held_.size(), shared = 0, best_cost = 0;
       for (std::size_t k = 0; k < held_.size(); ++k) {
         if (used_[k]) continue;
-        const std::size_t n = common_prefix(held_[k], c);
-        if (best == held_.size() || n > shared) best = k, shared = n;
+        // every row asked for is an appended position
+        const std::size_t n = std::min(common_prefix(held_[k], c), c.size() - rows);
+        const std::size_t cost = (c.size() - n) + (held_[k].size() - n);  // appended + dropped
+        if (best == held_.size() || cost < best_cost) best = k, shared = n, best_cost = cost;
       }
       used_[best] = true;
-      shared = std::min(shared, c.size() - rows);  // every row asked for is an appended position
       model_->rollback(first_id_ + best, held_[best].size() - shared);
       held_[best].assign(c.begin(), c.end());
       appends_.push_back({.sequence = first_id_ + best, .tokens = c.subspan(shared), .rows = rows});
