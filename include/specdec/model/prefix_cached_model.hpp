@@ -86,14 +86,8 @@ class prefix_cached_model {
   //! continuation[0..i), from one lane in one `forward` (a `ParallelScoringModel`).
   //! \throws specdec::error on an empty context or a wrong row count; whatever the wrapped model throws.
   void score(std::span<const token_id> context, std::span<const token_id> continuation, std::span<float> rows) const {
-    SPECDEC_EXPECTS(!context.empty(), "specdec::prefix_cached_model: an empty context has no row");
-    SPECDEC_EXPECTS(rows.size() == (continuation.size() + 1) * vocab_size(),
-                    "specdec::prefix_cached_model: continuation.size() + 1 rows");
-    scored_.assign(context.begin(), context.end());
-    scored_.insert(scored_.end(), continuation.begin(), continuation.end());
-    const std::span<const token_id> whole(scored_);
-    const std::size_t count = continuation.size() + 1;
-    serve(std::span<const std::span<const token_id>>(&whole, 1), rows, std::span<const std::size_t>(&count, 1));
+    score_batch(std::span<const std::span<const token_id>>(&context, 1),
+                std::span<const std::span<const token_id>>(&continuation, 1), rows);
   }
 
   //! For b = 0..B-1 in turn, the rows `score(contexts[b], continuations[b], ...)` writes, from one
@@ -198,8 +192,7 @@ class prefix_cached_model {
   mutable std::vector<std::vector<token_id>> held_;  // the tokens each lane's sequence holds
   mutable std::vector<bool> used_;
   mutable std::vector<sequence_append> appends_;
-  mutable std::vector<token_id> scored_;                     // score's context + continuation
-  mutable std::vector<std::vector<token_id>> batch_wholes_;  // score_batch's contexts + continuations
+  mutable std::vector<std::vector<token_id>> batch_wholes_;  // score_batch's (and score's) contexts + continuations
   mutable std::vector<std::span<const token_id>> batch_views_;
   mutable std::vector<std::size_t> batch_rows_, ones_;  // rows asked per context
   mutable prefix_cache_stats stats_;
